@@ -1,0 +1,19 @@
+/*
+ * hangdx.report/1 — schema names, hang classes and exit codes that the
+ * inspector's commands, its tests and any reader of its JSON agree on.
+ * The report layout itself is described in design.md ("Formats").
+ */
+#ifndef HANGDX_REPORT_H
+#define HANGDX_REPORT_H
+
+#define HDX_REPORT_SCHEMA "hangdx.report/1"
+#define HDX_SNAPSHOT_SCHEMA "hangdx.snapshot/1"
+
+/* Exit codes of every hangdx command (design.md, "Exit status"). */
+#define HDX_EXIT_OK 0       /* a report was produced, whatever the verdict */
+#define HDX_EXIT_PARTIAL 1  /* some processes could not be read */
+#define HDX_EXIT_FAILURE 2  /* nothing useful could be produced */
+#define HDX_EXIT_TIMEOUT 124 /* run --on-hang kill ended a hung job */
+#define HDX_EXIT_USAGE 64   /* bad command line */
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * hangdx.trace/1 — the on-disk trace that the preload shim writes and the
+ * inspector reads. Shared by preload/ and inspector/; nothing else belongs here.
+ *
+ * A trace directory holds one file per process, named "<host>-<pid>.jsonl",
+ * created mode 0600 and opened O_APPEND. Each line is one JSON object written
+ * with a single write(2), so a line is either whole or, for the last line of a
+ * process that died mid-write, torn (a reader skips a torn line).
+ *
+ * Every program image writes a header line first. An exec() keeps the pid, so
+ * the same file then gets a second header: a reader treats each header as the
+ * start of a new image of that process.
+ *
+ * Header (type "header"):
+ *   {"schema":"hangdx.trace/1","type":"header","t":NS,"pid":P,"ppid":PP,
+ *    "host":"h","boot_id":"uuid","start_time":TICKS,"cwd":"/abs","exe":"/abs",
+ *    "argv":["a","b"],"env":{"RANK":"0",...}}
+ *   start_time is field 22 of /proc/PID/stat (clock ticks since boot,
+ *   proc(5)); with boot_id it tells a live process from a recycled pid.
+ *   env holds only the names in HDX_TRACE_ENV_NAMES that are set.
+ *
+ * Events (every event has "type", "t" and "tid"):
+ *   acquire    {"path":ABS,"fd":N}            open(O_CREAT|O_EXCL) succeeded
+ *   wait       {"path":ABS,"how":"eexist"|"stat","polls":N,"since":NS}
+ *              the process found the lock taken (EEXIST) or polls it with
+ *              stat; aggregated: written at the first poll, when the count
+ *              reaches a power of two, and at least every
+ *              HDX_TRACE_WAIT_REPEAT_S seconds while polling goes on.
+ *              "polls" counts since "since".
+ *   release    {"path":ABS}                   unlink/rename of a known lock
+ *   lock_start {"path":ABS,"fd":N,"op":OP,"cmd":CMD}  a blocking kernel lock
+ *              call began (OP: "flock", "posix", "ofd", "lockf";
+ *              CMD: "LOCK_EX", "LOCK_SH", "F_WRLCK", "F_RDLCK", "F_LOCK")
+ *   lock_end   {"path":ABS,"fd":N,"op":OP,"rc":R,"errno":E}  that call returned
+ *   spawn      {"child":PID,"via":"fork"|"posix_spawn","argv":[...]}
+ *              argv is empty for fork (the child writes its own header)
+ *   exit       {"status":S}                   exit()/_exit() was called
+ *
+ * Times ("t", "since") are CLOCK_REALTIME in nanoseconds since the epoch.
+ * Paths in events are absolute (relative ones are resolved against the cwd,
+ * or the directory fd, at the time of the call).
+ */
+#ifndef HANGDX_TRACE_H
+#define HANGDX_TRACE_H
+
+#define HDX_TRACE_SCHEMA "hangdx.trace/1"
+/* Environment variable naming the trace directory; the shim is quiet without it. */
+#define HDX_TRACE_DIR_ENV "HANGDX_TRACE_DIR"
+/* Suffix of every trace file: "<host>-<pid>" HDX_TRACE_SUFFIX. */
+#define HDX_TRACE_SUFFIX ".jsonl"
+/* Longest line the shim writes, in bytes; longer argv are truncated. */
+#define HDX_TRACE_LINE_MAX 4096
+/* While a wait goes on, a wait line is repeated at least this often (s). */
+#define HDX_TRACE_WAIT_REPEAT_S 60
+
+/* The event type names, as written in "type". */
+#define HDX_EV_HEADER "header"
+#define HDX_EV_ACQUIRE "acquire"
+#define HDX_EV_WAIT "wait"
+#define HDX_EV_RELEASE "release"
+#define HDX_EV_LOCK_START "lock_start"
+#define HDX_EV_LOCK_END "lock_end"
+#define HDX_EV_SPAWN "spawn"
+#define HDX_EV_EXIT "exit"
+
+/*
+ * The environment variables that may leave the host (design.md, "what leaves
+ * the host"): the only ones a trace header, a snapshot or a report carries.
+ * A NULL-terminated initializer list.
+ */
+#define HDX_TRACE_ENV_NAMES                                                      \
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",        \
+        "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",                     \
+        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", \
+        "SLURM_JOB_ID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS",         \
+        "SLURM_NODEID", "CUDA_VISIBLE_DEVICES", "TORCH_EXTENSIONS_DIR",          \
+        "MAX_JOBS", NULL
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * The classifier: evidence in, verdict out. Pure: no I/O, no ptrace, no
+ * clock; tested on recorded evidence alone (design.md "Data flow").
+ */
+#ifndef HDX_CLASSIFY_H
+#define HDX_CLASSIFY_H
+
+#include <stddef.h>
+
+#include "evidence.h"
+
+enum hdx_class {
+    HDX_CLASS_BUILD_LOCK,
+    HDX_CLASS_COMPILE_STALL,
+    HDX_CLASS_COLLECTIVE_WAIT,
+    HDX_CLASS_P2P_MISMATCH,
+    HDX_CLASS_RENDEZVOUS_WAIT,
+    HDX_CLASS_CONFIG_ERROR,
+    HDX_CLASS_NOT_HUNG,
+    HDX_CLASS_UNKNOWN,
+};
+
+enum hdx_confidence { HDX_CONF_LOW, HDX_CONF_MEDIUM, HDX_CONF_HIGH };
+
+typedef struct hdx_verdict {
+    enum hdx_class cls;
+    char *summary; /* one sentence for a person */
+    char *remedy;  /* what to do, or NULL */
+    int *culprit_ranks;
+    size_t n_culprit_ranks;
+    int *culprit_pids;
+    size_t n_culprit_pids;
+    int *missing_ranks;
+    size_t n_missing_ranks;
+    enum hdx_confidence confidence;
+} hdx_verdict;
+
+/*
+ * Classify ev into *v (zeroed by the caller or left from hdx_verdict_clear).
+ * Also sets each thread's wait label (hdx_thread.wait) and each process's
+ * progressing flag when samples allow. Returns 0 or -ENOMEM.
+ */
+int hdx_classify(hdx_evidence *ev, hdx_verdict *v);
+
+/* Release what v owns and zero it. Accepts NULL. */
+void hdx_verdict_clear(hdx_verdict *v);
+
+/* "build_lock", "compile_stall", ... */
+const char *hdx_class_name(enum hdx_class c);
+
+#endif

@@ -1,0 +1,253 @@
+#define _GNU_SOURCE
+#include "evidence.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+#include "hangdx/trace.h"
+
+hdx_evidence *hdx_evidence_new(void)
+{
+    hdx_evidence *ev = calloc(1, sizeof *ev);
+    if (ev) {
+        ev->build_timeout_s = 1800;
+        ev->taken_ns = hdx_now_ns();
+    }
+    return ev;
+}
+
+void hdx_thread_clear(hdx_thread *t)
+{
+    if (!t)
+        return;
+    free(t->name);
+    free(t->wchan);
+    for (size_t i = 0; i < t->n_frames; i++) {
+        free(t->frames[i].function);
+        free(t->frames[i].file);
+        free(t->frames[i].module);
+    }
+    free(t->frames);
+    free(t->polled_path);
+    free(t->wait);
+    memset(t, 0, sizeof *t);
+}
+
+void hdx_process_clear(hdx_process *p)
+{
+    if (!p)
+        return;
+    free(p->host);
+    for (size_t i = 0; i < p->n_cmdline; i++)
+        free(p->cmdline[i]);
+    free(p->cmdline);
+    for (size_t i = 0; i < p->n_env; i++) {
+        free(p->env[i].name);
+        free(p->env[i].value);
+    }
+    free(p->env);
+    free(p->exe);
+    free(p->cwd);
+    for (size_t i = 0; i < p->n_threads; i++)
+        hdx_thread_clear(&p->threads[i]);
+    free(p->threads);
+    memset(p, 0, sizeof *p);
+}
+
+void hdx_lock_clear(hdx_lock *l)
+{
+    if (!l)
+        return;
+    free(l->path);
+    free(l->source);
+    for (size_t i = 0; i < l->n_waiters; i++)
+        free(l->waiters[i].how);
+    free(l->waiters);
+    memset(l, 0, sizeof *l);
+}
+
+void hdx_evidence_free(hdx_evidence *ev)
+{
+    if (!ev)
+        return;
+    free(ev->host);
+    for (size_t i = 0; i < ev->n_procs; i++)
+        hdx_process_clear(&ev->procs[i]);
+    free(ev->procs);
+    for (size_t i = 0; i < ev->n_locks; i++)
+        hdx_lock_clear(&ev->locks[i]);
+    free(ev->locks);
+    for (size_t i = 0; i < ev->n_notes; i++)
+        free(ev->notes[i]);
+    free(ev->notes);
+    free(ev);
+}
+
+hdx_process *hdx_evidence_add_process(hdx_evidence *ev)
+{
+    hdx_process *p = hdx_append((void **)&ev->procs, &ev->n_procs, sizeof *p);
+    if (p) {
+        p->pid = p->ppid = HDX_UNKNOWN;
+        p->rank = p->local_rank = p->world_size = HDX_UNKNOWN;
+        p->progressing = p->alive = HDX_UNKNOWN;
+        p->stopped_us = HDX_UNKNOWN;
+    }
+    return p;
+}
+
+hdx_thread *hdx_process_add_thread(hdx_process *p)
+{
+    hdx_thread *t = hdx_append((void **)&p->threads, &p->n_threads, sizeof *t);
+    if (t) {
+        t->tid = HDX_UNKNOWN;
+        t->syscall = HDX_SYSCALL_UNKNOWN;
+    }
+    return t;
+}
+
+hdx_frame *hdx_thread_add_frame(hdx_thread *t)
+{
+    return hdx_append((void **)&t->frames, &t->n_frames, sizeof(hdx_frame));
+}
+
+hdx_lock *hdx_evidence_add_lock(hdx_evidence *ev)
+{
+    hdx_lock *l = hdx_append((void **)&ev->locks, &ev->n_locks, sizeof *l);
+    if (l) {
+        l->exists = HDX_UNKNOWN;
+        l->mtime_ns = HDX_UNKNOWN;
+        l->holder_pid = HDX_UNKNOWN;
+        l->creator_pid = l->creator_rank = l->creator_alive = HDX_UNKNOWN;
+        l->created_ns = HDX_UNKNOWN;
+    }
+    return l;
+}
+
+hdx_waiter *hdx_lock_add_waiter(hdx_lock *l)
+{
+    hdx_waiter *w = hdx_append((void **)&l->waiters, &l->n_waiters, sizeof *w);
+    if (w) {
+        w->pid = w->tid = w->rank = HDX_UNKNOWN;
+        w->since_ns = HDX_UNKNOWN;
+    }
+    return w;
+}
+
+int hdx_evidence_note(hdx_evidence *ev, const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    int r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (r < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < ev->n_notes; i++) {
+        if (strcmp(ev->notes[i], s) == 0) { /* say each thing once */
+            free(s);
+            return 0;
+        }
+    }
+    char **slot = hdx_append((void **)&ev->notes, &ev->n_notes, sizeof *slot);
+    if (!slot) {
+        free(s);
+        return -ENOMEM;
+    }
+    *slot = s;
+    return 0;
+}
+
+hdx_process *hdx_evidence_find_process(const hdx_evidence *ev, int pid)
+{
+    for (size_t i = 0; i < ev->n_procs; i++)
+        if (ev->procs[i].pid == pid)
+            return &ev->procs[i];
+    return NULL;
+}
+
+hdx_lock *hdx_evidence_find_lock(const hdx_evidence *ev, const char *path)
+{
+    for (size_t i = 0; i < ev->n_locks; i++)
+        if (ev->locks[i].path && strcmp(ev->locks[i].path, path) == 0)
+            return &ev->locks[i];
+    return NULL;
+}
+
+/* Which env names give which rank variable, most specific first. */
+static const struct {
+    const char *name;
+    size_t field; /* offsetof into hdx_process */
+} rank_vars[] = {
+    {"RANK", offsetof(hdx_process, rank)},
+    {"OMPI_COMM_WORLD_RANK", offsetof(hdx_process, rank)},
+    {"PMI_RANK", offsetof(hdx_process, rank)},
+    {"SLURM_PROCID", offsetof(hdx_process, rank)},
+    {"LOCAL_RANK", offsetof(hdx_process, local_rank)},
+    {"SLURM_LOCALID", offsetof(hdx_process, local_rank)},
+    {"WORLD_SIZE", offsetof(hdx_process, world_size)},
+    {"OMPI_COMM_WORLD_SIZE", offsetof(hdx_process, world_size)},
+    {"PMI_SIZE", offsetof(hdx_process, world_size)},
+    {"SLURM_NTASKS", offsetof(hdx_process, world_size)},
+};
+
+static const char *const allowed_env[] = {HDX_TRACE_ENV_NAMES};
+
+static int env_priority(const char *name)
+{
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++)
+        if (strcmp(rank_vars[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *hdx_process_env(const hdx_process *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_env; i++)
+        if (strcmp(p->env[i].name, name) == 0)
+            return p->env[i].value;
+    return NULL;
+}
+
+int hdx_process_set_env(hdx_process *p, const char *name, const char *value)
+{
+    int allowed = 0;
+    for (size_t i = 0; allowed_env[i]; i++)
+        if (strcmp(allowed_env[i], name) == 0)
+            allowed = 1;
+    if (!allowed || hdx_process_env(p, name))
+        return 0;
+    hdx_env *e = hdx_append((void **)&p->env, &p->n_env, sizeof *e);
+    if (!e || !(e->name = strdup(name)) || !(e->value = strdup(value)))
+        return -ENOMEM;
+    /* Recompute the rank variables: the first listed name that is set wins. */
+    int idx = env_priority(name);
+    if (idx < 0)
+        return 0;
+    char *end;
+    long v = strtol(value, &end, 10);
+    if (end == value || *end || v < 0 || v > 1 << 24)
+        return 0;
+    int *field = (int *)((char *)p + rank_vars[idx].field);
+    for (size_t i = 0; i < (size_t)idx; i++) {
+        if (rank_vars[i].field == rank_vars[idx].field && hdx_process_env(p, rank_vars[i].name))
+            return 0; /* a more specific name already set it */
+    }
+    *field = (int)v;
+    return 0;
+}
+
+const char *hdx_lock_kind_name(enum hdx_lock_kind k)
+{
+    static const char *const n[] = {"baton", "flock", "posix", "ofd"};
+    return (unsigned)k < 4 ? n[k] : "baton";
+}
+
+const char *hdx_lock_state_name(enum hdx_lock_state s)
+{
+    static const char *const n[] = {"free", "held", "stale"};
+    return (unsigned)s < 3 ? n[s] : "free";
+}

@@ -1,0 +1,161 @@
+/*
+ * The evidence model: what every input (a live inspection, a trace directory,
+ * later snapshots and logs) is turned into, and what classify() reads.
+ *
+ * Ownership: an hdx_evidence owns everything reachable from it (every string
+ * and array is heap memory); hdx_evidence_free() releases it all. Integers use
+ * HDX_UNKNOWN (-1) for "not known"; strings use NULL.
+ */
+#ifndef HDX_EVIDENCE_H
+#define HDX_EVIDENCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HDX_UNKNOWN (-1)
+
+enum hdx_frame_kind { HDX_FRAME_NATIVE = 0, HDX_FRAME_PYTHON = 1 };
+
+typedef struct hdx_frame {
+    enum hdx_frame_kind kind;
+    char *function; /* demangled name, or NULL when no symbol covers pc */
+    char *file;     /* source file (DWARF line info or Python), or NULL */
+    int line;       /* source line, 0 when unknown */
+    char *module;   /* path of the ELF module that contains pc (native), or NULL */
+    uint64_t offset; /* pc relative to the module's load bias (native) */
+    uint64_t pc;     /* absolute instruction address (native), 0 for Python */
+} hdx_frame;
+
+/* Syscall numbers in hdx_thread.syscall beyond the real ones (proc(5) syscall). */
+#define HDX_SYSCALL_RUNNING (-1) /* /proc/TID/syscall said "running" */
+#define HDX_SYSCALL_UNKNOWN (-2) /* could not be read */
+
+typedef struct hdx_thread {
+    int tid;
+    char *name;    /* comm, from /proc/PID/task/TID/comm */
+    char state;    /* state letter from /proc/PID/task/TID/stat (R S D T t Z), 0 unknown */
+    char *wchan;   /* /proc/PID/task/TID/wchan, NULL when "0" or unreadable */
+    long syscall;  /* current syscall number, or HDX_SYSCALL_* */
+    uint64_t syscall_args[6]; /* its arguments, from the same file */
+    double cpu_ms; /* utime+stime of this thread, ms, at the last sample */
+    hdx_frame *frames; /* innermost first; NULL when not sampled */
+    size_t n_frames;
+    int stack_error;   /* 0, or a negative errno telling why frames are missing */
+    char *polled_path; /* absolute path a bounded syscall watch saw it stat, or NULL */
+    char *wait;        /* wait label set by classify ("build_lock", "sleep", ...), or NULL */
+} hdx_thread;
+
+typedef struct hdx_env {
+    char *name; /* one of HDX_TRACE_ENV_NAMES */
+    char *value;
+} hdx_env;
+
+typedef struct hdx_process {
+    int pid;
+    int ppid;
+    char *host;
+    int rank;       /* global rank (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID) */
+    int local_rank; /* LOCAL_RANK, SLURM_LOCALID */
+    int world_size; /* WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS */
+    char **cmdline; /* argv as in /proc/PID/cmdline */
+    size_t n_cmdline;
+    hdx_env *env; /* only allowed names */
+    size_t n_env;
+    char *exe;
+    char *cwd;
+    char state;            /* the main thread's state letter, 0 unknown */
+    uint64_t start_ticks;  /* field 22 of /proc/PID/stat: clock ticks after boot */
+    double age_s;          /* seconds since the process started, at the last sample */
+    double cpu_ms_first;   /* utime+stime of all threads, ms, first sample */
+    double cpu_ms;         /* the same at the last sample */
+    int progressing;       /* 1 CPU time or stacks changed across samples, 0 not, HDX_UNKNOWN */
+    int64_t stopped_us;    /* total time its threads were stopped, microseconds, or HDX_UNKNOWN */
+    int alive;             /* 1 running now, 0 gone, HDX_UNKNOWN */
+    int read_error;        /* 0, or a negative errno: what could not be read (see notes) */
+    hdx_thread *threads;
+    size_t n_threads;
+} hdx_process;
+
+enum hdx_lock_kind { HDX_LOCK_BATON = 0, HDX_LOCK_FLOCK, HDX_LOCK_POSIX, HDX_LOCK_OFD };
+enum hdx_lock_state { HDX_LOCK_FREE = 0, HDX_LOCK_HELD, HDX_LOCK_STALE };
+
+typedef struct hdx_waiter {
+    int pid;
+    int tid;        /* HDX_UNKNOWN when only the process is known */
+    int rank;
+    int64_t since_ns; /* CLOCK_REALTIME ns when the wait began, HDX_UNKNOWN */
+    char *how;        /* "stat poll", "eexist", "flock", "fcntl", ... */
+} hdx_waiter;
+
+typedef struct hdx_lock {
+    char *path;
+    enum hdx_lock_kind kind;
+    enum hdx_lock_state state;
+    int exists;       /* the lock file exists now: 1, 0, HDX_UNKNOWN */
+    int64_t mtime_ns; /* lock file's mtime (≈ creation of a baton), HDX_UNKNOWN */
+    int holder_pid;   /* live process holding it, HDX_UNKNOWN */
+    int has_creator;  /* 1 when created_by is known (from a trace) */
+    int creator_pid;
+    int creator_rank;
+    int creator_alive;      /* 1, 0, HDX_UNKNOWN */
+    int64_t created_ns;     /* from the trace's acquire event, HDX_UNKNOWN */
+    char *source;           /* how it was found: "trace", "syscall watch", "blocked fd", "well-known place" */
+    hdx_waiter *waiters;
+    size_t n_waiters;
+} hdx_lock;
+
+typedef struct hdx_evidence {
+    char *host;
+    int64_t taken_ns;   /* CLOCK_REALTIME ns of the first sample */
+    int samples;        /* number of samples taken (0 for post-mortem input) */
+    int interval_ms;
+    int64_t build_timeout_s;
+    int live;           /* 1 for inspect, 0 for analyze */
+    hdx_process *procs;
+    size_t n_procs;
+    hdx_lock *locks;
+    size_t n_locks;
+    char **notes;       /* what could not be checked, and why */
+    size_t n_notes;
+} hdx_evidence;
+
+/* Allocate an empty evidence set. Returns NULL with errno=ENOMEM. */
+hdx_evidence *hdx_evidence_new(void);
+/* Release everything the evidence owns. Accepts NULL. */
+void hdx_evidence_free(hdx_evidence *ev);
+
+/*
+ * Append a zeroed process / thread / lock / waiter / frame and return it
+ * (borrowed, valid until the next append to the same array), with every
+ * integer field that has an "unknown" value set to HDX_UNKNOWN. NULL on ENOMEM.
+ */
+hdx_process *hdx_evidence_add_process(hdx_evidence *ev);
+hdx_thread *hdx_process_add_thread(hdx_process *p);
+hdx_frame *hdx_thread_add_frame(hdx_thread *t);
+hdx_lock *hdx_evidence_add_lock(hdx_evidence *ev);
+hdx_waiter *hdx_lock_add_waiter(hdx_lock *l);
+
+/* Add a note (printf format). Returns 0 or -ENOMEM. */
+int hdx_evidence_note(hdx_evidence *ev, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Lookups; return borrowed pointers or NULL. */
+hdx_process *hdx_evidence_find_process(const hdx_evidence *ev, int pid);
+hdx_lock *hdx_evidence_find_lock(const hdx_evidence *ev, const char *path);
+
+/* Set a process's env entry (copied), and derive rank/local_rank/world_size
+ * from the env names listed above. Unknown names are ignored. 0 or -ENOMEM. */
+int hdx_process_set_env(hdx_process *p, const char *name, const char *value);
+/* The value of an allowed env name kept for p (borrowed), or NULL. */
+const char *hdx_process_env(const hdx_process *p, const char *name);
+
+/* Release what a process / thread / lock owns (not the struct itself). */
+void hdx_process_clear(hdx_process *p);
+void hdx_thread_clear(hdx_thread *t);
+void hdx_lock_clear(hdx_lock *l);
+
+/* Names used in reports: "baton", "flock", "posix", "ofd"; "stale", "held", "free". */
+const char *hdx_lock_kind_name(enum hdx_lock_kind k);
+const char *hdx_lock_state_name(enum hdx_lock_state s);
+
+#endif

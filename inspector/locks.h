@@ -1,0 +1,70 @@
+/*
+ * Build-directory locks: which lock files and kernel locks the processes wait
+ * on, and their state (design.md "lock states"). Sources: /proc/locks
+ * (proc(5), "/proc/locks"), /proc/PID/fd and fdinfo, the lock files
+ * themselves, the traces (traces.h) and the syscall watch (syswatch.h).
+ */
+#ifndef HDX_LOCKS_H
+#define HDX_LOCKS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "evidence.h"
+
+/* One line of /proc/locks. */
+typedef struct hdx_kernel_lock {
+    int id;
+    int blocked;   /* 1 for a "->" line: a request waiting for lock id */
+    char kind[8];  /* "FLOCK", "POSIX", "OFDLCK", "LEASE", ... */
+    char mode[8];  /* "READ", "WRITE", ... */
+    int pid;       /* -1 for OFD locks (the kernel does not record one) */
+    unsigned dev_major, dev_minor;
+    unsigned long ino;
+} hdx_kernel_lock;
+
+/*
+ * Parse /proc/locks text. Lines that do not parse are skipped. *out is a
+ * heap array the caller frees. 0 or -ENOMEM.
+ */
+int hdx_kernel_locks_parse(const char *text, hdx_kernel_lock **out, size_t *n);
+
+/* Options of hdx_locks_collect. */
+typedef struct hdx_locks_options {
+    int watch_ms;         /* bound of a syscall watch per polling thread; 0 = no watch */
+    const char **dirs;    /* extra build directories to look in (may be NULL) */
+    size_t n_dirs;
+} hdx_locks_options;
+
+/*
+ * Find what the live processes of ev wait on and add it to ev->locks:
+ *  - a thread blocked in flock/fcntl(F_SETLKW/F_OFD_SETLKW) (syscall number
+ *    and fd from /proc): the file behind the fd, kind from /proc/locks;
+ *  - a thread sleeping in a poll loop with no trace lock known for its
+ *    process: a bounded syscall watch; a stat-polled path whose name is
+ *    "lock" (or ends in ".lock") and exists is a baton lock;
+ *  - otherwise the well-known places: each process's cwd and script
+ *    directory "*\/build/lock", $TORCH_EXTENSIONS_DIR/\*\/lock and
+ *    ~/.cache/torch_extensions/\*\/\*\/lock, plus opt->dirs.
+ * Each waiter is added to its lock. Notes in ev say what was done (that a
+ * watch ran) and what failed. Returns 0 or a negative errno.
+ */
+int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt);
+
+/*
+ * Decide the state of every lock in ev->locks from this host now: exists and
+ * mtime (stat), holder_pid (the /proc/locks holder, or for batons and OFD
+ * locks a live process that has the file open), creator_alive, then state:
+ * held (a live holder), stale (file exists, no live holder, creator gone or
+ * unknown), free. Returns 0 or a negative errno.
+ */
+int hdx_locks_resolve(hdx_evidence *ev);
+
+/*
+ * Lock files ("lock", or "*.lock") under dir, at most depth levels down
+ * (torch_extensions/<py>/<ext>/lock is depth 2). Appends absolute heap
+ * strings to *paths (each once). 0 or a negative errno (-ENOENT no dir).
+ */
+int hdx_locks_find_files(const char *dir, int depth, char ***paths, size_t *n);
+
+#endif

@@ -1,0 +1,90 @@
+/* hangdx: the command table. */
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "hangdx/report.h"
+#include "stacks.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *what;
+} commands[] = {
+    {"run", hdx_cmd_run, "run a command with the lock-tracing shim preloaded"},
+    {"inspect", hdx_cmd_inspect, "attach to hung processes and say why they hang"},
+    {"analyze", hdx_cmd_analyze, "the same verdict from a trace directory, after the job is gone"},
+    {"locks", hdx_cmd_locks, "list build-directory lock files and their state"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: hangdx COMMAND [OPTIONS] [ARGS]\n\n"
+               "hangdx tells why a distributed training job is hung, and proves it.\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].what);
+    fprintf(f, "\nexamples:\n"
+               "  hangdx run -d traces/ -- torchrun --nproc-per-node 8 pretrain.py\n"
+               "  hangdx inspect 4123             # a hung rank or its launcher\n"
+               "  hangdx analyze traces/          # after the job is gone\n"
+               "  hangdx locks --clean-stale ~/.cache/torch_extensions\n\n"
+               "'hangdx COMMAND --help' tells more about each.\n");
+}
+
+static void on_fatal_signal(int sig)
+{
+    /* Never leave a target stopped or traced because hangdx was interrupted. */
+    hdx_stacks_emergency_detach();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+const char *hdx_self_dir(void)
+{
+    static char dir[PATH_MAX];
+    if (!dir[0]) {
+        ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+        if (n <= 0) {
+            strcpy(dir, ".");
+        } else {
+            dir[n] = 0;
+            char *slash = strrchr(dir, '/');
+            if (slash)
+                *slash = 0;
+        }
+    }
+    return dir;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return HDX_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return HDX_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("hangdx 0.1.0\n");
+        return HDX_EXIT_OK;
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaction(sigs[i], &sa, NULL);
+
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "hangdx: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return HDX_EXIT_USAGE;
+}

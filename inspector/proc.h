@@ -1,0 +1,80 @@
+/*
+ * /proc readers: process discovery and the facts that need no stop.
+ * Sources: proc(5) for /proc/PID/{stat,status,cmdline,environ,cwd,exe,fd,
+ * task/TID/{stat,comm,wchan,syscall}}; field numbers are proc(5)'s, 1-based.
+ */
+#ifndef HDX_PROC_H
+#define HDX_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "evidence.h"
+
+/*
+ * Expand pids with all their descendants (from /proc/PID/task/TID/children,
+ * or a scan of ppid fields when that file is absent). The result keeps the
+ * order given, each pid once, descendants after their ancestor. *out is a
+ * heap array the caller frees. Returns 0 or a negative errno; a pid that does
+ * not exist is -ESRCH (nothing is returned then).
+ */
+int hdx_proc_descendants(const int *pids, size_t n, int **out, size_t *n_out);
+
+/*
+ * Fill p (from hdx_evidence_add_process) with the facts of pid that do not
+ * change: pid, ppid, host, cmdline, allowed env (hdx_process_set_env; which
+ * also gives rank, local rank and world size), exe, cwd, start_ticks, and
+ * one hdx_thread per task (tid, name). Then takes a first sample as
+ * hdx_proc_sample() does, setting cpu_ms_first. Returns 0, or a negative
+ * errno (-ESRCH gone, -EACCES unreadable); p->read_error is set too.
+ */
+int hdx_proc_read(hdx_process *p, int pid);
+
+/*
+ * Refresh what changes: process state, age_s, cpu_ms (sum over threads, ms,
+ * from utime+stime in clock ticks / sysconf(_SC_CLK_TCK)), and per thread:
+ * state, wchan, syscall number and args, cpu_ms. Threads that appeared are
+ * added; threads that ended keep their last values. Sets alive. 0 or -errno.
+ */
+int hdx_proc_sample(hdx_process *p);
+
+/*
+ * Is the process that had start_ticks (field 22 of stat) still alive under
+ * pid? 1 yes, 0 no (gone, zombie, or the pid was reused). start_ticks 0 means
+ * "don't compare".
+ */
+int hdx_proc_alive(int pid, uint64_t start_ticks);
+
+/* This boot's id (/proc/sys/kernel/random/boot_id), static buffer, "" if unreadable. */
+const char *hdx_proc_boot_id(void);
+
+/*
+ * The value of any environment variable of pid (e.g. HANGDX_TRACE_DIR),
+ * for use on this host only; it never goes into evidence. Heap string, or
+ * NULL (errno ENOENT when unset).
+ */
+char *hdx_proc_getenv(int pid, const char *name);
+
+/* readlink /proc/PID/fd/FD into buf. 0 or a negative errno. */
+int hdx_proc_fd_path(int pid, int fd, char *buf, size_t size);
+
+/*
+ * Every process on this host that has the file (dev, ino) open, from a scan
+ * of /proc/<pid>/fd (processes we cannot read are skipped and counted in
+ * *unreadable, which may be NULL). *pids is a heap array the caller frees.
+ * 0 or a negative errno.
+ */
+int hdx_proc_openers(dev_t dev, ino_t ino, int **pids, size_t *n, size_t *unreadable);
+
+/*
+ * Every process on this host whose environment has RANK, LOCAL_RANK,
+ * SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK set, hangdx's own processes
+ * excluded. Heap array; 0 or -errno.
+ */
+int hdx_proc_find_ranks(int **pids, size_t *n);
+
+/* x86-64 syscall name for nr ("newfstatat"), or NULL. */
+const char *hdx_syscall_name(long nr);
+
+#endif

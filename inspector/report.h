@@ -1,0 +1,27 @@
+/*
+ * The report: hangdx.report/1 JSON (cJSON) and the short text form
+ * (verdict first, then evidence, then the stacks grouped).
+ */
+#ifndef HDX_REPORT_H
+#define HDX_REPORT_H
+
+#include <stdio.h>
+
+#include "classify.h"
+#include "evidence.h"
+
+struct cJSON;
+
+/* The hangdx.report/1 object for ev and v. Caller frees with cJSON_Delete. NULL on ENOMEM. */
+struct cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v);
+
+/* Write the text report to f. 0 or a negative errno. */
+int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v);
+
+/*
+ * Write the report (JSON when json != 0, else text) to path, or to stdout
+ * when path is NULL or "-". 0 or a negative errno.
+ */
+int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, int json, const char *path);
+
+#endif

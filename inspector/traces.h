@@ -1,0 +1,107 @@
+/*
+ * Reader of hangdx.trace/1 directories (include/hangdx/trace.h) and their
+ * conversion into evidence. Uses cJSON for every line.
+ */
+#ifndef HDX_TRACES_H
+#define HDX_TRACES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "evidence.h"
+
+enum hdx_trace_ev_type {
+    HDX_TEV_ACQUIRE,
+    HDX_TEV_WAIT,
+    HDX_TEV_RELEASE,
+    HDX_TEV_LOCK_START,
+    HDX_TEV_LOCK_END,
+    HDX_TEV_SPAWN,
+    HDX_TEV_EXIT,
+};
+
+typedef struct hdx_trace_event {
+    enum hdx_trace_ev_type type;
+    int64_t t_ns;
+    int tid;
+    char *path;     /* acquire, wait, release, lock_*; else NULL */
+    int fd;         /* acquire, lock_*; else -1 */
+    char *how;      /* wait: "eexist"/"stat" */
+    int64_t polls;  /* wait */
+    int64_t since_ns; /* wait */
+    char *op;       /* lock_*: "flock"/"posix"/"ofd"/"lockf" */
+    char *cmd;      /* lock_start */
+    int rc, err;    /* lock_end */
+    int child;      /* spawn */
+    char *via;      /* spawn */
+    char **argv;    /* spawn */
+    size_t argc;
+    int status;     /* exit */
+} hdx_trace_event;
+
+/* One program image of one process: a header and the events after it. */
+typedef struct hdx_trace_image {
+    char *file; /* the trace file it came from */
+    int64_t t_ns;
+    int pid, ppid;
+    char *host, *boot_id, *cwd, *exe;
+    uint64_t start_ticks;
+    char **argv;
+    size_t argc;
+    hdx_env *env;
+    size_t n_env;
+    int rank, local_rank, world_size; /* derived from env, HDX_UNKNOWN */
+    hdx_trace_event *events;
+    size_t n_events;
+} hdx_trace_image;
+
+typedef struct hdx_trace_set {
+    char *dir;
+    hdx_trace_image *images;
+    size_t n_images;
+    size_t n_files;
+    size_t skipped_lines; /* torn or malformed lines that were skipped */
+} hdx_trace_set;
+
+/*
+ * Parse one trace line into *ev (type and fields; heap strings owned by ev,
+ * release with hdx_trace_event_clear). Returns 1 for an event, 2 for a header
+ * (filled into *img, whose events are left empty), 0 for a blank line, or a
+ * negative errno: -EBADMSG for a torn or malformed line (bad JSON, missing
+ * "type" or required field), -EPROTONOSUPPORT for a header whose schema is
+ * not hangdx.trace/1.
+ */
+int hdx_trace_parse_line(const char *line, size_t len, hdx_trace_event *ev, hdx_trace_image *img);
+
+/*
+ * Load every "*.jsonl" file of dir. Torn and malformed lines are skipped and
+ * counted; lines before the first header of a file are skipped too.
+ * On error returns a negative errno and, when err is not NULL, a heap message
+ * for a person in *err (e.g. "traces/: not a hangdx trace directory (no
+ * *.jsonl files)"; "x.jsonl: schema hangdx.trace/9 is not supported (this
+ * hangdx reads hangdx.trace/1)"). *out is freed with hdx_trace_set_free.
+ */
+int hdx_trace_load_dir(const char *dir, hdx_trace_set **out, char **err);
+
+void hdx_trace_event_clear(hdx_trace_event *ev);
+void hdx_trace_image_clear(hdx_trace_image *img);
+/* Accepts NULL. */
+void hdx_trace_set_free(hdx_trace_set *set);
+
+/*
+ * Add what the traces prove to ev:
+ *  - one hdx_lock per baton path seen in acquire/wait events (creator from
+ *    the acquire not followed by a release, with its pid, rank, time and
+ *    whether that process is alive now: same boot id and start time);
+ *    waiters from wait events (since = the first wait), unless a later
+ *    acquire or the process's exit ended the wait;
+ *  - kernel locks (flock/fcntl) whose lock_start has no lock_end: waiters;
+ *  - with add_processes, one hdx_process per image (the last image of each
+ *    pid; alive from hdx_proc_alive when the boot id is this host's), with
+ *    its rank variables and argv. Live inspection passes 0: it reads the
+ *    processes from /proc.
+ * Returns 0 or a negative errno.
+ */
+int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_processes);
+
+#endif

@@ -1,0 +1,131 @@
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void *hdx_grow(void **arr, size_t *n, size_t *cap, size_t elsize)
+{
+    if (*n >= *cap) {
+        size_t ncap = *cap ? *cap * 2 : 4;
+        void *p = realloc(*arr, ncap * elsize);
+        if (!p)
+            return NULL;
+        *arr = p;
+        *cap = ncap;
+    }
+    char *e = (char *)*arr + *n * elsize;
+    memset(e, 0, elsize);
+    (*n)++;
+    return e;
+}
+
+void *hdx_append(void **arr, size_t *n, size_t elsize)
+{
+    /* capacity is implied: 0, 4, 8, 16, ... */
+    size_t cap = 0;
+    if (*n) {
+        cap = 4;
+        while (cap < *n)
+            cap *= 2;
+    }
+    return hdx_grow(arr, n, &cap, elsize);
+}
+
+char *hdx_strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+char *hdx_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    int r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    return r < 0 ? NULL : s;
+}
+
+char *hdx_read_file(const char *path, size_t max, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 4096 < max ? 4096 : max, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf)
+        goto fail;
+    for (;;) {
+        if (n == cap) {
+            if (cap >= max)
+                break;
+            size_t ncap = cap * 2 < max ? cap * 2 : max;
+            char *nb = realloc(buf, ncap + 1);
+            if (!nb)
+                goto fail;
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            goto fail;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    if (len)
+        *len = n;
+    return buf;
+fail: {
+    int e = errno;
+    free(buf);
+    close(fd);
+    errno = e;
+    return NULL;
+}
+}
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t hdx_now_ns(void) { return clock_ns(CLOCK_REALTIME); }
+int64_t hdx_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+void hdx_format_time(int64_t ns, char *buf, size_t size)
+{
+    time_t s = (time_t)(ns / 1000000000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+const char *hdx_hostname(void)
+{
+    static char host[256];
+    if (!host[0] && gethostname(host, sizeof host - 1) != 0)
+        strcpy(host, "localhost");
+    return host;
+}
+
+void hdx_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}

@@ -1,0 +1,49 @@
+/*
+ * Small helpers shared by the inspector's modules: growing arrays, reading
+ * small files, time. No module-specific logic belongs here.
+ */
+#ifndef HDX_UTIL_H
+#define HDX_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Make room for one more element in a heap array of *n elements of elsize
+ * bytes with capacity *cap, doubling as needed. The new element (index *n) is
+ * zeroed and *n is incremented. Returns a pointer to it, or NULL (errno
+ * ENOMEM) leaving the array as it was.
+ */
+void *hdx_grow(void **arr, size_t *n, size_t *cap, size_t elsize);
+
+/* Arrays that grow one element at a time without a separate capacity: the
+ * capacity is the next power of two of *n. Same contract as hdx_grow(). */
+void *hdx_append(void **arr, size_t *n, size_t elsize);
+
+/* strdup that accepts NULL (returns NULL). */
+char *hdx_strdup(const char *s);
+
+/* printf into a new heap string; NULL on ENOMEM. Caller frees. */
+char *hdx_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Read a whole (small, e.g. /proc) file into a NUL-terminated heap buffer.
+ * Stops at max bytes. *len (may be NULL) gets the byte count. Returns NULL
+ * with errno set on failure. Caller frees.
+ */
+char *hdx_read_file(const char *path, size_t max, size_t *len);
+
+/* CLOCK_REALTIME / CLOCK_MONOTONIC in nanoseconds. */
+int64_t hdx_now_ns(void);
+int64_t hdx_mono_ns(void);
+
+/* Format ns since the epoch as RFC 3339 UTC ("2026-11-29T18:40:27Z") into buf. */
+void hdx_format_time(int64_t ns, char *buf, size_t size);
+
+/* This host's name (gethostname), in a static buffer. */
+const char *hdx_hostname(void);
+
+/* Sleep for ms milliseconds, resuming after signals. */
+void hdx_sleep_ms(int ms);
+
+#endif
