@@ -1,4 +1,3 @@
-#define _GNU_SOURCE
 #include "evidence.h"
 
 #include <errno.h>

@@ -68,6 +68,7 @@ typedef struct hdx_process {
     double age_s;          /* seconds since the process started, at the last sample */
     double cpu_ms_first;   /* utime+stime of all threads, ms, first sample */
     double cpu_ms;         /* the same at the last sample */
+    int64_t window_ms;     /* wall time between those two samples, ms (0: one sample) */
     int progressing;       /* 1 CPU time or stacks changed across samples, 0 not, HDX_UNKNOWN */
     int64_t stopped_us;    /* total time its threads were stopped, microseconds, or HDX_UNKNOWN */
     int alive;             /* 1 running now, 0 gone, HDX_UNKNOWN */

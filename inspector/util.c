@@ -1,4 +1,3 @@
-#define _GNU_SOURCE
 #include "util.h"
 
 #include <errno.h>
@@ -128,4 +127,37 @@ void hdx_sleep_ms(int ms)
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+void hdx_format_ranges(int *vals, size_t n, char *buf, size_t size)
+{
+    size_t used = 0;
+    if (size)
+        buf[0] = 0;
+    qsort(vals, n, sizeof *vals, cmp_int);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && (vals[j + 1] == vals[j] || vals[j + 1] == vals[j] + 1))
+            j++;
+        char part[32];
+        if (vals[j] == vals[i])
+            snprintf(part, sizeof part, "%s%d", used ? "," : "", vals[i]);
+        else
+            snprintf(part, sizeof part, "%s%d-%d", used ? "," : "", vals[i], vals[j]);
+        size_t len = strlen(part);
+        if (used + len + 4 >= size) {
+            if (used + 4 < size)
+                strcpy(buf + used, "...");
+            return;
+        }
+        memcpy(buf + used, part, len + 1);
+        used += len;
+        i = j + 1;
+    }
 }

@@ -46,4 +46,13 @@ const char *hdx_hostname(void);
 /* Sleep for ms milliseconds, resuming after signals. */
 void hdx_sleep_ms(int ms);
 
+
+
+/*
+ * Format a set of integers as compact ranges, sorted and deduplicated:
+ * {8,0,1,2,3} → "0-3,8". Writes at most size bytes (NUL-terminated; a "..."
+ * suffix marks truncation). vals may be reordered.
+ */
+void hdx_format_ranges(int *vals, size_t n, char *buf, size_t size);
+
 #endif

@@ -1,0 +1,464 @@
+/* The report: hangdx.report/1 JSON and the short text form. */
+#include "report.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hangdx/report.h"
+#include "proc.h" /* hdx_syscall_name */
+#include "util.h"
+
+/* Most frames a group's stack or a text report shows per thread. */
+#define TEXT_FRAMES_MAX 24
+
+static cJSON *str_or_null(const char *s)
+{
+    return s ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+static cJSON *int_or_null(long long v)
+{
+    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateNumber((double)v);
+}
+
+static cJSON *time_or_null(int64_t ns)
+{
+    if (ns == HDX_UNKNOWN)
+        return cJSON_CreateNull();
+    char buf[40];
+    hdx_format_time(ns, buf, sizeof buf);
+    return cJSON_CreateString(buf);
+}
+
+static cJSON *bool_or_null(int v)
+{
+    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateBool(v);
+}
+
+static cJSON *int_array(const int *v, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    return a;
+}
+
+static const char *thread_syscall(const hdx_thread *t)
+{
+    if (t->syscall == HDX_SYSCALL_RUNNING)
+        return "running";
+    return t->syscall >= 0 ? hdx_syscall_name(t->syscall) : NULL;
+}
+
+static cJSON *frame_json(const hdx_frame *f)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "kind", f->kind == HDX_FRAME_PYTHON ? "python" : "native");
+    cJSON_AddItemToObject(o, "function", str_or_null(f->function));
+    cJSON_AddItemToObject(o, "file", str_or_null(f->file));
+    cJSON_AddItemToObject(o, "line", f->line > 0 ? cJSON_CreateNumber(f->line) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "module", str_or_null(f->module));
+    if (f->kind == HDX_FRAME_NATIVE) {
+        char off[24];
+        snprintf(off, sizeof off, "0x%llx", (unsigned long long)f->offset);
+        cJSON_AddStringToObject(o, "offset", off);
+    } else {
+        cJSON_AddNullToObject(o, "offset");
+    }
+    cJSON_AddNullToObject(o, "locals");
+    return o;
+}
+
+static cJSON *frames_json(const hdx_frame *frames, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++)
+        cJSON_AddItemToArray(a, frame_json(&frames[i]));
+    return a;
+}
+
+static cJSON *lock_json(const hdx_lock *l)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "path", l->path);
+    cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
+    cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
+    cJSON_AddItemToObject(o, "holder_pid", int_or_null(l->holder_pid));
+    if (l->has_creator) {
+        cJSON *c = cJSON_AddObjectToObject(o, "created_by");
+        cJSON_AddItemToObject(c, "pid", int_or_null(l->creator_pid));
+        cJSON_AddItemToObject(c, "rank", int_or_null(l->creator_rank));
+        cJSON_AddItemToObject(c, "alive", bool_or_null(l->creator_alive));
+        cJSON_AddItemToObject(c, "at", time_or_null(l->created_ns));
+    } else {
+        cJSON_AddNullToObject(o, "created_by");
+    }
+    cJSON_AddItemToObject(o, "mtime", time_or_null(l->mtime_ns));
+    cJSON_AddItemToObject(o, "source", str_or_null(l->source));
+    cJSON *w = cJSON_AddArrayToObject(o, "waiters");
+    for (size_t i = 0; w && i < l->n_waiters; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddItemToObject(e, "pid", int_or_null(l->waiters[i].pid));
+        cJSON_AddItemToObject(e, "rank", int_or_null(l->waiters[i].rank));
+        cJSON_AddItemToObject(e, "since", time_or_null(l->waiters[i].since_ns));
+        cJSON_AddItemToObject(e, "how", str_or_null(l->waiters[i].how));
+        cJSON_AddItemToArray(w, e);
+    }
+    return o;
+}
+
+static cJSON *process_json(const hdx_process *p)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddItemToObject(o, "pid", int_or_null(p->pid));
+    cJSON_AddItemToObject(o, "ppid", int_or_null(p->ppid));
+    cJSON_AddItemToObject(o, "host", str_or_null(p->host));
+    cJSON_AddItemToObject(o, "rank", int_or_null(p->rank));
+    cJSON_AddItemToObject(o, "local_rank", int_or_null(p->local_rank));
+    cJSON_AddItemToObject(o, "world_size", int_or_null(p->world_size));
+    cJSON *argv = cJSON_AddArrayToObject(o, "cmdline");
+    for (size_t i = 0; argv && i < p->n_cmdline; i++)
+        cJSON_AddItemToArray(argv, cJSON_CreateString(p->cmdline[i]));
+    char st[2] = {p->state, 0};
+    cJSON_AddItemToObject(o, "state", p->state ? cJSON_CreateString(st) : cJSON_CreateNull());
+    cJSON_AddNumberToObject(o, "cpu_ms", p->cpu_ms);
+    cJSON_AddItemToObject(o, "progressing", bool_or_null(p->progressing));
+    cJSON_AddItemToObject(o, "stopped_us", int_or_null(p->stopped_us));
+    cJSON_AddItemToObject(o, "alive", bool_or_null(p->alive));
+    cJSON *env = cJSON_AddObjectToObject(o, "env");
+    for (size_t i = 0; env && i < p->n_env; i++)
+        cJSON_AddStringToObject(env, p->env[i].name, p->env[i].value);
+    cJSON *threads = cJSON_AddArrayToObject(o, "threads");
+    for (size_t i = 0; threads && i < p->n_threads; i++) {
+        const hdx_thread *t = &p->threads[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddItemToObject(e, "tid", int_or_null(t->tid));
+        cJSON_AddItemToObject(e, "name", str_or_null(t->name));
+        char ts[2] = {t->state, 0};
+        cJSON_AddItemToObject(e, "state", t->state ? cJSON_CreateString(ts) : cJSON_CreateNull());
+        cJSON_AddItemToObject(e, "wchan", str_or_null(t->wchan));
+        cJSON_AddItemToObject(e, "syscall", str_or_null(thread_syscall(t)));
+        cJSON_AddItemToObject(e, "wait", str_or_null(t->wait));
+        cJSON_AddItemToObject(e, "polled_path", str_or_null(t->polled_path));
+        cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(t->frames, t->n_frames)
+                                                                         : cJSON_CreateNull());
+        cJSON_AddItemToArray(threads, e);
+    }
+    return o;
+}
+
+/*
+ * Stack groups: processes whose key thread (the one that waits on a lock,
+ * else the main thread) shows the same function sequence. Largest first.
+ */
+typedef struct group {
+    const hdx_thread *key; /* the first member's key thread */
+    int *ranks;
+    size_t n_ranks;
+    int *pids;
+    size_t n_pids;
+} group;
+
+static const hdx_thread *key_thread(const hdx_process *p)
+{
+    for (size_t i = 0; i < p->n_threads; i++)
+        if (p->threads[i].wait && !strcmp(p->threads[i].wait, "build_lock"))
+            return &p->threads[i];
+    return p->n_threads ? &p->threads[0] : NULL;
+}
+
+static int same_stack(const hdx_thread *a, const hdx_thread *b)
+{
+    if (a->n_frames != b->n_frames || (a->wait == NULL) != (b->wait == NULL) ||
+        (a->wait && strcmp(a->wait, b->wait)))
+        return 0;
+    for (size_t i = 0; i < a->n_frames; i++) {
+        const char *x = a->frames[i].function, *y = b->frames[i].function;
+        if ((x == NULL) != (y == NULL) || (x && strcmp(x, y)))
+            return 0;
+    }
+    return 1;
+}
+
+static int cmp_group(const void *a, const void *b)
+{
+    const group *x = a, *y = b;
+    return (y->n_pids > x->n_pids) - (y->n_pids < x->n_pids);
+}
+
+static void groups_free(group *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(g[i].ranks);
+        free(g[i].pids);
+    }
+    free(g);
+}
+
+static int make_groups(const hdx_evidence *ev, group **out, size_t *n_out)
+{
+    group *g = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        const hdx_thread *t = key_thread(p);
+        if (!t || p->alive == 0)
+            continue;
+        group *slot = NULL;
+        for (size_t j = 0; j < n && !slot; j++)
+            if (same_stack(g[j].key, t))
+                slot = &g[j];
+        if (!slot) {
+            if (!(slot = hdx_append((void **)&g, &n, sizeof *slot)))
+                goto nomem;
+            slot->key = t;
+        }
+        int *pid = hdx_append((void **)&slot->pids, &slot->n_pids, sizeof *pid);
+        if (!pid)
+            goto nomem;
+        *pid = p->pid;
+        if (p->rank >= 0) {
+            int *r = hdx_append((void **)&slot->ranks, &slot->n_ranks, sizeof *r);
+            if (!r)
+                goto nomem;
+            *r = p->rank;
+        }
+    }
+    qsort(g, n, sizeof *g, cmp_group);
+    *out = g;
+    *n_out = n;
+    return 0;
+nomem:
+    groups_free(g, n);
+    return -ENOMEM;
+}
+
+static const char *const confidence_names[] = {"low", "medium", "high"};
+
+cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
+{
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return NULL;
+    cJSON_AddStringToObject(r, "schema", HDX_REPORT_SCHEMA);
+    cJSON *hosts = cJSON_AddArrayToObject(r, "hosts");
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const char *h = ev->procs[i].host;
+        int seen = 0;
+        for (int j = 0; h && j < cJSON_GetArraySize(hosts); j++)
+            seen |= !strcmp(cJSON_GetArrayItem(hosts, j)->valuestring, h);
+        if (h && !seen)
+            cJSON_AddItemToArray(hosts, cJSON_CreateString(h));
+    }
+    if (!cJSON_GetArraySize(hosts) && ev->host)
+        cJSON_AddItemToArray(hosts, cJSON_CreateString(ev->host));
+    cJSON_AddItemToObject(r, "taken_at", time_or_null(ev->taken_ns));
+
+    cJSON *vo = cJSON_AddObjectToObject(r, "verdict");
+    cJSON_AddStringToObject(vo, "class", hdx_class_name(v->cls));
+    cJSON_AddItemToObject(vo, "summary", str_or_null(v->summary));
+    cJSON_AddItemToObject(vo, "culprit_ranks", int_array(v->culprit_ranks, v->n_culprit_ranks));
+    cJSON_AddItemToObject(vo, "culprit_pids", int_array(v->culprit_pids, v->n_culprit_pids));
+    cJSON_AddItemToObject(vo, "missing_ranks", int_array(v->missing_ranks, v->n_missing_ranks));
+    cJSON_AddItemToObject(vo, "remedy", str_or_null(v->remedy));
+    cJSON_AddStringToObject(vo, "confidence", confidence_names[v->confidence]);
+
+    cJSON *locks = cJSON_AddArrayToObject(r, "locks");
+    for (size_t i = 0; i < ev->n_locks; i++)
+        cJSON_AddItemToArray(locks, lock_json(&ev->locks[i]));
+
+    cJSON *groups = cJSON_AddArrayToObject(r, "groups");
+    group *g = NULL;
+    size_t ng = 0;
+    if (make_groups(ev, &g, &ng) == 0) {
+        for (size_t i = 0; i < ng; i++) {
+            cJSON *o = cJSON_CreateObject();
+            char ranks[256];
+            hdx_format_ranges(g[i].ranks, g[i].n_ranks, ranks, sizeof ranks);
+            cJSON_AddItemToObject(o, "ranks", g[i].n_ranks ? cJSON_CreateString(ranks) : cJSON_CreateNull());
+            cJSON_AddItemToObject(o, "pids", int_array(g[i].pids, g[i].n_pids));
+            cJSON_AddNumberToObject(o, "count", (double)g[i].n_pids);
+            cJSON_AddItemToObject(o, "wait", str_or_null(g[i].key->wait));
+            cJSON_AddItemToObject(o, "stack", frames_json(g[i].key->frames, g[i].key->n_frames));
+            cJSON_AddItemToArray(groups, o);
+        }
+        groups_free(g, ng);
+    }
+
+    cJSON *procs = cJSON_AddArrayToObject(r, "processes");
+    for (size_t i = 0; i < ev->n_procs; i++)
+        cJSON_AddItemToArray(procs, process_json(&ev->procs[i]));
+    cJSON *notes = cJSON_AddArrayToObject(r, "notes");
+    for (size_t i = 0; i < ev->n_notes; i++)
+        cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
+    return r;
+}
+
+/* "rank 1 pid 123" / "pid 123". */
+static void text_who(FILE *f, int pid, int rank)
+{
+    if (rank >= 0)
+        fprintf(f, "rank %d pid %d", rank, pid);
+    else
+        fprintf(f, "pid %d", pid);
+}
+
+static void text_frame(FILE *f, size_t i, const hdx_frame *fr)
+{
+    const char *mod = fr->module ? strrchr(fr->module, '/') : NULL;
+    fprintf(f, "      #%-2zu %s", i, fr->function ? fr->function : "??");
+    if (fr->file && fr->line > 0)
+        fprintf(f, " (%s:%d)", fr->file, fr->line);
+    if (fr->kind == HDX_FRAME_NATIVE)
+        fprintf(f, " [%s+0x%llx]", mod ? mod + 1 : (fr->module ? fr->module : "?"), (unsigned long long)fr->offset);
+    fputc('\n', f);
+}
+
+int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
+{
+    fprintf(f, "verdict: %s (confidence %s)\n", hdx_class_name(v->cls), confidence_names[v->confidence]);
+    if (v->summary)
+        fprintf(f, "  %s\n", v->summary);
+    if (v->n_culprit_ranks || v->n_culprit_pids) {
+        char buf[256];
+        int *tmp = malloc((v->n_culprit_ranks + 1) * sizeof *tmp);
+        if (tmp && v->n_culprit_ranks) {
+            memcpy(tmp, v->culprit_ranks, v->n_culprit_ranks * sizeof *tmp);
+            hdx_format_ranges(tmp, v->n_culprit_ranks, buf, sizeof buf);
+            fprintf(f, "  culprit ranks: %s\n", buf);
+        }
+        free(tmp);
+        if (v->n_culprit_pids) {
+            fprintf(f, "  culprit pids:");
+            for (size_t i = 0; i < v->n_culprit_pids; i++)
+                fprintf(f, " %d", v->culprit_pids[i]);
+            fputc('\n', f);
+        }
+    }
+    if (v->remedy)
+        fprintf(f, "remedy: %s\n", v->remedy);
+
+    if (ev->n_locks)
+        fprintf(f, "\nlocks:\n");
+    for (size_t i = 0; i < ev->n_locks; i++) {
+        const hdx_lock *l = &ev->locks[i];
+        char when[40] = "";
+        fprintf(f, "  %s  %s, %s", l->path, hdx_lock_kind_name(l->kind), hdx_lock_state_name(l->state));
+        if (l->holder_pid != HDX_UNKNOWN)
+            fprintf(f, ", held by pid %d", l->holder_pid);
+        if (l->has_creator) {
+            fprintf(f, ", created by ");
+            text_who(f, l->creator_pid, l->creator_rank);
+            fprintf(f, " (%s)", l->creator_alive == 1 ? "alive" : l->creator_alive == 0 ? "gone" : "alive?");
+            if (l->created_ns != HDX_UNKNOWN) {
+                hdx_format_time(l->created_ns, when, sizeof when);
+                fprintf(f, " at %s", when);
+            }
+        } else if (l->kind == HDX_LOCK_BATON) {
+            fprintf(f, ", creator unknown");
+            if (l->mtime_ns != HDX_UNKNOWN) {
+                hdx_format_time(l->mtime_ns, when, sizeof when);
+                fprintf(f, " (file written %s)", when);
+            }
+        }
+        if (l->source)
+            fprintf(f, " [found by %s]", l->source);
+        fputc('\n', f);
+        for (size_t j = 0; j < l->n_waiters; j++) {
+            fprintf(f, "    waiter: ");
+            text_who(f, l->waiters[j].pid, l->waiters[j].rank);
+            if (l->waiters[j].how)
+                fprintf(f, ", %s", l->waiters[j].how);
+            if (l->waiters[j].since_ns != HDX_UNKNOWN) {
+                hdx_format_time(l->waiters[j].since_ns, when, sizeof when);
+                fprintf(f, ", since %s", when);
+            }
+            fputc('\n', f);
+        }
+    }
+
+    fprintf(f, "\nprocesses:\n");
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        fprintf(f, "  ");
+        text_who(f, p->pid, p->rank);
+        fprintf(f, "  %c  cpu %.0f ms%s", p->state ? p->state : '?', p->cpu_ms,
+                p->progressing == 1 ? " (progressing)" : p->progressing == 0 ? " (no progress)" : "");
+        if (p->stopped_us != HDX_UNKNOWN)
+            fprintf(f, "  stopped %lld us", (long long)p->stopped_us);
+        if (p->alive == 0)
+            fprintf(f, "  gone");
+        fprintf(f, "  ");
+        for (size_t j = 0; j < p->n_cmdline && j < 6; j++)
+            fprintf(f, "%s%s", j ? " " : "", p->cmdline[j]);
+        if (p->n_cmdline > 6)
+            fprintf(f, " ...");
+        fputc('\n', f);
+    }
+
+    group *g = NULL;
+    size_t ng = 0;
+    if (make_groups(ev, &g, &ng) == 0 && ng) {
+        fprintf(f, "\nstacks, grouped (the thread that waits, else the main thread):\n");
+        for (size_t i = 0; i < ng; i++) {
+            char ranks[256] = "";
+            hdx_format_ranges(g[i].ranks, g[i].n_ranks, ranks, sizeof ranks);
+            fprintf(f, "  %zu process%s", g[i].n_pids, g[i].n_pids == 1 ? "" : "es");
+            if (g[i].n_ranks)
+                fprintf(f, ", ranks %s", ranks);
+            fprintf(f, ", pids");
+            for (size_t j = 0; j < g[i].n_pids && j < 8; j++)
+                fprintf(f, " %d", g[i].pids[j]);
+            const hdx_thread *t = g[i].key;
+            fprintf(f, "; thread %d (%s) %s\n", t->tid, t->name ? t->name : "?", t->wait ? t->wait : "");
+            for (size_t j = 0; j < t->n_frames && j < TEXT_FRAMES_MAX; j++)
+                text_frame(f, j, &t->frames[j]);
+            if (t->n_frames > TEXT_FRAMES_MAX)
+                fprintf(f, "      ... %zu more frames\n", t->n_frames - TEXT_FRAMES_MAX);
+            if (!t->n_frames)
+                fprintf(f, "      (no stack%s)\n", t->stack_error ? ": it could not be read" : " was taken");
+        }
+    }
+    groups_free(g, ng);
+
+    if (ev->n_notes) {
+        fprintf(f, "\nnotes:\n");
+        for (size_t i = 0; i < ev->n_notes; i++)
+            fprintf(f, "  - %s\n", ev->notes[i]);
+    }
+    return ferror(f) ? -EIO : 0;
+}
+
+int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, int json, const char *path)
+{
+    int to_stdout = !path || !strcmp(path, "-");
+    FILE *f = to_stdout ? stdout : fopen(path, "w");
+    if (!f)
+        return -errno;
+    int rc = 0;
+    if (json) {
+        cJSON *r = hdx_report_json(ev, v);
+        char *s = r ? cJSON_Print(r) : NULL;
+        cJSON_Delete(r);
+        if (!s)
+            rc = -ENOMEM;
+        else if (fprintf(f, "%s\n", s) < 0)
+            rc = -EIO;
+        free(s);
+    } else {
+        rc = hdx_report_text(f, ev, v);
+    }
+    if (to_stdout)
+        fflush(f);
+    else if (fclose(f) != 0 && !rc)
+        rc = -errno;
+    return rc;
+}
