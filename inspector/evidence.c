@@ -29,6 +29,11 @@ void hdx_thread_clear(hdx_thread *t)
         free(t->frames[i].function);
         free(t->frames[i].file);
         free(t->frames[i].module);
+        for (size_t j = 0; j < t->frames[i].n_locals; j++) {
+            free(t->frames[i].locals[j].name);
+            free(t->frames[i].locals[j].s);
+        }
+        free(t->frames[i].locals);
     }
     free(t->frames);
     free(t->polled_path);

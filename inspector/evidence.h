@@ -16,6 +16,17 @@
 
 enum hdx_frame_kind { HDX_FRAME_NATIVE = 0, HDX_FRAME_PYTHON = 1 };
 
+/* A Python local variable: ints, floats, bools, None and short strings in
+ * full; other objects by their type name (design.md frame "locals"). */
+enum hdx_value_kind { HDX_VAL_NONE, HDX_VAL_BOOL, HDX_VAL_INT, HDX_VAL_FLOAT, HDX_VAL_STR, HDX_VAL_OTHER };
+typedef struct hdx_local {
+    char *name;
+    enum hdx_value_kind kind;
+    long long i;   /* HDX_VAL_INT, HDX_VAL_BOOL */
+    double f;      /* HDX_VAL_FLOAT */
+    char *s;       /* HDX_VAL_STR: the string (UTF-8); HDX_VAL_OTHER: the type name */
+} hdx_local;
+
 typedef struct hdx_frame {
     enum hdx_frame_kind kind;
     char *function; /* demangled name, or NULL when no symbol covers pc */
@@ -24,6 +35,8 @@ typedef struct hdx_frame {
     char *module;   /* path of the ELF module that contains pc (native), or NULL */
     uint64_t offset; /* pc relative to the module's load bias (native) */
     uint64_t pc;     /* absolute instruction address (native), 0 for Python */
+    hdx_local *locals; /* Python frames read with locals, else NULL */
+    size_t n_locals;
 } hdx_frame;
 
 /* Syscall numbers in hdx_thread.syscall beyond the real ones (proc(5) syscall). */
