@@ -1,0 +1,244 @@
+/*
+ * The classifier on recorded evidence: each case builds the evidence that
+ * inspect would have gathered and checks the verdict's class, culprits and
+ * the lock it names.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "classify.h"
+#include "evidence.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__,     \
+                    __func__, #cond);                                                \
+            failures++;                                                              \
+        }                                                                            \
+    } while (0)
+
+/* A process with one thread in the given syscall and state. */
+static hdx_process *proc(hdx_evidence *ev, int pid, int ppid, int rank, const char *exe, char state,
+                         long syscall, double cpu_first, double cpu_last)
+{
+    hdx_process *p = hdx_evidence_add_process(ev);
+    p->pid = pid;
+    p->ppid = ppid;
+    p->rank = rank;
+    p->alive = 1;
+    p->state = state;
+    p->cpu_ms_first = cpu_first;
+    p->cpu_ms = cpu_last;
+    p->window_ms = 500;
+    p->age_s = 30;
+    p->cmdline = calloc(1, sizeof *p->cmdline);
+    p->cmdline[0] = strdup(exe);
+    p->n_cmdline = 1;
+    hdx_thread *t = hdx_process_add_thread(p);
+    t->tid = pid;
+    t->state = state;
+    t->syscall = syscall;
+    return p;
+}
+
+static hdx_lock *lock(hdx_evidence *ev, const char *path, enum hdx_lock_kind kind, enum hdx_lock_state st,
+                      int holder)
+{
+    hdx_lock *l = hdx_evidence_add_lock(ev);
+    l->path = strdup(path);
+    l->kind = kind;
+    l->state = st;
+    l->holder_pid = holder;
+    l->exists = 1;
+    return l;
+}
+
+static void waiter(hdx_lock *l, int pid, int rank)
+{
+    hdx_waiter *w = hdx_lock_add_waiter(l);
+    w->pid = pid;
+    w->rank = rank;
+}
+
+static int has(const int *v, size_t n, int x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == x)
+            return 1;
+    return 0;
+}
+
+static hdx_evidence *evidence(int samples)
+{
+    hdx_evidence *ev = hdx_evidence_new();
+    ev->samples = samples;
+    ev->taken_ns = 2000000000000000000LL;
+    return ev;
+}
+
+/* B2: creator (rank 0) killed, rank 1 polls: build_lock, culprit the blocked rank. */
+static void stale_baton_from_trace(void)
+{
+    hdx_evidence *ev = evidence(2);
+    proc(ev, 200, 1, 1, "python3", 'S', 230 /* clock_nanosleep */, 100, 101);
+    hdx_lock *l = lock(ev, "/w/fused_kernels/build/lock", HDX_LOCK_BATON, HDX_LOCK_STALE, HDX_UNKNOWN);
+    l->has_creator = 1;
+    l->creator_pid = 100;
+    l->creator_rank = 0;
+    l->creator_alive = 0;
+    waiter(l, 200, 1);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_BUILD_LOCK);
+    CHECK(v.confidence == HDX_CONF_HIGH);
+    CHECK(v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 1);
+    CHECK(strstr(v.summary, "/w/fused_kernels/build/lock") != NULL);
+    CHECK(strstr(v.summary, "rank 0 (pid 100)") != NULL);
+    CHECK(strstr(v.remedy, "rm /w/fused_kernels/build/lock") != NULL);
+    CHECK(!strcmp(ev->procs[0].threads[0].wait, "build_lock"));
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
+/* B1: no trace: creator unknown, said so, confidence below high. */
+static void stale_baton_no_trace(void)
+{
+    hdx_evidence *ev = evidence(2);
+    proc(ev, 300, 1, HDX_UNKNOWN, "python3", 'S', 230, 50, 50);
+    hdx_lock *l = lock(ev, "/w/build/lock", HDX_LOCK_BATON, HDX_LOCK_STALE, HDX_UNKNOWN);
+    waiter(l, 300, HDX_UNKNOWN);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_BUILD_LOCK);
+    CHECK(v.confidence == HDX_CONF_MEDIUM);
+    CHECK(v.n_culprit_ranks == 0);
+    CHECK(has(v.culprit_pids, v.n_culprit_pids, 300));
+    CHECK(strstr(v.summary, "creator unknown: no trace") != NULL);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
+/* B4: the holder's compiler burns CPU: a running build, not a hang. */
+static void held_baton_busy_compiler(void)
+{
+    hdx_evidence *ev = evidence(2);
+    proc(ev, 100, 1, 0, "python3", 'S', 61 /* wait4 */, 10, 10);
+    proc(ev, 110, 100, HDX_UNKNOWN, "ninja", 'S', 61, 1, 1);
+    proc(ev, 120, 110, HDX_UNKNOWN, "cc1plus", 'R', HDX_SYSCALL_RUNNING, 1000, 1490);
+    proc(ev, 200, 1, 1, "python3", 'S', 230, 5, 5);
+    hdx_lock *l = lock(ev, "/w/build/lock", HDX_LOCK_BATON, HDX_LOCK_HELD, 100);
+    waiter(l, 200, 1);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_NOT_HUNG);
+    CHECK(strstr(v.summary, "a build is running") != NULL);
+    CHECK(strstr(v.summary, "rank 0 (pid 100)") != NULL);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
+/* The holder's compiler sits idle across the samples: compile_stall. */
+static void held_baton_idle_compiler(void)
+{
+    hdx_evidence *ev = evidence(2);
+    proc(ev, 100, 1, 0, "python3", 'S', 61, 10, 10);
+    proc(ev, 120, 100, HDX_UNKNOWN, "c++", 'S', 61, 3, 3);
+    proc(ev, 200, 1, 1, "python3", 'S', 230, 5, 5);
+    hdx_lock *l = lock(ev, "/w/build/lock", HDX_LOCK_BATON, HDX_LOCK_HELD, 100);
+    waiter(l, 200, 1);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_COMPILE_STALL);
+    CHECK(v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 0);
+    CHECK(strstr(v.summary, "c++ (pid 120)") != NULL);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
+/* A busy compiler past --build-timeout is a compile_stall too. */
+static void held_baton_past_timeout(void)
+{
+    hdx_evidence *ev = evidence(2);
+    ev->build_timeout_s = 60;
+    proc(ev, 100, 1, 0, "python3", 'S', 61, 10, 10);
+    proc(ev, 120, 100, HDX_UNKNOWN, "cc1plus", 'R', HDX_SYSCALL_RUNNING, 0, 400);
+    hdx_lock *l = lock(ev, "/w/build/lock", HDX_LOCK_BATON, HDX_LOCK_HELD, 100);
+    l->mtime_ns = ev->taken_ns - 120LL * 1000000000LL;
+    waiter(l, 100, 0);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_COMPILE_STALL);
+    CHECK(strstr(v.summary, "past --build-timeout") != NULL);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
+/* B5: a flock holder that is itself stuck: build_lock naming the holder. */
+static void flock_holder_stuck(void)
+{
+    hdx_evidence *ev = evidence(2);
+    proc(ev, 400, 1, HDX_UNKNOWN, "python3", 'S', 73 /* flock */, 20, 20);
+    proc(ev, 500, 1, HDX_UNKNOWN, "python3", 'S', 230, 20, 20);
+    hdx_lock *l = lock(ev, "/w/cache/x.lock", HDX_LOCK_FLOCK, HDX_LOCK_HELD, 500);
+    waiter(l, 400, HDX_UNKNOWN);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_BUILD_LOCK);
+    CHECK(has(v.culprit_pids, v.n_culprit_pids, 500));
+    CHECK(!has(v.culprit_pids, v.n_culprit_pids, 400));
+    CHECK(strstr(v.summary, "held by pid 500") != NULL);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
+/* A busy process with no lock: not_hung. With one sample, a running thread decides. */
+static void busy_process(void)
+{
+    for (int samples = 1; samples <= 2; samples++) {
+        hdx_evidence *ev = evidence(samples);
+        proc(ev, 600, 1, HDX_UNKNOWN, "python3", 'R', HDX_SYSCALL_RUNNING, 100, 590);
+        hdx_verdict v = {0};
+        CHECK(hdx_classify(ev, &v) == 0);
+        CHECK(v.cls == HDX_CLASS_NOT_HUNG);
+        CHECK(ev->procs[0].progressing == 1);
+        CHECK(!strcmp(ev->procs[0].threads[0].wait, "running"));
+        hdx_verdict_clear(&v);
+        hdx_evidence_free(ev);
+    }
+}
+
+/* Idle with no rule: unknown, low confidence. */
+static void idle_unknown(void)
+{
+    hdx_evidence *ev = evidence(2);
+    proc(ev, 700, 1, 0, "python3", 'S', 202 /* futex */, 100, 100);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_UNKNOWN);
+    CHECK(v.confidence == HDX_CONF_LOW);
+    CHECK(!strcmp(ev->procs[0].threads[0].wait, "futex"));
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
+int main(void)
+{
+    stale_baton_from_trace();
+    stale_baton_no_trace();
+    held_baton_busy_compiler();
+    held_baton_idle_compiler();
+    held_baton_past_timeout();
+    flock_holder_stuck();
+    busy_process();
+    idle_unknown();
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("classify: all rules hold\n");
+    return 0;
+}
