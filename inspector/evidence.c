@@ -19,23 +19,36 @@ hdx_evidence *hdx_evidence_new(void)
     return ev;
 }
 
+void hdx_frame_clear(hdx_frame *f)
+{
+    if (!f)
+        return;
+    free(f->function);
+    free(f->file);
+    free(f->module);
+    for (size_t j = 0; j < f->n_locals; j++) {
+        free(f->locals[j].name);
+        free(f->locals[j].s);
+    }
+    free(f->locals);
+    memset(f, 0, sizeof *f);
+}
+
+void hdx_frames_free(hdx_frame *frames, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        hdx_frame_clear(&frames[i]);
+    free(frames);
+}
+
 void hdx_thread_clear(hdx_thread *t)
 {
     if (!t)
         return;
     free(t->name);
     free(t->wchan);
-    for (size_t i = 0; i < t->n_frames; i++) {
-        free(t->frames[i].function);
-        free(t->frames[i].file);
-        free(t->frames[i].module);
-        for (size_t j = 0; j < t->frames[i].n_locals; j++) {
-            free(t->frames[i].locals[j].name);
-            free(t->frames[i].locals[j].s);
-        }
-        free(t->frames[i].locals);
-    }
-    free(t->frames);
+    hdx_frames_free(t->frames, t->n_frames);
+    hdx_frames_free(t->py_frames, t->n_py_frames);
     free(t->polled_path);
     free(t->wait);
     memset(t, 0, sizeof *t);

@@ -51,8 +51,12 @@ typedef struct hdx_thread {
     long syscall;  /* current syscall number, or HDX_SYSCALL_* */
     uint64_t syscall_args[6]; /* its arguments, from the same file */
     double cpu_ms; /* utime+stime of this thread, ms, at the last sample */
-    hdx_frame *frames; /* innermost first; NULL when not sampled */
+    hdx_frame *frames; /* innermost first; merged native+Python when merged; NULL when not sampled */
     size_t n_frames;
+    hdx_frame *py_frames; /* the Python frames kept apart when they could not be merged, else NULL */
+    size_t n_py_frames;
+    int unmerged;         /* 1: the native eval frames and the Python activations did not agree in
+                             number, so frames holds the native stack and py_frames the Python one */
     int stack_error;   /* 0, or a negative errno telling why frames are missing */
     char *polled_path; /* absolute path a bounded syscall watch saw it stat, or NULL */
     char *wait;        /* wait label set by classify ("build_lock", "sleep", ...), or NULL */
@@ -167,6 +171,9 @@ const char *hdx_process_env(const hdx_process *p, const char *name);
 void hdx_process_clear(hdx_process *p);
 void hdx_thread_clear(hdx_thread *t);
 void hdx_lock_clear(hdx_lock *l);
+void hdx_frame_clear(hdx_frame *f);
+/* Clear n frames and free the array. Accepts NULL. */
+void hdx_frames_free(hdx_frame *frames, size_t n);
 
 /* Names used in reports: "baton", "flock", "posix", "ofd"; "stale", "held", "free". */
 const char *hdx_lock_kind_name(enum hdx_lock_kind k);
