@@ -52,6 +52,23 @@ static const char *thread_syscall(const hdx_thread *t)
     return t->syscall >= 0 ? hdx_syscall_name(t->syscall) : NULL;
 }
 
+/* Ints, floats, bools, None and strings as themselves; other objects as {"type": name}. */
+static cJSON *local_json(const hdx_local *v)
+{
+    switch (v->kind) {
+    case HDX_VAL_NONE: return cJSON_CreateNull();
+    case HDX_VAL_BOOL: return cJSON_CreateBool(v->i != 0);
+    case HDX_VAL_INT: return cJSON_CreateNumber((double)v->i);
+    case HDX_VAL_FLOAT: return cJSON_CreateNumber(v->f);
+    case HDX_VAL_STR: return cJSON_CreateString(v->s ? v->s : "");
+    case HDX_VAL_OTHER: break;
+    }
+    cJSON *o = cJSON_CreateObject();
+    if (o)
+        cJSON_AddStringToObject(o, "type", v->s ? v->s : "?");
+    return o;
+}
+
 static cJSON *frame_json(const hdx_frame *f)
 {
     cJSON *o = cJSON_CreateObject();
@@ -69,7 +86,13 @@ static cJSON *frame_json(const hdx_frame *f)
     } else {
         cJSON_AddNullToObject(o, "offset");
     }
-    cJSON_AddNullToObject(o, "locals");
+    if (f->locals) {
+        cJSON *l = cJSON_AddObjectToObject(o, "locals");
+        for (size_t i = 0; l && i < f->n_locals; i++)
+            cJSON_AddItemToObject(l, f->locals[i].name, local_json(&f->locals[i]));
+    } else {
+        cJSON_AddNullToObject(o, "locals");
+    }
     return o;
 }
 
@@ -150,6 +173,10 @@ static cJSON *process_json(const hdx_process *p)
         cJSON_AddItemToObject(e, "polled_path", str_or_null(t->polled_path));
         cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(t->frames, t->n_frames)
                                                                          : cJSON_CreateNull());
+        /* Python frames that could not be merged with the native ones stand apart, flagged. */
+        cJSON_AddBoolToObject(e, "unmerged", t->unmerged);
+        if (t->unmerged)
+            cJSON_AddItemToObject(e, "python_frames", frames_json(t->py_frames, t->n_py_frames));
         cJSON_AddItemToArray(threads, e);
     }
     return o;
@@ -320,6 +347,20 @@ static void text_frame(FILE *f, size_t i, const hdx_frame *fr)
     if (fr->kind == HDX_FRAME_NATIVE)
         fprintf(f, " [%s+0x%llx]", mod ? mod + 1 : (fr->module ? fr->module : "?"), (unsigned long long)fr->offset);
     fputc('\n', f);
+    for (size_t j = 0; j < fr->n_locals; j++) {
+        const hdx_local *v = &fr->locals[j];
+        fprintf(f, "%s%s=", j ? ", " : "          ", v->name);
+        switch (v->kind) {
+        case HDX_VAL_NONE: fprintf(f, "None"); break;
+        case HDX_VAL_BOOL: fprintf(f, "%s", v->i ? "True" : "False"); break;
+        case HDX_VAL_INT: fprintf(f, "%lld", v->i); break;
+        case HDX_VAL_FLOAT: fprintf(f, "%g", v->f); break;
+        case HDX_VAL_STR: fprintf(f, "'%s'", v->s ? v->s : ""); break;
+        case HDX_VAL_OTHER: fprintf(f, "<%s>", v->s ? v->s : "?"); break;
+        }
+        if (j + 1 == fr->n_locals)
+            fputc('\n', f);
+    }
 }
 
 int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
@@ -425,6 +466,11 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
                 fprintf(f, "      ... %zu more frames\n", t->n_frames - TEXT_FRAMES_MAX);
             if (!t->n_frames)
                 fprintf(f, "      (no stack%s)\n", t->stack_error ? ": it could not be read" : " was taken");
+            if (t->unmerged) {
+                fprintf(f, "      Python frames (not merged: the native eval frames and the Python activations differ in number):\n");
+                for (size_t j = 0; j < t->n_py_frames && j < TEXT_FRAMES_MAX; j++)
+                    text_frame(f, j, &t->py_frames[j]);
+            }
         }
     }
     groups_free(g, ng);
