@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "hangdx/report.h"
+#include "groups.h"
 #include "proc.h" /* hdx_syscall_name */
 #include "util.h"
 
@@ -182,92 +183,6 @@ static cJSON *process_json(const hdx_process *p)
     return o;
 }
 
-/*
- * Stack groups: processes whose key thread (the one that waits on a lock,
- * else the main thread) shows the same function sequence. Largest first.
- */
-typedef struct group {
-    const hdx_thread *key; /* the first member's key thread */
-    int *ranks;
-    size_t n_ranks;
-    int *pids;
-    size_t n_pids;
-} group;
-
-static const hdx_thread *key_thread(const hdx_process *p)
-{
-    for (size_t i = 0; i < p->n_threads; i++)
-        if (p->threads[i].wait && !strcmp(p->threads[i].wait, "build_lock"))
-            return &p->threads[i];
-    return p->n_threads ? &p->threads[0] : NULL;
-}
-
-static int same_stack(const hdx_thread *a, const hdx_thread *b)
-{
-    if (a->n_frames != b->n_frames || (a->wait == NULL) != (b->wait == NULL) ||
-        (a->wait && strcmp(a->wait, b->wait)))
-        return 0;
-    for (size_t i = 0; i < a->n_frames; i++) {
-        const char *x = a->frames[i].function, *y = b->frames[i].function;
-        if ((x == NULL) != (y == NULL) || (x && strcmp(x, y)))
-            return 0;
-    }
-    return 1;
-}
-
-static int cmp_group(const void *a, const void *b)
-{
-    const group *x = a, *y = b;
-    return (y->n_pids > x->n_pids) - (y->n_pids < x->n_pids);
-}
-
-static void groups_free(group *g, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(g[i].ranks);
-        free(g[i].pids);
-    }
-    free(g);
-}
-
-static int make_groups(const hdx_evidence *ev, group **out, size_t *n_out)
-{
-    group *g = NULL;
-    size_t n = 0;
-    for (size_t i = 0; i < ev->n_procs; i++) {
-        const hdx_process *p = &ev->procs[i];
-        const hdx_thread *t = key_thread(p);
-        if (!t || p->alive == 0)
-            continue;
-        group *slot = NULL;
-        for (size_t j = 0; j < n && !slot; j++)
-            if (same_stack(g[j].key, t))
-                slot = &g[j];
-        if (!slot) {
-            if (!(slot = hdx_append((void **)&g, &n, sizeof *slot)))
-                goto nomem;
-            slot->key = t;
-        }
-        int *pid = hdx_append((void **)&slot->pids, &slot->n_pids, sizeof *pid);
-        if (!pid)
-            goto nomem;
-        *pid = p->pid;
-        if (p->rank >= 0) {
-            int *r = hdx_append((void **)&slot->ranks, &slot->n_ranks, sizeof *r);
-            if (!r)
-                goto nomem;
-            *r = p->rank;
-        }
-    }
-    qsort(g, n, sizeof *g, cmp_group);
-    *out = g;
-    *n_out = n;
-    return 0;
-nomem:
-    groups_free(g, n);
-    return -ENOMEM;
-}
-
 static const char *const confidence_names[] = {"low", "medium", "high"};
 
 cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
@@ -303,9 +218,9 @@ cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
         cJSON_AddItemToArray(locks, lock_json(&ev->locks[i]));
 
     cJSON *groups = cJSON_AddArrayToObject(r, "groups");
-    group *g = NULL;
+    hdx_group *g = NULL;
     size_t ng = 0;
-    if (make_groups(ev, &g, &ng) == 0) {
+    if (hdx_groups_make(ev, &g, &ng) == 0) {
         for (size_t i = 0; i < ng; i++) {
             cJSON *o = cJSON_CreateObject();
             char ranks[256];
@@ -314,11 +229,14 @@ cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
             cJSON_AddItemToObject(o, "pids", int_array(g[i].pids, g[i].n_pids));
             cJSON_AddNumberToObject(o, "count", (double)g[i].n_pids);
             cJSON_AddItemToObject(o, "wait", str_or_null(g[i].key->wait));
+            cJSON_AddItemToObject(o, "diverges_at", g[i].diverges_at >= 0
+                                                        ? frame_json(&g[i].key->frames[g[i].diverges_at])
+                                                        : cJSON_CreateNull());
             cJSON_AddItemToObject(o, "stack", frames_json(g[i].key->frames, g[i].key->n_frames));
             cJSON_AddItemToArray(groups, o);
         }
-        groups_free(g, ng);
     }
+    hdx_groups_free(g, ng);
 
     cJSON *procs = cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; i < ev->n_procs; i++)
@@ -445,9 +363,9 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
         fputc('\n', f);
     }
 
-    group *g = NULL;
+    hdx_group *g = NULL;
     size_t ng = 0;
-    if (make_groups(ev, &g, &ng) == 0 && ng) {
+    if (hdx_groups_make(ev, &g, &ng) == 0 && ng) {
         fprintf(f, "\nstacks, grouped (the thread that waits, else the main thread):\n");
         for (size_t i = 0; i < ng; i++) {
             char ranks[256] = "";
@@ -460,6 +378,9 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
                 fprintf(f, " %d", g[i].pids[j]);
             const hdx_thread *t = g[i].key;
             fprintf(f, "; thread %d (%s) %s\n", t->tid, t->name ? t->name : "?", t->wait ? t->wait : "");
+            if (g[i].diverges_at >= 0)
+                fprintf(f, "      leaves the largest group at #%ld %s\n", g[i].diverges_at,
+                        t->frames[g[i].diverges_at].function ? t->frames[g[i].diverges_at].function : "??");
             for (size_t j = 0; j < t->n_frames && j < TEXT_FRAMES_MAX; j++)
                 text_frame(f, j, &t->frames[j]);
             if (t->n_frames > TEXT_FRAMES_MAX)
@@ -473,7 +394,7 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             }
         }
     }
-    groups_free(g, ng);
+    hdx_groups_free(g, ng);
 
     if (ev->n_notes) {
         fprintf(f, "\nnotes:\n");
