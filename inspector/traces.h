@@ -60,22 +60,29 @@ typedef struct hdx_trace_set {
     hdx_trace_image *images;
     size_t n_images;
     size_t n_files;
-    size_t skipped_lines; /* torn or malformed lines that were skipped */
+    size_t skipped_lines; /* torn or malformed lines, and lines before a header, skipped */
+    size_t unknown_events; /* well-formed lines of an event type this hangdx does not know */
 } hdx_trace_set;
 
 /*
  * Parse one trace line into *ev (type and fields; heap strings owned by ev,
  * release with hdx_trace_event_clear). Returns 1 for an event, 2 for a header
- * (filled into *img, whose events are left empty), 0 for a blank line, or a
- * negative errno: -EBADMSG for a torn or malformed line (bad JSON, missing
- * "type" or required field), -EPROTONOSUPPORT for a header whose schema is
- * not hangdx.trace/1.
+ * (filled into *img, whose events are left empty; release with
+ * hdx_trace_image_clear), 0 for a blank line, or a negative errno: -EBADMSG
+ * for a torn or malformed line (bad JSON, not an object, missing "type" or a
+ * required field, a field of the wrong type), -ENOMSG for a well-formed line
+ * whose "type" this hangdx does not know (skip it), -EPROTONOSUPPORT for a
+ * header whose schema is not hangdx.trace/1. On any return but 1 / 2, *ev and
+ * *img hold nothing to release. ev and img must be zeroed by the caller.
  */
 int hdx_trace_parse_line(const char *line, size_t len, hdx_trace_event *ev, hdx_trace_image *img);
 
 /*
- * Load every "*.jsonl" file of dir. Torn and malformed lines are skipped and
- * counted; lines before the first header of a file are skipped too.
+ * Load every "*.jsonl" file of dir (in name order). Torn and malformed lines
+ * are skipped and counted; lines before the first header of a file are
+ * skipped too; lines longer than 1 MiB are skipped as malformed; events of an
+ * unknown type are skipped and counted in unknown_events. A second header in
+ * a file starts a new image (an exec).
  * On error returns a negative errno and, when err is not NULL, a heap message
  * for a person in *err (e.g. "traces/: not a hangdx trace directory (no
  * *.jsonl files)"; "x.jsonl: schema hangdx.trace/9 is not supported (this
@@ -92,10 +99,17 @@ void hdx_trace_set_free(hdx_trace_set *set);
  * Add what the traces prove to ev:
  *  - one hdx_lock per baton path seen in acquire/wait events (creator from
  *    the acquire not followed by a release, with its pid, rank, time and
- *    whether that process is alive now: same boot id and start time);
+ *    whether that process is alive now: same boot id and start time;
+ *    alive 0 when the same host has rebooted since or the image called exit;
+ *    else unknown, with a note naming the other host);
  *    waiters from wait events (since = the first wait), unless a later
- *    acquire or the process's exit ended the wait;
- *  - kernel locks (flock/fcntl) whose lock_start has no lock_end: waiters;
+ *    acquire, the process's exit or a later exec ended the wait;
+ *  - kernel locks (flock/fcntl) whose lock_start has no lock_end: waiters
+ *    (how = the op, since = the lock_start); the last other process whose
+ *    blocking lock call on that path succeeded (lock_end rc 0) is recorded
+ *    as its creator (created_by), since the trace does not see unlocks;
+ *  Events of all images are replayed in time order. Locks already in ev
+ *  (same path) are completed, not duplicated.
  *  - with add_processes, one hdx_process per image (the last image of each
  *    pid; alive from hdx_proc_alive when the boot id is this host's), with
  *    its rank variables and argv. Live inspection passes 0: it reads the

@@ -1,0 +1,187 @@
+/*
+ * hangdx analyze: the verdict from captured evidence, after the job is gone.
+ * Each input is recognised by its content; today that is a trace directory
+ * (hangdx.trace/1). Every input adds to one evidence set, which is then
+ * classified and reported exactly as inspect does.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "classify.h"
+#include "cmd.h"
+#include "hangdx/report.h"
+#include "hangdx/trace.h"
+#include "locks.h"
+#include "report.h"
+#include "traces.h"
+#include "util.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hangdx analyze [--json] [-o FILE] DIR...\n\n"
+            "Give the verdict of a hang from what it left behind, after the job is gone: a\n"
+            "trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process).\n"
+            "Several trace directories (one per node) are merged into one verdict.\n\n"
+            "  --json              print the hangdx.report/1 JSON object on stdout\n"
+            "  -o, --output FILE   write the report to FILE instead of stdout\n\n"
+            "examples:\n"
+            "  hangdx analyze traces/\n"
+            "  hangdx analyze --json -o report.json traces/\n\n"
+            "exit status: 0 report produced, 2 failure (an input could not be read),\n"
+            "64 usage error.\n");
+}
+
+enum input_kind { INPUT_TRACE_DIR };
+
+/* What path holds, from its content. 0 with *kind, or -errno with *err. */
+static int recognise(const char *path, enum input_kind *kind, char **err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        *err = e == ENOENT ? hdx_asprintf("%s: no such directory", path)
+                           : hdx_asprintf("%s: %s", path, strerror(e));
+        return -e;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (!d) {
+            int e = errno;
+            *err = hdx_asprintf("%s: cannot read: %s", path, strerror(e));
+            return -e;
+        }
+        struct dirent *de;
+        size_t slen = strlen(HDX_TRACE_SUFFIX);
+        int traces = 0;
+        while (!traces && (de = readdir(d))) {
+            size_t l = strlen(de->d_name);
+            traces = l > slen && strcmp(de->d_name + l - slen, HDX_TRACE_SUFFIX) == 0;
+        }
+        closedir(d);
+        if (traces) {
+            *kind = INPUT_TRACE_DIR;
+            return 0;
+        }
+        *err = hdx_asprintf("%s: not a hangdx trace directory (no <host>-<pid>%s files); 'hangdx run -d %s -- ...' "
+                            "writes one",
+                            path, HDX_TRACE_SUFFIX, path);
+        return -ENOENT;
+    }
+    *err = hdx_asprintf("%s: not a trace directory; analyze reads the trace directories of 'hangdx run'", path);
+    return -EINVAL;
+}
+
+/* The trace directory dir into ev. 0 or -errno with *err. */
+static int add_trace_dir(hdx_evidence *ev, const char *dir, char **hosts_seen, char **err)
+{
+    hdx_trace_set *set = NULL;
+    int r = hdx_trace_load_dir(dir, &set, err);
+    if (r < 0)
+        return r;
+    if (set->n_images == 0) {
+        *err = hdx_asprintf("%s: the trace files hold no process header: nothing to analyze", dir);
+        hdx_trace_set_free(set);
+        return -ENODATA;
+    }
+    r = hdx_trace_to_evidence(set, ev, 1);
+    /* One host for all traces: the evidence's host. Several: none. */
+    for (size_t i = 0; r == 0 && i < set->n_images; i++) {
+        const char *h = set->images[i].host;
+        if (!h)
+            continue;
+        if (!*hosts_seen) {
+            if (!(*hosts_seen = strdup(h)))
+                r = -ENOMEM;
+        } else if (strcmp(*hosts_seen, h) != 0 && strcmp(*hosts_seen, "") != 0) {
+            free(*hosts_seen);
+            if (!(*hosts_seen = strdup("")))
+                r = -ENOMEM;
+        }
+    }
+    if (r < 0 && !*err)
+        *err = hdx_asprintf("%s: %s", dir, strerror(-r));
+    hdx_trace_set_free(set);
+    return r;
+}
+
+int hdx_cmd_analyze(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int json = 0, c;
+    const char *out = NULL;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "jo:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'o': out = optarg; break;
+        case 'h': usage(stdout); return HDX_EXIT_OK;
+        default: usage(stderr); return HDX_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "hangdx analyze: no input given\n\n");
+        usage(stderr);
+        return HDX_EXIT_USAGE;
+    }
+
+    int status = HDX_EXIT_FAILURE, r;
+    char *err = NULL, *host = NULL;
+    hdx_verdict v;
+    memset(&v, 0, sizeof v);
+    hdx_evidence *ev = hdx_evidence_new();
+    if (!ev)
+        goto nomem;
+    ev->live = 0;
+    ev->samples = 0;
+    for (int i = optind; i < argc; i++) {
+        enum input_kind kind;
+        if ((r = recognise(argv[i], &kind, &err)) < 0)
+            goto fail;
+        switch (kind) {
+        case INPUT_TRACE_DIR:
+            r = add_trace_dir(ev, argv[i], &host, &err);
+            break;
+        }
+        if (r < 0)
+            goto fail;
+    }
+    if (host && *host) {
+        ev->host = host;
+        host = NULL;
+    }
+    hdx_evidence_note(ev, "no stacks: post-mortem from traces only (collectives, point-to-point and "
+                          "rendezvous waits cannot be seen without stacks or logs)");
+    hdx_evidence_note(ev, "no CPU samples: a running build cannot be told from a stuck one after the fact");
+    if ((r = hdx_locks_resolve(ev)) < 0 || (r = hdx_classify(ev, &v)) < 0)
+        goto nomem;
+    if ((r = hdx_report_write(ev, &v, json, out)) < 0) {
+        fprintf(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));
+        goto out;
+    }
+    status = HDX_EXIT_OK;
+    goto out;
+fail:
+    if (r == -ENOMEM)
+        goto nomem;
+    fprintf(stderr, "hangdx analyze: %s\n", err ? err : strerror(-r));
+    goto out;
+nomem:
+    fprintf(stderr, "hangdx analyze: out of memory\n");
+out:
+    free(err);
+    free(host);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+    return status;
+}

@@ -1,0 +1,321 @@
+/*
+ * hangdx locks: the lock files of build directories and their state, and
+ * (on request) the removal of the stale ones.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "evidence.h"
+#include "hangdx/report.h"
+#include "locks.h"
+#include "proc.h"
+#include "traces.h"
+#include "util.h"
+
+#define LOCKS_SCHEMA "hangdx.locks/1"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hangdx locks [--json] [-d TRACEDIR] [--clean-stale [--force]] [BUILDDIR...]\n\n"
+            "List the lock files of build directories (FileBaton 'lock' files and '*.lock'\n"
+            "files) with their state: held (a live process on this host has it open or holds\n"
+            "the kernel lock), stale (nobody holds it, its creator is gone or unknown) or free.\n"
+            "It looks in each BUILDDIR (two levels down), in $TORCH_EXTENSIONS_DIR or else\n"
+            "~/.cache/torch_extensions, and at the locks named in the traces of -d.\n\n"
+            "  --json              print only JSON ({\"schema\":\"" LOCKS_SCHEMA "\",\"locks\":[...]})\n"
+            "  -d, --trace-dir DIR a hangdx trace directory: tells who created each lock\n"
+            "  --clean-stale       delete the locks proven stale: their creator is dead by the trace\n"
+            "  --force             with --clean-stale, also delete every lock that no process on\n"
+            "                      this host holds or has open (creator unknown)\n\n"
+            "A build on another node that shares the directory cannot be seen from here: check\n"
+            "that no such build runs before you delete anything.\n\n"
+            "examples:\n"
+            "  hangdx locks                                  # ~/.cache/torch_extensions\n"
+            "  hangdx locks --json ./megatron/fused_kernels/build\n"
+            "  hangdx locks -d traces/ --clean-stale         # delete what the trace proves stale\n"
+            "  hangdx locks --clean-stale --force ~/.cache/torch_extensions\n\n"
+            "exit status: 0 done, 1 partial (a directory or a lock could not be handled),\n"
+            "2 failure, 64 usage error.\n");
+}
+
+/* Add the lock files found under dir; a missing default dir is no error. */
+static int add_dir(hdx_evidence *ev, const char *dir, int required, int *partial)
+{
+    char **paths = NULL;
+    size_t n = 0;
+    int r = hdx_locks_find_files(dir, 2, &paths, &n);
+    if (r < 0 && r != -ENOMEM && (required || r != -ENOENT)) {
+        fprintf(stderr, "hangdx locks: %s: %s\n", dir,
+                r == -ENOENT ? "no such directory" : strerror(-r));
+        *partial = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (r != -ENOMEM && !hdx_evidence_find_lock(ev, paths[i])) {
+            hdx_lock *l = hdx_evidence_add_lock(ev);
+            if (!l || !(l->path = strdup(paths[i])) || !(l->source = strdup("build directory")))
+                r = -ENOMEM;
+            else
+                l->kind = HDX_LOCK_BATON;
+        }
+        free(paths[i]);
+    }
+    free(paths);
+    return r == -ENOMEM ? r : 0;
+}
+
+static int has_opener(const char *path)
+{
+    struct stat st;
+    int *pids = NULL;
+    size_t n = 0, unreadable = 0;
+    if (stat(path, &st) != 0)
+        return 0;
+    if (hdx_proc_openers(st.st_dev, st.st_ino, &pids, &n, &unreadable) < 0)
+        return 1; /* cannot tell: keep it */
+    free(pids);
+    return n > 0 || unreadable > 0;
+}
+
+/* Is l deletable? 1 yes; *why says why not. */
+static int deletable(const hdx_lock *l, int force, const char **why)
+{
+    if (l->exists != 1) {
+        *why = "gone";
+        return 0;
+    }
+    if (l->state == HDX_LOCK_HELD) {
+        *why = "held";
+        return 0;
+    }
+    if (!force) {
+        if (l->state != HDX_LOCK_STALE || !l->has_creator || l->creator_alive != 0) {
+            *why = l->has_creator ? "creator not proven dead" : "creator unknown (no trace); --force deletes it";
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void format_age(int64_t ns, char *buf, size_t size)
+{
+    if (ns == HDX_UNKNOWN) {
+        snprintf(buf, size, "age ?");
+        return;
+    }
+    int64_t s = (hdx_now_ns() - ns) / 1000000000;
+    if (s < 0)
+        s = 0;
+    if (s < 120)
+        snprintf(buf, size, "age %llds", (long long)s);
+    else if (s < 7200)
+        snprintf(buf, size, "age %lldm", (long long)(s / 60));
+    else if (s < 172800)
+        snprintf(buf, size, "age %lldh", (long long)(s / 3600));
+    else
+        snprintf(buf, size, "age %lldd", (long long)(s / 86400));
+}
+
+static void print_text(const hdx_lock *l, int deleted)
+{
+    char who[160] = "", age[32];
+    if (l->holder_pid != HDX_UNKNOWN)
+        snprintf(who, sizeof who, "holder pid %d", l->holder_pid);
+    if (l->has_creator) {
+        size_t k = strlen(who);
+        char rank[32] = "";
+        if (l->creator_rank != HDX_UNKNOWN)
+            snprintf(rank, sizeof rank, " (rank %d)", l->creator_rank);
+        snprintf(who + k, sizeof who - k, "%screated by pid %d%s, %s", k ? ", " : "", l->creator_pid, rank,
+                 l->creator_alive == 1 ? "alive" : l->creator_alive == 0 ? "dead" : "alive unknown");
+    } else if (l->holder_pid == HDX_UNKNOWN) {
+        snprintf(who, sizeof who, "creator unknown");
+    }
+    format_age(l->mtime_ns, age, sizeof age);
+    printf("%-5s  %-5s  %s  %s, %s%s", hdx_lock_state_name(l->state), hdx_lock_kind_name(l->kind), l->path, who,
+           age, deleted ? "  [deleted]" : "");
+    if (l->n_waiters)
+        printf(", %zu waiter%s", l->n_waiters, l->n_waiters == 1 ? "" : "s");
+    printf("\n");
+}
+
+static cJSON *int_or_null(long long v)
+{
+    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateNumber((double)v);
+}
+
+static cJSON *time_or_null(int64_t ns)
+{
+    if (ns == HDX_UNKNOWN)
+        return cJSON_CreateNull();
+    char buf[40];
+    hdx_format_time(ns, buf, sizeof buf);
+    return cJSON_CreateString(buf);
+}
+
+static cJSON *bool_or_null(int v)
+{
+    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateBool(v);
+}
+
+/* The lock object of design.md "Formats", with what this command adds. */
+static cJSON *lock_json(const hdx_lock *l, int deleted)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "path", l->path);
+    cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
+    cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
+    cJSON_AddItemToObject(o, "holder_pid", int_or_null(l->holder_pid));
+    if (l->has_creator) {
+        cJSON *c = cJSON_AddObjectToObject(o, "created_by");
+        cJSON_AddItemToObject(c, "pid", int_or_null(l->creator_pid));
+        cJSON_AddItemToObject(c, "rank", int_or_null(l->creator_rank));
+        cJSON_AddItemToObject(c, "alive", bool_or_null(l->creator_alive));
+        cJSON_AddItemToObject(c, "at", time_or_null(l->created_ns));
+    } else {
+        cJSON_AddNullToObject(o, "created_by");
+    }
+    cJSON *w = cJSON_AddArrayToObject(o, "waiters");
+    for (size_t i = 0; w && i < l->n_waiters; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddItemToObject(e, "pid", int_or_null(l->waiters[i].pid));
+        cJSON_AddItemToObject(e, "rank", int_or_null(l->waiters[i].rank));
+        cJSON_AddItemToObject(e, "since", time_or_null(l->waiters[i].since_ns));
+        cJSON_AddItemToArray(w, e);
+    }
+    cJSON_AddItemToObject(o, "exists", bool_or_null(l->exists));
+    cJSON_AddItemToObject(o, "mtime", time_or_null(l->mtime_ns));
+    cJSON_AddItemToObject(o, "source", l->source ? cJSON_CreateString(l->source) : cJSON_CreateNull());
+    cJSON_AddBoolToObject(o, "deleted", deleted);
+    return o;
+}
+
+int hdx_cmd_locks(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},      {"trace-dir", required_argument, NULL, 'd'},
+        {"clean-stale", no_argument, NULL, 'c'}, {"force", no_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0},
+    };
+    int json = 0, clean = 0, force = 0, partial = 0, c;
+    const char *trace_dir = NULL;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "jd:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'd': trace_dir = optarg; break;
+        case 'c': clean = 1; break;
+        case 'f': force = 1; break;
+        case 'h': usage(stdout); return HDX_EXIT_OK;
+        default: usage(stderr); return HDX_EXIT_USAGE;
+        }
+    }
+    if (force && !clean) {
+        fprintf(stderr, "hangdx locks: --force only goes with --clean-stale\n");
+        return HDX_EXIT_USAGE;
+    }
+
+    int status = HDX_EXIT_FAILURE;
+    int *deleted = NULL;
+    hdx_trace_set *set = NULL;
+    char *err = NULL, *default_dir = NULL;
+    hdx_evidence *ev = hdx_evidence_new();
+    if (!ev)
+        goto nomem;
+    ev->live = 1; /* this host, now */
+    if (trace_dir) {
+        int r = hdx_trace_load_dir(trace_dir, &set, &err);
+        if (r < 0) {
+            fprintf(stderr, "hangdx locks: %s\n", err ? err : strerror(-r));
+            goto out;
+        }
+        if ((r = hdx_trace_to_evidence(set, ev, 0)) < 0)
+            goto nomem;
+    }
+    for (int i = optind; i < argc; i++)
+        if (add_dir(ev, argv[i], 1, &partial) < 0)
+            goto nomem;
+    const char *ext = getenv("TORCH_EXTENSIONS_DIR");
+    if (ext && *ext)
+        default_dir = strdup(ext);
+    else if (getenv("HOME"))
+        default_dir = hdx_asprintf("%s/.cache/torch_extensions", getenv("HOME"));
+    if (default_dir && add_dir(ev, default_dir, 0, &partial) < 0)
+        goto nomem;
+    if (hdx_locks_resolve(ev) < 0)
+        goto nomem;
+
+    if (ev->n_locks && !(deleted = calloc(ev->n_locks, sizeof *deleted)))
+        goto nomem;
+    for (size_t i = 0; clean && i < ev->n_locks; i++) {
+        const hdx_lock *l = &ev->locks[i];
+        const char *why = NULL;
+        if (!deletable(l, force, &why)) {
+            if (l->exists == 1)
+                fprintf(stderr, "hangdx locks: kept %s: %s\n", l->path, why);
+            continue;
+        }
+        /* Check again just before: a build may have opened it since. */
+        if (has_opener(l->path)) {
+            fprintf(stderr, "hangdx locks: kept %s: a process has it open now\n", l->path);
+            continue;
+        }
+        if (unlink(l->path) != 0) {
+            fprintf(stderr, "hangdx locks: cannot delete %s: %s\n", l->path, strerror(errno));
+            partial = 1;
+            continue;
+        }
+        deleted[i] = 1;
+        fprintf(stderr, "hangdx locks: deleted %s (%s%s)\n", l->path, hdx_lock_state_name(l->state),
+                l->has_creator && l->creator_alive == 0 ? ", its creator is dead" : ", no process here has it open");
+    }
+
+    if (json) {
+        cJSON *root = cJSON_CreateObject(), *arr = NULL;
+        if (!root || !cJSON_AddStringToObject(root, "schema", LOCKS_SCHEMA) ||
+            !(arr = cJSON_AddArrayToObject(root, "locks"))) {
+            cJSON_Delete(root);
+            goto nomem;
+        }
+        for (size_t i = 0; i < ev->n_locks; i++)
+            cJSON_AddItemToArray(arr, lock_json(&ev->locks[i], deleted[i]));
+        cJSON *notes = cJSON_AddArrayToObject(root, "notes");
+        for (size_t i = 0; notes && i < ev->n_notes; i++)
+            cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
+        char *s = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        if (!s)
+            goto nomem;
+        printf("%s\n", s);
+        free(s);
+    } else {
+        if (!ev->n_locks)
+            printf("no lock files found\n");
+        for (size_t i = 0; i < ev->n_locks; i++)
+            print_text(&ev->locks[i], deleted[i]);
+        for (size_t i = 0; i < ev->n_notes; i++)
+            printf("note: %s\n", ev->notes[i]);
+    }
+    fprintf(stderr, "hangdx locks: a build on another node that shares these directories cannot be seen from "
+                    "here; check that none runs before deleting a lock.\n");
+    status = partial ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
+    goto out;
+nomem:
+    fprintf(stderr, "hangdx locks: out of memory\n");
+out:
+    free(deleted);
+    free(default_dir);
+    free(err);
+    hdx_trace_set_free(set);
+    hdx_evidence_free(ev);
+    return status;
+}

@@ -1,0 +1,678 @@
+/* Build-directory locks: what the processes wait on, and the state of each lock. */
+#include "locks.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "proc.h"
+#include "syswatch.h"
+#include "util.h"
+
+/* x86-64 system call numbers (asm/unistd_64.h). */
+#define NR_POLL 7
+#define NR_SELECT 23
+#define NR_NANOSLEEP 35
+#define NR_FCNTL 72
+#define NR_FLOCK 73
+#define NR_CLOCK_NANOSLEEP 230
+#define NR_EPOLL_WAIT 232
+#define NR_PSELECT6 270
+#define NR_PPOLL 271
+#define NR_EPOLL_PWAIT 281
+#define NR_EPOLL_PWAIT2 441
+
+/* Polling threads watched per process at most (the main thread first). */
+#define WATCH_PER_PROCESS 2
+
+/* ---- /proc/locks --------------------------------------------------------- */
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return p;
+}
+
+/* Copy one whitespace-delimited token into buf (truncated); return the end. */
+static const char *token(const char *p, char *buf, size_t size)
+{
+    size_t n = 0;
+    p = skip_ws(p);
+    while (*p && *p != ' ' && *p != '\t' && *p != '\n') {
+        if (n + 1 < size)
+            buf[n++] = *p;
+        p++;
+    }
+    buf[n] = 0;
+    return p;
+}
+
+/* One line: "ID: [-> ]KIND ADVISORY MODE PID MAJ:MIN:INO START END" (fs/locks.c). */
+static int parse_kernel_line(const char *p, hdx_kernel_lock *k)
+{
+    char *end;
+    char tok[32];
+    memset(k, 0, sizeof *k);
+    p = skip_ws(p);
+    long id = strtol(p, &end, 10);
+    if (end == p || *end != ':')
+        return -1;
+    k->id = (int)id;
+    p = skip_ws(end + 1);
+    if (p[0] == '-' && p[1] == '>') {
+        k->blocked = 1;
+        p += 2;
+    }
+    p = token(p, k->kind, sizeof k->kind);
+    if (!k->kind[0])
+        return -1;
+    p = token(p, tok, sizeof tok); /* ADVISORY, MANDATORY, ACTIVE, BREAKING, ... */
+    if (!tok[0])
+        return -1;
+    p = token(p, k->mode, sizeof k->mode);
+    if (!k->mode[0])
+        return -1;
+    p = skip_ws(p);
+    long pid = strtol(p, &end, 10);
+    if (end == p)
+        return -1;
+    k->pid = (int)pid;
+    p = skip_ws(end);
+    /* "%02x:%02x:%lu": device major and minor in hex, the inode in decimal. */
+    unsigned long maj = strtoul(p, &end, 16);
+    if (end == p || *end != ':')
+        return -1;
+    p = end + 1;
+    unsigned long min = strtoul(p, &end, 16);
+    if (end == p || *end != ':')
+        return -1;
+    p = end + 1;
+    if (!isdigit((unsigned char)*p))
+        return -1; /* "<none>" and the like */
+    k->ino = strtoul(p, &end, 10);
+    if (*end && *end != ' ' && *end != '\t' && *end != '\n')
+        return -1;
+    k->dev_major = (unsigned)maj;
+    k->dev_minor = (unsigned)min;
+    return 0;
+}
+
+int hdx_kernel_locks_parse(const char *text, hdx_kernel_lock **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!text)
+        return 0;
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char buf[512];
+        if (len < sizeof buf) {
+            memcpy(buf, line, len);
+            buf[len] = 0;
+            hdx_kernel_lock k;
+            if (parse_kernel_line(buf, &k) == 0) {
+                hdx_kernel_lock *slot = hdx_append((void **)out, n, sizeof *slot);
+                if (!slot) {
+                    free(*out);
+                    *out = NULL;
+                    *n = 0;
+                    return -ENOMEM;
+                }
+                *slot = k;
+            }
+        }
+        line += len;
+        if (*line == '\n')
+            line++;
+    }
+    return 0;
+}
+
+static int read_kernel_locks(hdx_kernel_lock **kl, size_t *n)
+{
+    char *text = hdx_read_file("/proc/locks", 16u << 20, NULL);
+    if (!text) {
+        *kl = NULL;
+        *n = 0;
+        return -errno;
+    }
+    int r = hdx_kernel_locks_parse(text, kl, n);
+    free(text);
+    return r;
+}
+
+static int same_file(const hdx_kernel_lock *k, const struct stat *st)
+{
+    return k->dev_major == major(st->st_dev) && k->dev_minor == minor(st->st_dev) &&
+           k->ino == (unsigned long)st->st_ino;
+}
+
+static int kind_from_kernel(const char *kind, enum hdx_lock_kind *out)
+{
+    if (!strcmp(kind, "FLOCK"))
+        *out = HDX_LOCK_FLOCK;
+    else if (!strcmp(kind, "POSIX"))
+        *out = HDX_LOCK_POSIX;
+    else if (!strcmp(kind, "OFDLCK"))
+        *out = HDX_LOCK_OFD;
+    else
+        return -1;
+    return 0;
+}
+
+/* ---- collect -------------------------------------------------------------- */
+
+static int is_lock_name(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t l = strlen(base);
+    return !strcmp(base, "lock") || (l > 5 && !strcmp(base + l - 5, ".lock"));
+}
+
+/* The lock for path in ev, added (kind, source) when missing. NULL on ENOMEM. */
+static hdx_lock *lock_for(hdx_evidence *ev, const char *path, enum hdx_lock_kind kind, const char *source)
+{
+    hdx_lock *l = hdx_evidence_find_lock(ev, path);
+    if (l)
+        return l;
+    if (!(l = hdx_evidence_add_lock(ev)))
+        return NULL;
+    l->kind = kind;
+    if (!(l->path = strdup(path)) || !(l->source = strdup(source)))
+        return NULL;
+    return l;
+}
+
+static int add_waiter(hdx_lock *l, const hdx_process *p, int tid, const char *how)
+{
+    for (size_t i = 0; i < l->n_waiters; i++)
+        if (l->waiters[i].pid == p->pid) {
+            if (l->waiters[i].tid == HDX_UNKNOWN)
+                l->waiters[i].tid = tid;
+            return 0;
+        }
+    hdx_waiter *w = hdx_lock_add_waiter(l);
+    if (!w)
+        return -ENOMEM;
+    w->pid = p->pid;
+    w->tid = tid;
+    w->rank = p->rank;
+    if (!(w->how = strdup(how)))
+        return -ENOMEM;
+    return 0;
+}
+
+/* Does pid appear in any lock of ev (as a waiter or its creator)? */
+static int has_known_lock(const hdx_evidence *ev, int pid)
+{
+    for (size_t i = 0; i < ev->n_locks; i++) {
+        const hdx_lock *l = &ev->locks[i];
+        if (l->has_creator && l->creator_pid == pid)
+            return 1;
+        for (size_t k = 0; k < l->n_waiters; k++)
+            if (l->waiters[k].pid == pid)
+                return 1;
+    }
+    return 0;
+}
+
+/* A thread blocked in flock()/fcntl(F_SETLKW|F_OFD_SETLKW): its lock. */
+static int collect_blocked(hdx_evidence *ev, hdx_process *p, hdx_thread *t, const hdx_kernel_lock *kl, size_t nkl)
+{
+    int fd;
+    enum hdx_lock_kind kind;
+    const char *how;
+    if (t->syscall == NR_FLOCK && !(t->syscall_args[1] & LOCK_NB)) {
+        kind = HDX_LOCK_FLOCK;
+        how = "flock";
+    } else if (t->syscall == NR_FCNTL && (t->syscall_args[1] == F_SETLKW || t->syscall_args[1] == F_OFD_SETLKW)) {
+        kind = t->syscall_args[1] == F_OFD_SETLKW ? HDX_LOCK_OFD : HDX_LOCK_POSIX;
+        how = "fcntl";
+    } else {
+        return 0;
+    }
+    fd = (int)t->syscall_args[0];
+    char path[PATH_MAX];
+    int r = hdx_proc_fd_path(p->pid, fd, path, sizeof path);
+    if (r < 0) {
+        hdx_evidence_note(ev, "pid %d thread %d waits in %s on fd %d, but the file behind it could not be read: %s",
+                          p->pid, t->tid, how, fd, strerror(-r));
+        return 0;
+    }
+    /* The kernel's own view, when the fd's file has a blocked request from this pid. */
+    char fdlink[64];
+    struct stat st;
+    snprintf(fdlink, sizeof fdlink, "/proc/%d/fd/%d", p->pid, fd);
+    if (stat(fdlink, &st) == 0) {
+        for (size_t i = 0; i < nkl; i++)
+            if (kl[i].blocked && same_file(&kl[i], &st) && (kl[i].pid == p->pid || kl[i].pid == -1)) {
+                kind_from_kernel(kl[i].kind, &kind);
+                break;
+            }
+    }
+    hdx_lock *l = lock_for(ev, path, kind, "blocked fd");
+    if (!l)
+        return -ENOMEM;
+    if (strcmp(l->source, "trace") != 0 || !l->has_creator)
+        l->kind = kind;
+    return add_waiter(l, p, t->tid, how);
+}
+
+static int is_poll_syscall(long nr)
+{
+    return nr == NR_CLOCK_NANOSLEEP || nr == NR_NANOSLEEP || nr == NR_SELECT || nr == NR_PSELECT6 ||
+           nr == NR_POLL || nr == NR_PPOLL || nr == NR_EPOLL_WAIT || nr == NR_EPOLL_PWAIT ||
+           nr == NR_EPOLL_PWAIT2;
+}
+
+/* Watch one polling thread; 1 when it polls an existing lock file, 0 not, -errno. */
+static int watch_thread(hdx_evidence *ev, hdx_process *p, hdx_thread *t, int ms, size_t *n_watched)
+{
+    char **paths = NULL;
+    size_t n = 0;
+    int r = hdx_syswatch_paths(p->pid, t->tid, ms, &paths, &n);
+    if (r < 0) {
+        if (r == -EPERM)
+            hdx_evidence_note(ev, "could not watch the system calls of pid %d: ptrace not permitted — run as "
+                                  "the same user or with CAP_SYS_PTRACE",
+                              p->pid);
+        else
+            hdx_evidence_note(ev, "could not watch the system calls of pid %d thread %d: %s", p->pid, t->tid,
+                              strerror(-r));
+        return 0;
+    }
+    (*n_watched)++;
+    int found = 0;
+    for (size_t i = 0; i < n && !found; i++) {
+        struct stat st;
+        if (!is_lock_name(paths[i]) || stat(paths[i], &st) != 0)
+            continue;
+        hdx_lock *l = lock_for(ev, paths[i], HDX_LOCK_BATON, "syscall watch");
+        if (!l || add_waiter(l, p, t->tid, "stat poll") < 0) {
+            r = -ENOMEM;
+            goto out;
+        }
+        free(t->polled_path);
+        t->polled_path = strdup(paths[i]);
+        found = 1;
+    }
+    if (!found && n > 0 && !t->polled_path)
+        t->polled_path = strdup(paths[0]);
+    r = found;
+out:
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+    return r;
+}
+
+static int watch_process(hdx_evidence *ev, hdx_process *p, int ms, size_t *n_watched)
+{
+    int watched = 0;
+    /* The main thread first: that is where Python's FileBaton polls. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < p->n_threads && watched < WATCH_PER_PROCESS; i++) {
+            hdx_thread *t = &p->threads[i];
+            if ((pass == 0) != (t->tid == p->pid) || !is_poll_syscall(t->syscall))
+                continue;
+            watched++;
+            int r = watch_thread(ev, p, t, ms, n_watched);
+            if (r != 0)
+                return r < 0 ? r : 0;
+        }
+    }
+    return 0;
+}
+
+static int add_found_file(hdx_evidence *ev, const char *path)
+{
+    if (hdx_evidence_find_lock(ev, path))
+        return 0;
+    return lock_for(ev, path, HDX_LOCK_BATON, "well-known place") ? 0 : -ENOMEM;
+}
+
+static int add_glob(hdx_evidence *ev, const char *pattern)
+{
+    glob_t g;
+    int r = 0;
+    if (glob(pattern, GLOB_NOSORT, NULL, &g) != 0)
+        return 0;
+    for (size_t i = 0; i < g.gl_pathc && r == 0; i++) {
+        struct stat st;
+        if (stat(g.gl_pathv[i], &st) == 0 && S_ISREG(st.st_mode))
+            r = add_found_file(ev, g.gl_pathv[i]);
+    }
+    globfree(&g);
+    return r;
+}
+
+/* "DIR/build/lock" and "DIR/<any>/build/lock". */
+static int scan_build_dirs(hdx_evidence *ev, const char *dir)
+{
+    char pat[PATH_MAX];
+    int r;
+    snprintf(pat, sizeof pat, "%s/build/lock", dir);
+    if ((r = add_glob(ev, pat)) < 0)
+        return r;
+    snprintf(pat, sizeof pat, "%s/*/build/lock", dir);
+    return add_glob(ev, pat);
+}
+
+/* "ROOT/<ext>/lock" and "ROOT/<py tag>/<ext>/lock" (torch_extensions layouts). */
+static int scan_extensions_root(hdx_evidence *ev, const char *root)
+{
+    char pat[PATH_MAX];
+    int r;
+    snprintf(pat, sizeof pat, "%s/*/lock", root);
+    if ((r = add_glob(ev, pat)) < 0)
+        return r;
+    snprintf(pat, sizeof pat, "%s/*/*/lock", root);
+    return add_glob(ev, pat);
+}
+
+static int scan_well_known(hdx_evidence *ev, hdx_process *p)
+{
+    int r;
+    if (p->cwd && (r = scan_build_dirs(ev, p->cwd)) < 0)
+        return r;
+    for (size_t i = 0; i < p->n_cmdline; i++) {
+        const char *a = p->cmdline[i];
+        size_t l = strlen(a);
+        if (l < 4 || strcmp(a + l - 3, ".py") != 0)
+            continue;
+        char script[PATH_MAX];
+        if (a[0] == '/' || !p->cwd)
+            snprintf(script, sizeof script, "%s", a);
+        else
+            snprintf(script, sizeof script, "%s/%s", p->cwd, a);
+        char *slash = strrchr(script, '/');
+        if (slash && slash != script) {
+            *slash = 0;
+            if ((!p->cwd || strcmp(script, p->cwd) != 0) && (r = scan_build_dirs(ev, script)) < 0)
+                return r;
+        }
+        break;
+    }
+    const char *ext = hdx_process_env(p, "TORCH_EXTENSIONS_DIR");
+    if (ext)
+        return scan_extensions_root(ev, ext);
+    char *home = hdx_proc_getenv(p->pid, "HOME");
+    if (home) {
+        char root[PATH_MAX];
+        snprintf(root, sizeof root, "%s/.cache/torch_extensions", home);
+        free(home);
+        return scan_extensions_root(ev, root);
+    }
+    return 0;
+}
+
+int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt)
+{
+    hdx_kernel_lock *kl = NULL;
+    size_t nkl = 0, n_watched = 0;
+    int r;
+    if (!ev)
+        return -EINVAL;
+    if ((r = read_kernel_locks(&kl, &nkl)) < 0 && r != -ENOMEM)
+        hdx_evidence_note(ev, "/proc/locks could not be read (%s): kernel lock kinds are guessed from the "
+                              "system call",
+                          strerror(-r));
+    if (r == -ENOMEM)
+        return r;
+    /* 1. Threads blocked in a kernel lock call. */
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        hdx_process *p = &ev->procs[i];
+        if (p->alive == 0 || p->pid <= 0)
+            continue;
+        for (size_t k = 0; k < p->n_threads; k++)
+            if ((r = collect_blocked(ev, p, &p->threads[k], kl, nkl)) < 0)
+                goto out;
+    }
+    /* 2. Polling threads of processes with no known lock: a bounded watch. */
+    if (opt && opt->watch_ms > 0) {
+        for (size_t i = 0; i < ev->n_procs; i++) {
+            hdx_process *p = &ev->procs[i];
+            if (p->alive == 0 || p->pid <= 0 || has_known_lock(ev, p->pid))
+                continue;
+            if ((r = watch_process(ev, p, opt->watch_ms, &n_watched)) < 0)
+                goto out;
+        }
+        if (n_watched)
+            hdx_evidence_note(ev, "a bounded syscall watch (at most %d ms each) ran on %zu polling thread%s "
+                                  "to see which files they poll",
+                              opt->watch_ms, n_watched, n_watched == 1 ? "" : "s");
+    }
+    /* 3. The well-known places, for processes whose wait is still unexplained. */
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        hdx_process *p = &ev->procs[i];
+        if (p->alive == 0 || p->pid <= 0 || has_known_lock(ev, p->pid))
+            continue;
+        if ((r = scan_well_known(ev, p)) < 0)
+            goto out;
+    }
+    for (size_t i = 0; opt && i < opt->n_dirs; i++) {
+        char **paths = NULL;
+        size_t n = 0;
+        r = hdx_locks_find_files(opt->dirs[i], 2, &paths, &n);
+        if (r < 0 && r != -ENOMEM)
+            hdx_evidence_note(ev, "%s: cannot look for lock files: %s", opt->dirs[i], strerror(-r));
+        for (size_t k = 0; k < n; k++) {
+            if (r >= 0)
+                r = add_found_file(ev, paths[k]);
+            free(paths[k]);
+        }
+        free(paths);
+        if (r == -ENOMEM)
+            goto out;
+    }
+    r = 0;
+out:
+    free(kl);
+    return r;
+}
+
+/* ---- resolve -------------------------------------------------------------- */
+
+static int pid_alive(int pid)
+{
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+static int is_waiter(const hdx_lock *l, int pid)
+{
+    for (size_t i = 0; i < l->n_waiters; i++)
+        if (l->waiters[i].pid == pid)
+            return 1;
+    return 0;
+}
+
+/* A live process that has the file open and does not wait on it (the creator first). */
+static int find_opener(hdx_evidence *ev, const hdx_lock *l, const struct stat *st)
+{
+    int *pids = NULL;
+    size_t n = 0, unreadable = 0;
+    int r = hdx_proc_openers(st->st_dev, st->st_ino, &pids, &n, &unreadable);
+    if (r < 0) {
+        hdx_evidence_note(ev, "%s: could not list the processes that have it open: %s", l->path, strerror(-r));
+        return HDX_UNKNOWN;
+    }
+    int holder = HDX_UNKNOWN, self = (int)getpid();
+    for (size_t i = 0; i < n; i++) {
+        if (pids[i] == self || is_waiter(l, pids[i]))
+            continue;
+        if (l->has_creator && pids[i] == l->creator_pid) {
+            holder = pids[i];
+            break;
+        }
+        if (holder == HDX_UNKNOWN)
+            holder = pids[i];
+    }
+    free(pids);
+    if (holder == HDX_UNKNOWN && unreadable)
+        hdx_evidence_note(ev, "%s: %zu process%s could not be read to see whether they have it open (run as "
+                              "root to check all)",
+                          l->path, unreadable, unreadable == 1 ? "" : "es");
+    return holder;
+}
+
+static void resolve_one(hdx_evidence *ev, hdx_lock *l, const hdx_kernel_lock *kl, size_t nkl, int remote)
+{
+    struct stat st;
+    l->holder_pid = HDX_UNKNOWN;
+    if (l->has_creator && l->creator_alive == HDX_UNKNOWN) {
+        const hdx_process *p = hdx_evidence_find_process(ev, l->creator_pid);
+        if (p)
+            l->creator_alive = p->alive;
+    }
+    if (remote) {
+        l->exists = HDX_UNKNOWN;
+    } else if (stat(l->path, &st) == 0) {
+        l->exists = 1;
+        l->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        int kernel_line = 0;
+        for (size_t i = 0; i < nkl; i++) {
+            if (kl[i].blocked || !same_file(&kl[i], &st))
+                continue;
+            enum hdx_lock_kind k;
+            if (kind_from_kernel(kl[i].kind, &k) != 0)
+                continue;
+            kernel_line = 1;
+            if (l->kind == HDX_LOCK_BATON && !l->has_creator)
+                l->kind = k; /* found by name; the kernel says what it is */
+            if (kl[i].pid > 0 && pid_alive(kl[i].pid) && l->holder_pid == HDX_UNKNOWN)
+                l->holder_pid = kl[i].pid;
+        }
+        if (l->holder_pid == HDX_UNKNOWN && (l->kind == HDX_LOCK_BATON || kernel_line))
+            l->holder_pid = find_opener(ev, l, &st);
+    } else if (errno == ENOENT || errno == ENOTDIR) {
+        l->exists = 0;
+    } else {
+        l->exists = HDX_UNKNOWN;
+        hdx_evidence_note(ev, "%s: cannot stat: %s", l->path, strerror(errno));
+    }
+
+    if (l->holder_pid != HDX_UNKNOWN) {
+        l->state = HDX_LOCK_HELD;
+    } else if (l->exists == 0) {
+        l->state = HDX_LOCK_FREE;
+    } else if (l->kind != HDX_LOCK_BATON) {
+        /* A kernel lock nobody holds now. After the job is gone, the trace still tells
+         * who held it while the others waited. */
+        if (!ev->live && l->has_creator && l->n_waiters > 0) {
+            l->state = HDX_LOCK_HELD;
+            l->holder_pid = l->creator_pid;
+            hdx_evidence_note(ev, "%s: holder pid %d taken from the trace (its last successful lock call before "
+                                  "the others waited); the job is gone, so /proc/locks could not confirm it",
+                              l->path, l->creator_pid);
+        } else {
+            l->state = HDX_LOCK_FREE;
+        }
+    } else if (l->has_creator && l->creator_alive == 1) {
+        /* The creator lives on: it may still release the baton. Never call that stale. */
+        l->state = HDX_LOCK_HELD;
+        l->holder_pid = l->creator_pid;
+    } else {
+        l->state = HDX_LOCK_STALE;
+        if (!l->has_creator)
+            hdx_evidence_note(ev, "%s: creator unknown: no trace (run the job under 'hangdx run' to record who "
+                                  "creates build locks)",
+                              l->path);
+    }
+}
+
+int hdx_locks_resolve(hdx_evidence *ev)
+{
+    hdx_kernel_lock *kl = NULL;
+    size_t nkl = 0;
+    if (!ev)
+        return -EINVAL;
+    int remote = !ev->live && ev->host && strcmp(ev->host, hdx_hostname()) != 0;
+    if (remote && ev->n_locks)
+        hdx_evidence_note(ev, "the traces come from host %s: the lock files and their holders there could not be "
+                              "checked from %s",
+                          ev->host, hdx_hostname());
+    if (!remote && ev->n_locks) {
+        int r = read_kernel_locks(&kl, &nkl);
+        if (r == -ENOMEM)
+            return r;
+        if (r < 0)
+            hdx_evidence_note(ev, "/proc/locks could not be read (%s): kernel lock holders unknown", strerror(-r));
+    }
+    for (size_t i = 0; i < ev->n_locks; i++)
+        resolve_one(ev, &ev->locks[i], kl, nkl, remote);
+    free(kl);
+    return 0;
+}
+
+/* ---- find files ----------------------------------------------------------- */
+
+static int add_path(char ***paths, size_t *n, const char *path)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*paths)[i], path) == 0)
+            return 0;
+    char **slot = hdx_append((void **)paths, n, sizeof *slot);
+    if (!slot || !(*slot = strdup(path)))
+        return -ENOMEM;
+    return 0;
+}
+
+static int walk(const char *dir, int depth, char ***paths, size_t *n)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    struct dirent *de;
+    int r = 0;
+    while (r == 0 && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char *path = hdx_asprintf("%s/%s", strcmp(dir, "/") ? dir : "", de->d_name);
+        struct stat st;
+        if (!path) {
+            r = -ENOMEM;
+            break;
+        }
+        if (lstat(path, &st) == 0) { /* symlinked directories are not followed: no loops */
+            if (S_ISREG(st.st_mode) && is_lock_name(de->d_name))
+                r = add_path(paths, n, path);
+            else if (S_ISDIR(st.st_mode) && depth > 0) {
+                int w = walk(path, depth - 1, paths, n);
+                if (w == -ENOMEM)
+                    r = w; /* an unreadable subdirectory is skipped */
+            }
+        }
+        free(path);
+    }
+    closedir(d);
+    return r;
+}
+
+int hdx_locks_find_files(const char *dir, int depth, char ***paths, size_t *n)
+{
+    char abs[PATH_MAX];
+    if (!dir || !paths || !n)
+        return -EINVAL;
+    if (!realpath(dir, abs))
+        return -errno;
+    struct stat st;
+    if (stat(abs, &st) != 0)
+        return -errno;
+    if (!S_ISDIR(st.st_mode))
+        return -ENOTDIR;
+    return walk(abs, depth, paths, n);
+}

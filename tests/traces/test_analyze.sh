@@ -1,0 +1,71 @@
+#!/bin/bash
+# hangdx analyze on a hand-written trace directory (B2 after the job is gone):
+# rank 0 created <dir>/build/lock and was killed; rank 1 waited on it. Needs $HANGDX.
+set -u
+: "${HANGDX:?HANGDX must name the hangdx binary}"
+PY=/usr/bin/python3
+fail=0
+check() { if "${@:2}"; then :; else echo "FAIL: $1" >&2; fail=1; fi; }
+
+T=$(mktemp -d /tmp/hdx-test-analyze-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+T=$(cd "$T" && pwd -P)
+mkdir -p "$T/fused_kernels/build" "$T/traces" "$T/empty" "$T/v9"
+: >"$T/fused_kernels/build/lock"
+boot=$(cat /proc/sys/kernel/random/boot_id)
+host=$(hostname)
+r0=4194303 r1=4194302
+cat >"$T/traces/$host-$r0.jsonl" <<JSON
+{"schema":"hangdx.trace/1","type":"header","t":1700000000000000000,"pid":$r0,"ppid":1,"host":"$host","boot_id":"$boot","start_time":42,"cwd":"$T","exe":"/usr/bin/python3","argv":["python3","train.py"],"env":{"RANK":"0","WORLD_SIZE":"2"}}
+{"type":"acquire","t":1700000001000000000,"tid":$r0,"path":"$T/fused_kernels/build/lock","fd":5}
+{"type":"spawn","t":1700000001100000000,"tid":$r0,"child":4194000,"via":"posix_spawn","argv":["ninja","-v"]}
+{"type":"wait","t":17000000
+JSON
+cat >"$T/traces/$host-$r1.jsonl" <<JSON
+{"schema":"hangdx.trace/1","type":"header","t":1700000000000000000,"pid":$r1,"ppid":1,"host":"$host","boot_id":"$boot","start_time":43,"cwd":"$T","exe":"/usr/bin/python3","argv":["python3","train.py"],"env":{"RANK":"1","WORLD_SIZE":"2"}}
+{"type":"wait","t":1700000002000000000,"tid":$r1,"path":"$T/fused_kernels/build/lock","how":"eexist","polls":1,"since":1700000002000000000}
+{"type":"wait","t":1700000060000000000,"tid":$r1,"path":"$T/fused_kernels/build/lock","how":"stat","polls":512,"since":1700000002000000000}
+JSON
+
+out=$("$HANGDX" analyze --json "$T/traces" 2>"$T/err"); rc=$?
+check "analyze exits 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
+check "analyze gives build_lock, stale, created by the dead rank 0, rank 1 waiting" $PY - "$out" "$T" "$r0" "$r1" <<'PYEOF'
+import json, sys
+doc = json.loads(sys.argv[1]); T = sys.argv[2]; r0 = int(sys.argv[3]); r1 = int(sys.argv[4])
+assert doc["schema"] == "hangdx.report/1", doc
+v = doc["verdict"]
+assert v["class"] == "build_lock", v
+assert f"{T}/fused_kernels/build/lock" in v["summary"] + (v.get("remedy") or ""), v
+locks = [l for l in doc["locks"] if l["path"] == f"{T}/fused_kernels/build/lock"]
+assert len(locks) == 1, doc["locks"]
+l = locks[0]
+assert l["state"] == "stale" and l["kind"] == "baton", l
+assert l["created_by"]["pid"] == r0 and l["created_by"]["rank"] == 0 and l["created_by"]["alive"] is False, l
+assert [(w["pid"], w["rank"]) for w in l["waiters"]] == [(r1, 1)], l
+assert l["waiters"][0]["since"].startswith("2023-11-14T22:13:22"), l
+assert any("no stacks" in n for n in doc["notes"]), doc["notes"]
+assert any("torn or malformed" in n for n in doc["notes"]), doc["notes"]
+PYEOF
+
+"$HANGDX" analyze "$T/traces" >"$T/out" 2>&1
+check "text report names the lock" grep -q "$T/fused_kernels/build/lock" "$T/out"
+
+"$HANGDX" analyze -o "$T/report.json" --json "$T/traces" 2>/dev/null
+check "-o writes the report" $PY -c "import json,sys; assert json.load(open(sys.argv[1]))['verdict']['class']=='build_lock'" "$T/report.json"
+
+"$HANGDX" analyze "$T/nope/" >/dev/null 2>"$T/err"; rc=$?
+check "a missing dir fails with 2 (got $rc)" test $rc -eq 2
+check "a missing dir is named" grep -q "analyze: $T/nope/: no such directory" "$T/err"
+"$HANGDX" analyze "$T/empty" >/dev/null 2>"$T/err"; rc=$?
+check "a dir without traces fails with 2 (got $rc)" test $rc -eq 2
+check "a dir without traces says so" grep -q "not a hangdx trace directory" "$T/err"
+echo '{"schema":"hangdx.trace/9","type":"header","t":1,"pid":5}' >"$T/v9/h-5.jsonl"
+"$HANGDX" analyze "$T/v9" >/dev/null 2>"$T/err"; rc=$?
+check "an unknown schema fails with 2 (got $rc)" test $rc -eq 2
+check "an unknown schema is named with both versions" grep -q "h-5.jsonl: schema hangdx.trace/9 is not supported (this hangdx reads hangdx.trace/1)" "$T/err"
+"$HANGDX" analyze >/dev/null 2>&1; rc=$?
+check "no input is a usage error (got $rc)" test $rc -eq 64
+"$HANGDX" analyze --help | grep -q "examples:"; check "--help has examples" test $? -eq 0
+
+[ $fail -eq 0 ] && echo "traces.analyze: all checks passed"
+exit $fail
