@@ -253,6 +253,56 @@ static void test_ofd_and_stale(void)
     free(root);
 }
 
+/* A FileBaton waiter: stat() the lock every 100 ms, as torch's FileBaton.wait() does. */
+static void test_stat_poller(void)
+{
+    touch("repo/fused_kernels/build/lock");
+    char *lock = path_in("repo/fused_kernels/build/lock");
+    char real[4096];
+    CHECK(realpath(lock, real) != NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (;;) {
+            struct stat st;
+            if (stat(lock, &st) != 0)
+                _exit(0);
+            hdx_sleep_ms(100);
+        }
+    }
+    if (wait_in_syscall(pid, 230) != 0 && wait_in_syscall(pid, 35) != 0) {
+        fprintf(stderr, "the poller never slept\n");
+        failures++;
+    }
+    hdx_evidence *ev = hdx_evidence_new();
+    ev->live = 1;
+    hdx_process *p = hdx_evidence_add_process(ev);
+    CHECK(hdx_proc_read(p, pid) == 0);
+    hdx_locks_options opt = {.watch_ms = 400};
+    CHECK(hdx_locks_collect(ev, &opt) == 0);
+    int watched = 0;
+    for (size_t i = 0; i < ev->n_notes; i++)
+        watched |= strstr(ev->notes[i], "syscall watch") != NULL;
+    hdx_lock *l = hdx_evidence_find_lock(ev, real);
+    if (!watched && !l) {
+        printf("skip: the syscall watch could not run here (%s)\n", ev->n_notes ? ev->notes[0] : "no note");
+    } else {
+        CHECK(watched);
+        CHECK(l != NULL);
+        CHECK(hdx_locks_resolve(ev) == 0);
+        if (l) {
+            CHECK(l->kind == HDX_LOCK_BATON && !strcmp(l->source, "syscall watch"));
+            CHECK(l->state == HDX_LOCK_STALE);
+            CHECK(l->n_waiters == 1 && l->waiters[0].pid == pid && l->waiters[0].tid == pid);
+            CHECK(l->n_waiters == 1 && !strcmp(l->waiters[0].how, "stat poll"));
+        }
+        hdx_process *pp = hdx_evidence_find_process(ev, pid);
+        CHECK(pp && pp->threads[0].polled_path && !strcmp(pp->threads[0].polled_path, real));
+    }
+    hdx_evidence_free(ev);
+    stop(pid);
+    free(lock);
+}
+
 static int has(char **paths, size_t n, const char *rel)
 {
     char *p = path_in(rel);
@@ -310,6 +360,7 @@ int main(void)
     test_flock_holder_and_waiter();
     test_ofd_and_stale();
     test_find_files();
+    test_stat_poller();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0)
