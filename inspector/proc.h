@@ -33,9 +33,12 @@ int hdx_proc_read(hdx_process *p, int pid);
 
 /*
  * Refresh what changes: process state, age_s, cpu_ms (sum over threads, ms,
- * from utime+stime in clock ticks / sysconf(_SC_CLK_TCK)), and per thread:
- * state, wchan, syscall number and args, cpu_ms. Threads that appeared are
- * added; threads that ended keep their last values. Sets alive. 0 or -errno.
+ * from utime+stime in clock ticks / sysconf(_SC_CLK_TCK); the process's own
+ * stat fields, which include threads that ended), and per thread: state,
+ * wchan, syscall number and args, cpu_ms. A thread blocked outside any system
+ * call ("-1" in /proc/TID/syscall) gets HDX_SYSCALL_UNKNOWN. Threads that
+ * appeared are added; threads that ended keep their last values. Sets alive
+ * (0 and -ESRCH when the pid is gone or was reused). 0 or -errno.
  */
 int hdx_proc_sample(hdx_process *p);
 
@@ -62,7 +65,8 @@ int hdx_proc_fd_path(int pid, int fd, char *buf, size_t size);
 /*
  * Every process on this host that has the file (dev, ino) open, from a scan
  * of /proc/<pid>/fd (processes we cannot read are skipped and counted in
- * *unreadable, which may be NULL). *pids is a heap array the caller frees.
+ * *unreadable, which may be NULL). hangdx itself is left out: its own look
+ * at the file never makes it a holder. *pids is a heap array the caller frees.
  * 0 or a negative errno.
  */
 int hdx_proc_openers(dev_t dev, ino_t ino, int **pids, size_t *n, size_t *unreadable);

@@ -10,14 +10,22 @@
 /*
  * Take the native stack of every thread of p (already filled by
  * hdx_proc_read). For each thread: seize, interrupt, wait for the stop (at
- * most timeout_ms; a thread in uninterruptible sleep that does not stop in
- * time gets stack_error = -ETIMEDOUT), unwind, detach. No thread is left
- * stopped or traced on any path, including signals to hangdx (see
- * hdx_stacks_emergency_detach). Frames are symbolized after every thread is
- * detached. Adds to p->stopped_us the total microseconds threads were
- * stopped. Notes what failed into ev (ptrace not permitted, ...).
+ * most timeout_ms), take the registers and a copy of the stack, detach, then
+ * unwind from the copy while the thread runs again. A thread in
+ * uninterruptible sleep ('D') is first given timeout_ms to leave it and is
+ * not seized while it stays there; it, or one that does not stop in time,
+ * gets stack_error = -ETIMEDOUT. Threads that ended get -ESRCH quietly.
+ * No thread is left stopped or traced on any path, including signals to
+ * hangdx (see hdx_stacks_emergency_detach). The one exception the kernel
+ * forces: a thread that enters 'D' between the seize and the stop cannot be
+ * detached until it stops; it stays seized (running) until the next call
+ * to this function or hdx_syswatch_paths, or until hangdx exits, when the
+ * kernel detaches it. Frames are symbolized after every thread is detached;
+ * they replace frames from an earlier call. Adds to p->stopped_us the total
+ * microseconds threads were stopped (interrupt to detach). Notes what failed
+ * into ev (ptrace not permitted, already traced, did not stop).
  * Returns 0, or a negative errno when no thread could be read
- * (-EPERM: not permitted).
+ * (-EPERM: not permitted, -EBUSY: another tracer, -ETIMEDOUT, -ESRCH gone).
  */
 int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms);
 

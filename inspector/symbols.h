@@ -17,8 +17,10 @@ hdx_symbolizer *hdx_symbolizer_new(int pid);
 
 /*
  * Fill f->function, f->file, f->line, f->module and f->offset for f->pc
- * (heap strings, owned by f afterwards). For a return address (every frame
- * but the innermost, and not a signal frame) pass is_return = 1: the lookup
+ * (heap strings, owned by f afterwards). The function name is demangled and
+ * loses its symbol version ("@GLIBC_2.2.5") and LTO suffix (".lto_priv.0").
+ * For a return address (every frame but the innermost, and not the one
+ * interrupted by a signal frame) pass is_return = 1: the lookup
  * uses pc - 1, as eu-stack does. Returns 0 when a symbol was found, -ENOENT
  * when not (module/offset may still be set).
  */

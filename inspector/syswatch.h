@@ -15,8 +15,13 @@
  * Relative paths are resolved against /proc/PID/cwd, or the dirfd's path
  * (/proc/PID/fd/N). The thread is detached on every path and never left
  * stopped. *paths is a heap array of heap strings (each once), freed by the
- * caller. Returns 0 (possibly with *n == 0) or a negative errno (-EPERM when
- * ptrace is not permitted, -ESRCH gone, -EBUSY another tracer is attached).
+ * caller. Paths are made absolute lexically (no symlinks resolved; "." and
+ * doubled slashes dropped). The same registry as stacks.c records the
+ * thread, so hdx_stacks_emergency_detach() lets it go too. Returns 0
+ * (possibly with *n == 0; also when the thread exits during the watch) or a
+ * negative errno (-EPERM when ptrace is not permitted, -ESRCH gone, -EBUSY
+ * another tracer is attached, -ETIMEDOUT it did not stop within ms, e.g. in
+ * uninterruptible sleep).
  */
 int hdx_syswatch_paths(int pid, int tid, int ms, char ***paths, size_t *n);
 

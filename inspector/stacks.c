@@ -1,0 +1,472 @@
+#include "stacks.h"
+
+#include <errno.h>
+#include <libunwind-ptrace.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <unistd.h>
+
+#include "ptrace_registry.h"
+#include "symbols.h"
+#include "util.h"
+
+#define MAX_DEPTH 256
+#define PAGE 4096
+#define STACK_COPY (256 * 1024) /* most bytes of stack copied above sp during the stop */
+#define REDZONE 128
+#define CACHE_PAGES 64
+
+/* What one thread's stop yields: registers and a copy of its stack. */
+struct unwind_ctx {
+    int pid;
+    struct user_regs_struct regs;
+    uint64_t stack_lo; /* target address of stack[0] */
+    unsigned char *stack;
+    size_t stack_len;
+    /* the writable mappings (from /proc/PID/maps, read before any stop),
+     * to end a stack copy where the stack's mapping ends */
+    struct { uint64_t lo, hi; } *maps;
+    size_t n_maps;
+    /* small direct-mapped cache of other target pages (text, unwind tables) */
+    struct {
+        uint64_t addr; /* page address + 1, 0 empty */
+        unsigned char data[PAGE];
+    } *cache;
+};
+
+/* libunwind's callbacks get the _UPT handle as their argument (for
+ * _UPT_find_proc_info); our own state travels beside it. */
+static _Thread_local struct unwind_ctx *cur_ctx;
+
+/* The raw result for one thread: PCs, and which frames are signal frames. */
+struct raw_stack {
+    uint64_t pc[MAX_DEPTH];
+    unsigned char signal[MAX_DEPTH];
+    int n;
+    int ok;
+};
+
+static int read_remote(int pid, uint64_t addr, void *buf, size_t len)
+{
+    struct iovec l = {buf, len}, r = {(void *)(uintptr_t)addr, len};
+    ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    return n == (ssize_t)len ? 0 : -1;
+}
+
+static int acc_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write,
+                          void *arg)
+{
+    (void)as;
+    (void)arg;
+    struct unwind_ctx *c = cur_ctx;
+    if (write || !c)
+        return -UNW_EINVAL;
+    if (addr >= c->stack_lo && addr - c->stack_lo + sizeof *val <= c->stack_len) {
+        memcpy(val, c->stack + (addr - c->stack_lo), sizeof *val);
+        return 0;
+    }
+    uint64_t page = addr & ~(uint64_t)(PAGE - 1);
+    if (c->cache && (addr & (PAGE - 1)) + sizeof *val <= PAGE) {
+        size_t slot = (page / PAGE) % CACHE_PAGES;
+        if (c->cache[slot].addr != page + 1) {
+            if (read_remote(c->pid, page, c->cache[slot].data, PAGE) < 0)
+                goto direct;
+            c->cache[slot].addr = page + 1;
+        }
+        memcpy(val, c->cache[slot].data + (addr - page), sizeof *val);
+        return 0;
+    }
+direct:
+    return read_remote(c->pid, addr, val, sizeof *val) == 0 ? 0 : -UNW_EINVAL;
+}
+
+static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write,
+                          void *arg)
+{
+    (void)as;
+    (void)arg;
+    struct unwind_ctx *c = cur_ctx;
+    if (write || !c)
+        return -UNW_EREADONLYREG;
+    const struct user_regs_struct *r = &c->regs;
+    switch (reg) {
+    case UNW_X86_64_RAX: *val = r->rax; break;
+    case UNW_X86_64_RDX: *val = r->rdx; break;
+    case UNW_X86_64_RCX: *val = r->rcx; break;
+    case UNW_X86_64_RBX: *val = r->rbx; break;
+    case UNW_X86_64_RSI: *val = r->rsi; break;
+    case UNW_X86_64_RDI: *val = r->rdi; break;
+    case UNW_X86_64_RBP: *val = r->rbp; break;
+    case UNW_X86_64_RSP: *val = r->rsp; break;
+    case UNW_X86_64_R8: *val = r->r8; break;
+    case UNW_X86_64_R9: *val = r->r9; break;
+    case UNW_X86_64_R10: *val = r->r10; break;
+    case UNW_X86_64_R11: *val = r->r11; break;
+    case UNW_X86_64_R12: *val = r->r12; break;
+    case UNW_X86_64_R13: *val = r->r13; break;
+    case UNW_X86_64_R14: *val = r->r14; break;
+    case UNW_X86_64_R15: *val = r->r15; break;
+    case UNW_X86_64_RIP: *val = r->rip; break;
+    default: return -UNW_EBADREG;
+    }
+    return 0;
+}
+
+static int acc_access_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val, int write,
+                            void *arg)
+{
+    (void)as;
+    (void)reg;
+    (void)val;
+    (void)write;
+    (void)arg;
+    return -UNW_EBADREG;
+}
+
+static int acc_resume(unw_addr_space_t as, unw_cursor_t *c, void *arg)
+{
+    (void)as;
+    (void)c;
+    (void)arg;
+    return -UNW_EINVAL; /* never run code in the target */
+}
+
+static int acc_get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t len,
+                             unw_word_t *off, void *arg)
+{
+    (void)as;
+    (void)addr;
+    (void)buf;
+    (void)len;
+    (void)off;
+    (void)arg;
+    return -UNW_ENOINFO; /* names come from symbols.c */
+}
+
+/* Unwind tables are found by libunwind-ptrace from the files in
+ * /proc/PID/maps; memory and registers come from the copy above. */
+static unw_accessors_t accessors = {
+    .find_proc_info = _UPT_find_proc_info,
+    .put_unwind_info = _UPT_put_unwind_info,
+    .get_dyn_info_list_addr = _UPT_get_dyn_info_list_addr,
+    .access_mem = acc_access_mem,
+    .access_reg = acc_access_reg,
+    .access_fpreg = acc_access_fpreg,
+    .resume = acc_resume,
+    .get_proc_name = acc_get_proc_name,
+};
+
+static void read_maps(struct unwind_ctx *c)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", c->pid);
+    char *buf = hdx_read_file(path, 64 << 20, NULL);
+    if (!buf)
+        return;
+    for (char *line = buf; line && *line;) {
+        char *nl = strchr(line, '\n');
+        unsigned long long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perms) == 3 && perms[1] == 'w') {
+            void *e = hdx_append((void **)&c->maps, &c->n_maps, sizeof *c->maps);
+            if (!e)
+                break;
+            c->maps[c->n_maps - 1].lo = lo;
+            c->maps[c->n_maps - 1].hi = hi;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(buf);
+}
+
+/* Copy the stack above sp, up to the end of its mapping and STACK_COPY
+ * bytes (page by page: a read stops at the first unreadable page). Runs
+ * while the thread is stopped. */
+static void copy_stack(struct unwind_ctx *c, int tid)
+{
+    uint64_t lo = c->regs.rsp > REDZONE ? c->regs.rsp - REDZONE : 0;
+    uint64_t hi = lo + STACK_COPY;
+    for (size_t i = 0; i < c->n_maps; i++)
+        if (c->regs.rsp >= c->maps[i].lo && c->regs.rsp < c->maps[i].hi) {
+            if (c->maps[i].hi < hi)
+                hi = c->maps[i].hi;
+            if (lo < c->maps[i].lo)
+                lo = c->maps[i].lo;
+            break;
+        }
+    struct iovec remote[STACK_COPY / PAGE + 1];
+    int n = 0;
+    for (uint64_t a = lo; a < hi && n < (int)(sizeof remote / sizeof remote[0]);) {
+        uint64_t next = (a & ~(uint64_t)(PAGE - 1)) + PAGE;
+        if (next > hi)
+            next = hi;
+        remote[n].iov_base = (void *)(uintptr_t)a;
+        remote[n].iov_len = next - a;
+        n++;
+        a = next;
+    }
+    struct iovec local = {c->stack, STACK_COPY};
+    ssize_t got = process_vm_readv(tid, &local, 1, remote, (unsigned long)n, 0);
+    c->stack_lo = lo;
+    c->stack_len = got > 0 ? (size_t)got : 0;
+}
+
+static void unwind(unw_addr_space_t as, void *upt, struct unwind_ctx *c, struct raw_stack *out)
+{
+    unw_cursor_t cursor;
+    out->n = 0;
+    cur_ctx = c;
+    if (unw_init_remote(&cursor, as, upt) < 0) {
+        out->pc[0] = c->regs.rip; /* at least where it is */
+        out->n = 1;
+        goto done;
+    }
+    unw_word_t prev_sp = 0;
+    for (;;) {
+        unw_word_t ip = 0, sp = 0;
+        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+            break;
+        unw_get_reg(&cursor, UNW_REG_SP, &sp);
+        if (out->n > 0 && ip == out->pc[out->n - 1] && sp == prev_sp)
+            break; /* no progress */
+        prev_sp = sp;
+        out->pc[out->n] = ip;
+        out->signal[out->n] = unw_is_signal_frame(&cursor) > 0;
+        if (++out->n >= MAX_DEPTH || unw_step(&cursor) <= 0)
+            break;
+    }
+done:
+    out->ok = 1;
+    cur_ctx = NULL;
+}
+
+static char thread_state(int pid, int tid, char *wchan, size_t wsize)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
+    char *s = hdx_read_file(path, 4096, NULL);
+    char st = 0;
+    if (s) {
+        char *p = strrchr(s, ')');
+        if (p && p[1] == ' ')
+            st = p[2];
+        free(s);
+    }
+    if (wchan && wsize) {
+        wchan[0] = 0;
+        snprintf(path, sizeof path, "/proc/%d/task/%d/wchan", pid, tid);
+        char *w = hdx_read_file(path, 256, NULL);
+        if (w) {
+            snprintf(wchan, wsize, "%s", w);
+            free(w);
+        }
+    }
+    return st;
+}
+
+static void rank_label(const hdx_process *p, char *buf, size_t size)
+{
+    if (p->rank >= 0)
+        snprintf(buf, size, " (rank %d)", p->rank);
+    else
+        buf[0] = 0;
+}
+
+static void free_frames(hdx_thread *t)
+{
+    for (size_t i = 0; i < t->n_frames; i++) {
+        free(t->frames[i].function);
+        free(t->frames[i].file);
+        free(t->frames[i].module);
+    }
+    free(t->frames);
+    t->frames = NULL;
+    t->n_frames = 0;
+}
+
+int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
+{
+    int rc = 0, n_ok = 0, n_perm = 0, n_gone = 0, first_err = 0;
+    int noted_perm = 0, noted_busy = 0;
+    int64_t stopped_ns = 0;
+    char rl[32];
+    rank_label(p, rl, sizeof rl);
+    struct raw_stack *raw = NULL;
+    struct unwind_ctx ctx = {.pid = p->pid};
+    unw_addr_space_t as = NULL;
+    void *upt = NULL;
+    hdx_symbolizer *sym = NULL;
+
+    hdx_ptrace_sweep();
+    if (p->n_threads == 0)
+        return -ESRCH;
+    raw = calloc(p->n_threads, sizeof *raw);
+    ctx.stack = malloc(STACK_COPY);
+    ctx.cache = calloc(CACHE_PAGES, sizeof *ctx.cache);
+    as = unw_create_addr_space(&accessors, 0);
+    upt = _UPT_create(p->pid);
+    if (!raw || !ctx.stack || !ctx.cache || !as || !upt) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+    read_maps(&ctx);
+
+    for (size_t i = 0; i < p->n_threads; i++) {
+        hdx_thread *t = &p->threads[i];
+        int tid = t->tid;
+        char wchan[128];
+        t->stack_error = 0;
+
+        /* A thread in uninterruptible sleep would not stop: give it the
+         * timeout to leave D before seizing, so it is never left seized. */
+        char st = thread_state(p->pid, tid, wchan, sizeof wchan);
+        if (st == 0 || st == 'Z' || st == 'X') {
+            t->stack_error = -ESRCH;
+            n_gone++;
+            continue;
+        }
+        if (st == 'D') {
+            int64_t until = hdx_mono_ns() + (int64_t)timeout_ms * 1000000;
+            while (st == 'D' && hdx_mono_ns() < until) {
+                hdx_sleep_ms(1);
+                st = thread_state(p->pid, tid, wchan, sizeof wchan);
+            }
+            if (st == 'D') {
+                t->stack_error = -ETIMEDOUT;
+                hdx_evidence_note(ev, "thread %d (%s) of %d%s stayed in uninterruptible sleep "
+                                  "(wchan %s) for %d ms: no native stack",
+                                  tid, t->name ? t->name : "?", p->pid, rl,
+                                  wchan[0] ? wchan : "?", timeout_ms);
+                if (!first_err)
+                    first_err = -ETIMEDOUT;
+                continue;
+            }
+        }
+
+        int tracer = 0;
+        int r = hdx_ptrace_seize(p->pid, tid, 0, &tracer);
+        if (r < 0) {
+            t->stack_error = r;
+            if (r == -ESRCH) {
+                n_gone++; /* ended meanwhile: skip quietly */
+            } else if (r == -EPERM) {
+                n_perm++;
+                if (!noted_perm++)
+                    hdx_evidence_note(ev, "cannot attach to %d%s: ptrace not permitted — run as "
+                                      "the same user or with CAP_SYS_PTRACE", p->pid, rl);
+            } else if (r == -EBUSY) {
+                n_perm++;
+                if (!noted_busy++)
+                    hdx_evidence_note(ev, "cannot attach to %d%s: already traced by PID %d "
+                                      "(gdb/strace?) — detach it and retry", p->pid, rl, tracer);
+            } else if (!first_err) {
+                first_err = r;
+            }
+            continue;
+        }
+        int64_t t0 = hdx_mono_ns();
+        if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0) {
+            hdx_ptrace_release(tid, timeout_ms);
+            t->stack_error = -ESRCH;
+            n_gone++;
+            continue;
+        }
+        int status;
+        int w = hdx_ptrace_wait_stop(tid, timeout_ms, &status);
+        if (w < 0) {
+            t->stack_error = -ESRCH;
+            n_gone++;
+            continue;
+        }
+        if (w == 0) {
+            char state = thread_state(p->pid, tid, wchan, sizeof wchan);
+            int rel = hdx_ptrace_release(tid, 0);
+            stopped_ns += hdx_mono_ns() - t0;
+            t->stack_error = -ETIMEDOUT;
+            if (!first_err)
+                first_err = -ETIMEDOUT;
+            hdx_evidence_note(ev, "thread %d (%s) of %d%s did not stop within %d ms (state %c, "
+                              "wchan %s): no native stack%s",
+                              tid, t->name ? t->name : "?", p->pid, rl, timeout_ms,
+                              state ? state : '?', wchan[0] ? wchan : "?",
+                              rel == -ETIMEDOUT ? "; it stays seized until it wakes or hangdx "
+                                                  "exits" : "");
+            continue;
+        }
+        /* Stopped: take registers and a copy of the stack, let go at once. */
+        if (ptrace(PTRACE_GETREGS, tid, 0, &ctx.regs) < 0) {
+            r = -errno;
+            hdx_ptrace_detach(tid);
+            stopped_ns += hdx_mono_ns() - t0;
+            t->stack_error = r;
+            if (!first_err)
+                first_err = r;
+            continue;
+        }
+        copy_stack(&ctx, tid);
+        hdx_ptrace_detach(tid);
+        stopped_ns += hdx_mono_ns() - t0;
+
+        unwind(as, upt, &ctx, &raw[i]);
+        n_ok++;
+    }
+    hdx_ptrace_sweep();
+
+    if (stopped_ns > 0) {
+        if (p->stopped_us == HDX_UNKNOWN)
+            p->stopped_us = 0;
+        p->stopped_us += stopped_ns / 1000;
+    }
+
+    /* Every thread runs again: now symbolize. */
+    if (n_ok > 0) {
+        sym = hdx_symbolizer_new(p->pid);
+        if (!sym)
+            hdx_evidence_note(ev, "cannot read the symbols of %d%s (%s): frames have "
+                              "addresses only", p->pid, rl, strerror(errno));
+    }
+    for (size_t i = 0; i < p->n_threads; i++) {
+        if (!raw[i].ok)
+            continue;
+        hdx_thread *t = &p->threads[i];
+        free_frames(t);
+        for (int k = 0; k < raw[i].n; k++) {
+            hdx_frame *f = hdx_thread_add_frame(t);
+            if (!f) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            f->kind = HDX_FRAME_NATIVE;
+            f->pc = raw[i].pc[k];
+            /* Caller frames hold return addresses, except right above a
+             * signal frame, where the interrupted pc is exact. */
+            int is_return = k > 0 && !raw[i].signal[k - 1];
+            if (sym)
+                hdx_symbolize(sym, f, is_return);
+        }
+    }
+
+    if (n_ok == 0)
+        rc = n_perm ? (noted_perm ? -EPERM : -EBUSY) : first_err ? first_err : n_gone ? -ESRCH : -EIO;
+out:
+    hdx_symbolizer_free(sym);
+    if (upt)
+        _UPT_destroy(upt);
+    if (as)
+        unw_destroy_addr_space(as);
+    free(ctx.maps);
+    free(ctx.cache);
+    free(ctx.stack);
+    free(raw);
+    return rc;
+}
+
+void hdx_stacks_emergency_detach(void)
+{
+    hdx_ptrace_detach_all();
+}

@@ -1,0 +1,238 @@
+#include "syswatch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ptrace_registry.h"
+#include "util.h"
+
+#define MAX_PATHS 256
+#define SETTLE_MS 1000 /* how long the final stop may take before giving up */
+
+/* Which argument holds the path (and which the dirfd, -1 none), x86-64. */
+struct path_call {
+    long nr;
+    int dirfd_arg;
+    int path_arg;
+};
+
+static const struct path_call path_calls[] = {
+    {SYS_stat, -1, 0},       {SYS_lstat, -1, 0},      {SYS_access, -1, 0},
+    {SYS_open, -1, 0},       {SYS_creat, -1, 0},      {SYS_newfstatat, 0, 1},
+    {SYS_statx, 0, 1},       {SYS_faccessat, 0, 1},   {SYS_openat, 0, 1},
+#ifdef SYS_faccessat2
+    {SYS_faccessat2, 0, 1},
+#endif
+#ifdef SYS_openat2
+    {SYS_openat2, 0, 1},
+#endif
+};
+
+static const struct path_call *find_call(long nr)
+{
+    for (size_t i = 0; i < sizeof path_calls / sizeof path_calls[0]; i++)
+        if (path_calls[i].nr == nr)
+            return &path_calls[i];
+    return NULL;
+}
+
+/* Read a NUL-terminated string from the target, page by page so a string
+ * near the end of a mapping still reads; /proc/PID/mem as the fallback. */
+static int read_string(int pid, uint64_t addr, char *buf, size_t size)
+{
+    size_t got = 0;
+    while (got < size - 1) {
+        uint64_t a = addr + got;
+        size_t chunk = 4096 - (a & 4095);
+        if (chunk > size - 1 - got)
+            chunk = size - 1 - got;
+        struct iovec l = {buf + got, chunk}, r = {(void *)(uintptr_t)a, chunk};
+        ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+        if (n <= 0) {
+            char path[64];
+            snprintf(path, sizeof path, "/proc/%d/mem", pid);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                return -1;
+            n = pread(fd, buf + got, chunk, (off_t)a);
+            close(fd);
+            if (n <= 0)
+                return -1;
+        }
+        if (memchr(buf + got, 0, (size_t)n))
+            return 0;
+        got += (size_t)n;
+    }
+    buf[size - 1] = 0;
+    return -1; /* longer than PATH_MAX */
+}
+
+/* Join base and rel, dropping "." components and doubled slashes. */
+static char *join_path(const char *base, const char *rel)
+{
+    char *s = hdx_asprintf("%s/%s", base, rel);
+    if (!s)
+        return NULL;
+    char *w = s;
+    for (const char *r = s; *r;) {
+        if (r[0] == '/' && (r[1] == '/' || (r[1] == '.' && (r[2] == '/' || !r[2])))) {
+            r += r[1] == '/' ? 1 : 2;
+            continue;
+        }
+        *w++ = *r++;
+    }
+    if (w == s)
+        *w++ = '/';
+    *w = 0;
+    return s;
+}
+
+static char *resolve(int pid, int tid, const struct path_call *c, const uint64_t *args,
+                     const char *path)
+{
+    if (path[0] == '/')
+        return strdup(path);
+    char link[96], base[PATH_MAX];
+    int dirfd = c->dirfd_arg >= 0 ? (int)(int32_t)args[c->dirfd_arg] : AT_FDCWD;
+    if (dirfd == AT_FDCWD)
+        snprintf(link, sizeof link, "/proc/%d/task/%d/cwd", pid, tid);
+    else
+        snprintf(link, sizeof link, "/proc/%d/fd/%d", pid, dirfd);
+    ssize_t n = readlink(link, base, sizeof base - 1);
+    if (n <= 0)
+        return NULL;
+    base[n] = 0;
+    if (base[0] != '/')
+        return NULL; /* socket:[...] and the like */
+    return join_path(base, path);
+}
+
+static int add_path(char ***paths, size_t *n, char *p)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*paths)[i], p) == 0) {
+            free(p);
+            return 0;
+        }
+    if (*n >= MAX_PATHS) {
+        free(p);
+        return 0;
+    }
+    char **e = hdx_append((void **)paths, n, sizeof *e);
+    if (!e) {
+        free(p);
+        return -ENOMEM;
+    }
+    *e = p;
+    return 0;
+}
+
+/* At a syscall stop: the call's number and args when it is an entry. */
+static int syscall_entry(int tid, long *nr, uint64_t args[6])
+{
+    struct __ptrace_syscall_info info;
+    long r = ptrace(PTRACE_GET_SYSCALL_INFO, tid, (void *)sizeof info, &info);
+    if (r > 0) {
+        if (info.op != PTRACE_SYSCALL_INFO_ENTRY)
+            return 0;
+        *nr = (long)info.entry.nr;
+        memcpy(args, info.entry.args, 6 * sizeof args[0]);
+        return 1;
+    }
+    /* Older kernels: at entry x86-64 has rax = -ENOSYS. */
+    struct user_regs_struct regs;
+    if (ptrace(PTRACE_GETREGS, tid, 0, &regs) < 0)
+        return -1;
+    if ((long)regs.rax != -ENOSYS)
+        return 0;
+    *nr = (long)regs.orig_rax;
+    args[0] = regs.rdi;
+    args[1] = regs.rsi;
+    args[2] = regs.rdx;
+    args[3] = regs.r10;
+    args[4] = regs.r8;
+    args[5] = regs.r9;
+    return 1;
+}
+
+int hdx_syswatch_paths(int pid, int tid, int ms, char ***paths, size_t *n)
+{
+    *paths = NULL;
+    *n = 0;
+    int rc = 0, status;
+    int64_t deadline = hdx_mono_ns() + (int64_t)ms * 1000000;
+
+    hdx_ptrace_sweep();
+    rc = hdx_ptrace_seize(pid, tid, PTRACE_O_TRACESYSGOOD, NULL);
+    if (rc < 0)
+        return rc;
+    if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0) {
+        rc = -errno;
+        goto release;
+    }
+    int w = hdx_ptrace_wait_stop(tid, ms, &status);
+    if (w < 0)
+        return w; /* exited: forgotten */
+    if (w == 0) {
+        rc = -ETIMEDOUT;
+        goto release;
+    }
+
+    for (;;) {
+        if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP) {
+            int sig = WSTOPSIG(status);
+            if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
+                break; /* group-stop: the process is being stopped; leave it be */
+        } else if (WIFSTOPPED(status) && WSTOPSIG(status) == (SIGTRAP | 0x80)) {
+            long nr;
+            uint64_t args[6];
+            const struct path_call *c;
+            if (syscall_entry(tid, &nr, args) == 1 && (c = find_call(nr))) {
+                char path[PATH_MAX];
+                if (read_string(pid, args[c->path_arg], path, sizeof path) == 0 && path[0]) {
+                    char *abs = resolve(pid, tid, c, args, path);
+                    if (abs && (rc = add_path(paths, n, abs)) < 0)
+                        break;
+                }
+            }
+        }
+        if (hdx_mono_ns() >= deadline)
+            break;
+        if ((rc = hdx_ptrace_resume(tid, PTRACE_SYSCALL)) < 0)
+            break;
+        int64_t left_ms = (deadline - hdx_mono_ns()) / 1000000;
+        w = hdx_ptrace_wait_stop(tid, left_ms > 0 ? (int)left_ms : 0, &status);
+        if (w < 0) {
+            rc = 0; /* it exited: what we saw stands */
+            return rc;
+        }
+        if (w == 0)
+            break; /* deadline while it runs (or sleeps): interrupt below */
+    }
+release:;
+    /* Stopped or running, with a signal to hand back or not: release
+     * interrupts if needed, waits for the stop and detaches. */
+    int r = hdx_ptrace_release(tid, SETTLE_MS);
+    if (rc == 0 && r == -ETIMEDOUT)
+        rc = 0; /* the paths stand; the orphan is released later */
+    if (rc < 0) {
+        for (size_t i = 0; i < *n; i++)
+            free((*paths)[i]);
+        free(*paths);
+        *paths = NULL;
+        *n = 0;
+    }
+    return rc;
+}
