@@ -116,8 +116,6 @@ static int load_traces(hdx_evidence *ev, const char *dir)
     int rc = hdx_trace_load_dir(dir, &set, &err);
     if (rc == 0) {
         rc = hdx_trace_to_evidence(set, ev, 0);
-        if (set->skipped_lines)
-            hdx_evidence_note(ev, "%s: %zu torn or malformed trace lines skipped", dir, set->skipped_lines);
     } else {
         hdx_evidence_note(ev, "traces not read: %s", err ? err : strerror(-rc));
         rc = 0;
