@@ -1,4 +1,6 @@
-"""B2: the building rank is SIGKILLed with its children while its compiler runs.
+"""B2 (and B3 with --sigterm): the building rank is killed with its children while its
+compiler runs: with SIGKILL (B2, the OOM killer), or with SIGTERM to all of its processes
+(B3, a launcher tearing down its workers because another rank failed).
 
 Two ranks (RANK 0 and 1, WORLD_SIZE 2), each under `hangdx run -d <tmp>/traces`, call
 cpp_extension.load on one build directory. Rank 0 starts first, takes the FileBaton
@@ -16,9 +18,13 @@ Checks, each from the JSON a user reads:
   `hangdx locks --clean-stale -d <tmp>/traces` deletes it.
 """
 import os
+import signal
+import sys
 
-from hdxscen import (alive, check, comm, descendants, find_lock, read_pid, run_main,
-                     verdict, wait_for, waiter_pids, waiter_ranks)
+from hdxscen import (alive, check, comm, descendants, find_lock, kill_session, read_pid,
+                     run_main, verdict, wait_for, waiter_pids, waiter_ranks)
+
+SIGTERM = "--sigterm" in sys.argv[1:]
 
 
 def check_report(sc, rep, what, lock_path, pid0, pid1, live):
@@ -62,8 +68,11 @@ def body(sc):
 
     tree = [pid0] + descendants(pid0)
     check(alive(cc), "rank 0's compiler still runs when rank 0 is killed")
-    sc.kill_tree(r0)
-    check(not any(alive(p) for p in tree), "rank 0 and all its children are gone",
+    if SIGTERM:
+        check(kill_session(r0.pid, signal.SIGTERM), "SIGTERM ends rank 0 and all its children")
+    sc.kill_tree(r0)  # reaps; with --sigterm there is nothing left to kill
+    check(not any(alive(p) for p in tree),
+          f"rank 0 and all its children are gone ({'SIGTERM' if SIGTERM else 'SIGKILL'})",
           [(p, comm(p)) for p in tree if alive(p)])
     check(os.path.exists(lock_path), "the lock stays after rank 0 is killed")
     sc.wait_rank_polls("rank1", pid1)
@@ -89,4 +98,4 @@ def body(sc):
     check(not os.path.exists(lock_path), f"locks --clean-stale deleted {lock_path}")
 
 
-run_main("b2", body)
+run_main("b3" if SIGTERM else "b2", body)

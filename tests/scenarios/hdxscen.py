@@ -241,10 +241,32 @@ exec %(real)s "$@"
 """
 
 
+def become_subreaper():
+    """Adopt the orphans of the processes this scenario kills, so that they are reaped here
+    and not left as zombies under a PID 1 that may never reap them (as in containers)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def reap_orphans():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 class Scenario:
     """One scenario: a temp dir, the processes it started, and cleanup of both."""
 
     def __init__(self, name):
+        become_subreaper()
         self.name = name
         self.tmp = os.path.realpath(tempfile.mkdtemp(prefix=f"hdx-{name}-"))
         self.procs = []  # Popen objects, each a session leader
@@ -284,7 +306,13 @@ class Scenario:
         argv = [PYTHON, LOADER, "--build-dir", build_dir, "--name", ext,
                 "--source", self.path(f"{ext}.cpp"), "--pidfile", pidfile]
         if traced_dir is not None and not self.mech:
-            argv = [hangdx_bin(), "run", "-d", traced_dir, "--"] + argv
+            if os.environ.get("HDX_SCEN_PRELOAD") == "1":
+                # Development aid: what `hangdx run` does, done by hand (shim + trace dir).
+                os.makedirs(traced_dir, exist_ok=True)
+                env = dict(env or {}, LD_PRELOAD=os.environ["HANGDX_PRELOAD"],
+                           HANGDX_TRACE_DIR=traced_dir)
+            else:
+                argv = [hangdx_bin(), "run", "-d", traced_dir, "--"] + argv
         p = self.spawn(argv, env=env, tag=tag)
         pid = int(wait_for(lambda: _read(pidfile), f"{tag} to write its pid", 60))
         log(f"{tag}: python pid {pid}")
@@ -323,6 +351,8 @@ class Scenario:
             popen.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        time.sleep(0.05)
+        reap_orphans()
 
     # -- hangdx
 
@@ -365,6 +395,7 @@ class Scenario:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 log(f"warning: {p.pid} did not exit")
+        reap_orphans()
         for lf in self.logs:
             try:
                 with open(lf, errors="replace") as f:
