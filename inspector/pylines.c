@@ -67,8 +67,7 @@ int hdx_py_loctable_line(const uint8_t *tab, size_t len, int firstlineno, int ad
 {
     if (addr_units < 0)
         return firstlineno;
-    long start = 0;
-    int line = firstlineno;
+    long start = 0, line = firstlineno;
     size_t i = 0;
     while (i < len) {
         uint8_t b = tab[i];
@@ -88,8 +87,10 @@ int hdx_py_loctable_line(const uint8_t *tab, size_t len, int firstlineno, int ad
             delta = code - 10;
         }
         line += delta;
+        if (line < -(1L << 30) || line > (1L << 30))
+            return 0; /* a corrupt table */
         if (start <= addr_units && addr_units < start + n)
-            return noline ? 0 : line;
+            return noline ? 0 : (int)line;
         start += n;
         /* The rest of the entry: bytes with bit 7 clear. */
         for (i++; i < len && !(tab[i] & 0x80); i++)

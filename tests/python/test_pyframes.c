@@ -240,6 +240,87 @@ static int check_sample(const hdx_py_sample *s, int minor, const tids *ids, int 
     return 0;
 }
 
+/* ------------------------------------------------------- chaos backend */
+
+/* A memory backend over the live one that, once armed, fails one read in 40
+ * with EFAULT and flips a byte in one in 40: what a torn or hostile target
+ * looks like. */
+typedef struct chaos {
+    hdx_pymem live;
+    int armed;
+    unsigned seed;
+    long reads, faults, flips;
+} chaos;
+
+static int chaos_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+    chaos *c = ctx;
+    c->reads++;
+    if (c->armed && rand_r(&c->seed) % 40 == 0) {
+        c->faults++;
+        return -EFAULT;
+    }
+    int rc = hdx_pymem_read(&c->live, addr, buf, len);
+    if (!rc && len && c->armed && rand_r(&c->seed) % 40 == 0) {
+        c->flips++;
+        ((uint8_t *)buf)[(size_t)rand_r(&c->seed) % len] ^= (uint8_t)(1 + rand_r(&c->seed) % 255);
+    }
+    return rc;
+}
+
+static void chaos_close(void *ctx)
+{
+    (void)ctx; /* the test owns it */
+}
+
+static const hdx_pymem_ops chaos_ops = { chaos_read, chaos_close };
+
+/* Reads through the chaos backend: every one returns, none crashes or hangs. */
+static int test_chaos(const pyinterp *py, pid_t pid)
+{
+    hdx_pymap *maps;
+    size_t n;
+    if (hdx_pymaps_read(pid, &maps, &n))
+        return -1;
+    chaos c = { .seed = 777 };
+    hdx_pymem_live(pid, &c.live);
+    hdx_pymem m = { &chaos_ops, &c };
+    char root[64], *err = NULL;
+    snprintf(root, sizeof root, "/proc/%d/root", pid);
+    hdx_pyproc *p = hdx_py_attach_mem(pid, &m, maps, n, root, &err);
+    hdx_pymaps_free(maps, n);
+    if (!p) {
+        printf("FAIL %s: attach through a custom backend: %s\n", py->label, err);
+        free(err);
+        hdx_pymem_close(&c.live);
+        return -1;
+    }
+    c.armed = 1;
+    int partial = 0, failed = 0;
+    for (int i = 0; i < 400; i++) {
+        hdx_py_sample s;
+        int r = hdx_py_read(p, HDX_PY_LOCALS, &s);
+        if (r)
+            failed++;
+        partial += s.partial != 0;
+        for (size_t t = 0; t < s.n_threads; t++) {
+            partial += s.threads[t].partial != 0;
+            if (s.threads[t].n_frames > HDX_PY_MAX_FRAMES) {
+                printf("FAIL %s: %zu frames\n", py->label, s.threads[t].n_frames);
+                failed = -1000000;
+            }
+        }
+        hdx_py_sample_clear(&s);
+    }
+    hdx_py_detach(p);
+    hdx_pymem_close(&c.live);
+    if (failed < 0)
+        return -1;
+    printf("ok   %s: 400 reads through a backend that faulted %ld and corrupted %ld of %ld reads: "
+           "%d failed cleanly, %d partial\n", py->label, c.faults, c.flips, c.reads, failed, partial);
+    return 0;
+}
+
 /* ------------------------------------------------------------- processes */
 
 static pid_t spawn(const char *python, const char *tidfile)
@@ -376,6 +457,9 @@ static int test_interp(const pyinterp *py)
         }
     }
     printf("ok   %s: 300 reads while running (%d torn stacks marked partial)\n", py->label, partial);
+
+    if (test_chaos(py, pid))
+        goto out;
 
     /* A dead target: an error, not a crash. */
     kill(pid, SIGKILL);
