@@ -118,4 +118,13 @@ int hdx_pyversion_from_name(const char *path);
 /* Scan a buffer for a Py_GetVersion() string ("3.10.13 (main, …") → 0x030X, else 0. */
 int hdx_pyversion_from_text(const uint8_t *buf, size_t len);
 
+/*
+ * Hooks for the tests (python.c): force the ≤3.10 pthread TID offset (and
+ * allow the scan again), read it back, and run the Py_GetVersion() string
+ * scan of the binary's data on its own (returns 0x030X or 0).
+ */
+void hdx_py_set_tid_offset(hdx_pyproc *p, int off);
+int hdx_py_tid_offset(const hdx_pyproc *p);
+int hdx_py_scan_version(hdx_pyproc *p, const hdx_pymap *maps, size_t n);
+
 #endif

@@ -145,8 +145,10 @@ static size_t put_utf8(char *o, uint32_t c)
 static int rd_str(hdx_pyproc *p, uint64_t obj, size_t max, char **out, int *full)
 {
     *out = NULL;
-    uint8_t hdr[64];
-    int rc = rd(p, obj, hdr, (size_t)OFF(p, str_state) + 4);
+    uint8_t hdr[64]; /* set_spans() checked that length and state lie inside */
+    size_t hl = (size_t)(OFF(p, str_state) + 4 > OFF(p, str_length) + 8 ? OFF(p, str_state) + 4
+                                                                        : OFF(p, str_length) + 8);
+    int rc = rd(p, obj, hdr, hl);
     if (rc)
         return rc;
     int64_t length = (int64_t)get_ptr(hdr, OFF(p, str_length));
@@ -1022,7 +1024,7 @@ static int set_spans(hdx_pyproc *p)
      * for every version here (the structs go on well past these fields). */
     if (p->ts_span > 512 || p->frame_span > 256 || p->code_span > 512)
         return -EINVAL;
-    if (o->str_state + 4 > 64)
+    if (o->str_state + 4 > 64 || o->str_length + 8 > 64)
         return -EINVAL;
     return 0;
 }
@@ -1210,4 +1212,20 @@ const char *hdx_py_binary(const hdx_pyproc *p)
 uint64_t hdx_py_runtime_addr(const hdx_pyproc *p)
 {
     return p ? p->runtime : 0;
+}
+
+void hdx_py_set_tid_offset(hdx_pyproc *p, int off)
+{
+    p->tid_off = off;
+    p->tid_scanned = 0;
+}
+
+int hdx_py_tid_offset(const hdx_pyproc *p)
+{
+    return p->tid_off;
+}
+
+int hdx_py_scan_version(hdx_pyproc *p, const hdx_pymap *maps, size_t n)
+{
+    return version_from_data(p, maps, n);
 }

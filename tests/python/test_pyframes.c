@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "evidence.h"
+#include "pyimpl.h"
 #include "python.h"
 #include "pyinterps.h"
 
@@ -460,6 +461,34 @@ static int test_interp(const pyinterp *py)
 
     if (test_chaos(py, pid))
         goto out;
+
+    /* The Py_GetVersion() string scan (§1.3), the fallback for 3.8–3.10
+     * binaries with unusual names, on every interpreter. */
+    hdx_pymap *maps;
+    size_t nmaps;
+    if (!hdx_pymaps_read(pid, &maps, &nmaps)) {
+        int v = hdx_py_scan_version(p, maps, nmaps);
+        hdx_pymaps_free(maps, nmaps);
+        if (v != (0x0300 | py->minor)) {
+            printf("FAIL %s: the version string scan found %#x\n", py->label, v);
+            goto out;
+        }
+        printf("ok   %s: the Py_GetVersion() string scan says 3.%d\n", py->label, v & 0xff);
+    }
+
+    /* ≤3.10: with a wrong struct pthread offset, the scan finds the right one. */
+    if (py->minor <= 10) {
+        int good = hdx_py_tid_offset(p);
+        hdx_py_set_tid_offset(p, 0x18);
+        hdx_py_sample_clear(&s);
+        if (hdx_py_read(p, 0, &s) || !by_tid(&s, ids.main) || !by_tid(&s, ids.worker) ||
+            !by_tid(&s, ids.busy) || hdx_py_tid_offset(p) != good) {
+            printf("FAIL %s: the struct pthread scan found offset %#x, not %#x\n", py->label,
+                   hdx_py_tid_offset(p), good);
+            goto out;
+        }
+        printf("ok   %s: the struct pthread TID scan found %#x\n", py->label, good);
+    }
 
     /* A dead target: an error, not a crash. */
     kill(pid, SIGKILL);
