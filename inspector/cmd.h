@@ -10,6 +10,7 @@ int hdx_cmd_run(int argc, char **argv);
 int hdx_cmd_inspect(int argc, char **argv);
 int hdx_cmd_analyze(int argc, char **argv);
 int hdx_cmd_locks(int argc, char **argv);
+int hdx_cmd_dump(int argc, char **argv);
 
 /* The directory of the running hangdx binary (from /proc/self/exe), static buffer. */
 const char *hdx_self_dir(void);

@@ -15,12 +15,10 @@
 #include "locks.h"
 #include "proc.h"
 #include "report.h"
-#include "stacks.h"
+#include "sample.h"
 #include "traces.h"
 #include "util.h"
 
-/* How long one thread may take to stop for a stack sample, ms. */
-#define STOP_TIMEOUT_MS 200
 /* Bound of the syscall watch of a polling thread, ms (style.md: well under a second). */
 #define WATCH_MS 400
 
@@ -29,8 +27,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: hangdx inspect [--json] [-o FILE] [-d TRACEDIR] [--samples N] [--interval MS]\n"
             "                      [--build-timeout SEC] PID...\n\n"
-            "Attach to each PID and its descendants, read their native stacks and /proc, find\n"
-            "the locks they wait on, and say why they hang: the verdict first, then the evidence.\n\n"
+            "Attach to each PID and its descendants, read their native and Python stacks and\n"
+            "/proc, find the locks they wait on, and say why they hang: the verdict first,\n"
+            "then the evidence.\n\n"
             "  --json              print the hangdx.report/1 JSON object on stdout\n"
             "  -o, --output FILE   write the report to FILE instead of stdout\n"
             "  -d, --trace-dir DIR the shim's trace directory (default: the HANGDX_TRACE_DIR\n"
@@ -126,12 +125,14 @@ static int load_traces(hdx_evidence *ev, const char *dir)
     return rc;
 }
 
-/* Native stacks of every live process; returns how many could not be read. */
+/* Merged native and Python stacks, with locals, of every live process;
+ * returns how many could not be read. */
 static int take_stacks(hdx_evidence *ev)
 {
     int failures = 0;
     for (size_t i = 0; i < ev->n_procs; i++)
-        if (ev->procs[i].alive != 0 && hdx_stacks_sample(&ev->procs[i], ev, STOP_TIMEOUT_MS) != 0)
+        if (ev->procs[i].alive != 0 &&
+            hdx_sample_stacks(&ev->procs[i], ev, HDX_SAMPLE_PYTHON | HDX_SAMPLE_LOCALS) != 0)
             failures++;
     return failures;
 }

@@ -69,6 +69,7 @@ void hdx_process_clear(hdx_process *p)
     free(p->env);
     free(p->exe);
     free(p->cwd);
+    free(p->python);
     for (size_t i = 0; i < p->n_threads; i++)
         hdx_thread_clear(&p->threads[i]);
     free(p->threads);

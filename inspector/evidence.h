@@ -90,6 +90,7 @@ typedef struct hdx_process {
     int64_t stopped_us;    /* total time its threads were stopped, microseconds, or HDX_UNKNOWN */
     int alive;             /* 1 running now, 0 gone, HDX_UNKNOWN */
     int read_error;        /* 0, or a negative errno: what could not be read (see notes) */
+    char *python;          /* "3.11 /usr/bin/python3.11" when Python frames were read, else NULL */
     hdx_thread *threads;
     size_t n_threads;
 } hdx_process;

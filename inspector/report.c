@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,7 +138,7 @@ static cJSON *lock_json(const hdx_lock *l)
     return o;
 }
 
-static cJSON *process_json(const hdx_process *p)
+cJSON *hdx_report_process_json(const hdx_process *p)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -157,6 +158,7 @@ static cJSON *process_json(const hdx_process *p)
     cJSON_AddItemToObject(o, "progressing", bool_or_null(p->progressing));
     cJSON_AddItemToObject(o, "stopped_us", int_or_null(p->stopped_us));
     cJSON_AddItemToObject(o, "alive", bool_or_null(p->alive));
+    cJSON_AddItemToObject(o, "python", str_or_null(p->python));
     cJSON *env = cJSON_AddObjectToObject(o, "env");
     for (size_t i = 0; env && i < p->n_env; i++)
         cJSON_AddStringToObject(env, p->env[i].name, p->env[i].value);
@@ -240,7 +242,7 @@ cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
 
     cJSON *procs = cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; i < ev->n_procs; i++)
-        cJSON_AddItemToArray(procs, process_json(&ev->procs[i]));
+        cJSON_AddItemToArray(procs, hdx_report_process_json(&ev->procs[i]));
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
     for (size_t i = 0; i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
@@ -279,6 +281,40 @@ static void text_frame(FILE *f, size_t i, const hdx_frame *fr)
         if (j + 1 == fr->n_locals)
             fputc('\n', f);
     }
+}
+
+static void text_frames(FILE *f, const hdx_frame *frames, size_t n, size_t max)
+{
+    for (size_t j = 0; j < n && j < max; j++)
+        text_frame(f, j, &frames[j]);
+    if (n > max)
+        fprintf(f, "      ... %zu more frames\n", n - max);
+}
+
+int hdx_report_threads_text(FILE *f, const hdx_process *p)
+{
+    fprintf(f, "process %d", p->pid);
+    if (p->rank >= 0)
+        fprintf(f, " (rank %d)", p->rank);
+    fprintf(f, ":");
+    for (size_t j = 0; j < p->n_cmdline && j < 8; j++)
+        fprintf(f, " %s", p->cmdline[j]);
+    fprintf(f, "\n  Python %s, threads stopped %lld us in all\n", p->python ? p->python : "not found",
+            (long long)(p->stopped_us == HDX_UNKNOWN ? 0 : p->stopped_us));
+    for (size_t i = 0; i < p->n_threads; i++) {
+        const hdx_thread *t = &p->threads[i];
+        const char *sc = thread_syscall(t);
+        fprintf(f, "  thread %d (%s) %c%s%s%s\n", t->tid, t->name ? t->name : "?", t->state ? t->state : '?',
+                sc ? ", in " : "", sc ? sc : "", t->unmerged ? ", native and Python stacks not merged" : "");
+        text_frames(f, t->frames, t->n_frames, SIZE_MAX);
+        if (!t->n_frames)
+            fprintf(f, "      (no stack%s)\n", t->stack_error ? ": it could not be read" : "");
+        if (t->unmerged) {
+            fprintf(f, "    Python frames:\n");
+            text_frames(f, t->py_frames, t->n_py_frames, SIZE_MAX);
+        }
+    }
+    return ferror(f) ? -EIO : 0;
 }
 
 int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
@@ -381,16 +417,12 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             if (g[i].diverges_at >= 0)
                 fprintf(f, "      leaves the largest group at #%ld %s\n", g[i].diverges_at,
                         t->frames[g[i].diverges_at].function ? t->frames[g[i].diverges_at].function : "??");
-            for (size_t j = 0; j < t->n_frames && j < TEXT_FRAMES_MAX; j++)
-                text_frame(f, j, &t->frames[j]);
-            if (t->n_frames > TEXT_FRAMES_MAX)
-                fprintf(f, "      ... %zu more frames\n", t->n_frames - TEXT_FRAMES_MAX);
+            text_frames(f, t->frames, t->n_frames, TEXT_FRAMES_MAX);
             if (!t->n_frames)
                 fprintf(f, "      (no stack%s)\n", t->stack_error ? ": it could not be read" : " was taken");
             if (t->unmerged) {
                 fprintf(f, "      Python frames (not merged: the native eval frames and the Python activations differ in number):\n");
-                for (size_t j = 0; j < t->n_py_frames && j < TEXT_FRAMES_MAX; j++)
-                    text_frame(f, j, &t->py_frames[j]);
+                text_frames(f, t->py_frames, t->n_py_frames, TEXT_FRAMES_MAX);
             }
         }
     }

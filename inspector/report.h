@@ -15,6 +15,13 @@ struct cJSON;
 /* The hangdx.report/1 object for ev and v. Caller frees with cJSON_Delete. NULL on ENOMEM. */
 struct cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v);
 
+/* One process as the report's "processes" entry (threads with their frames).
+ * Caller frees with cJSON_Delete. NULL on ENOMEM. */
+struct cJSON *hdx_report_process_json(const hdx_process *p);
+
+/* Every thread of p with its merged stack, as text (hangdx dump). 0 or -EIO. */
+int hdx_report_threads_text(FILE *f, const hdx_process *p);
+
 /* Write the text report to f. 0 or a negative errno. */
 int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v);
 
