@@ -187,6 +187,41 @@ static void waiters_phrase(const hdx_evidence *ev, const hdx_lock *l, char *buf,
         snprintf(buf, size, "no process seen waiting");
 }
 
+/* "torch/utils/file_baton.py:42" from a frame's absolute path. */
+static void short_site(const hdx_frame *f, char *buf, size_t size)
+{
+    const char *file = f->file, *torch = strstr(file, "torch/");
+    snprintf(buf, size, "%s:%d", torch ? torch : file, f->line);
+}
+
+/*
+ * Where the waiters wait, from their Python frames: " in FileBaton.wait
+ * (torch/utils/file_baton.py:42), called from _jit_compile
+ * (torch/utils/cpp_extension.py:1508)", or "" when no frame shows it.
+ */
+static void call_site(const hdx_evidence *ev, const hdx_lock *l, char *buf, size_t size)
+{
+    buf[0] = 0;
+    for (size_t i = 0; i < l->n_waiters; i++) {
+        const hdx_process *p = hdx_evidence_find_process(ev, l->waiters[i].pid);
+        for (size_t k = 0; p && k < p->n_threads; k++) {
+            const hdx_thread *t = &p->threads[k];
+            size_t at = 0;
+            const hdx_frame *wait = hdx_thread_find_python(t, "FileBaton.wait", "torch/utils/file_baton.py", &at);
+            if (!wait)
+                continue;
+            const hdx_frame *jit = hdx_thread_find_python(t, "_jit_compile", "torch/utils/cpp_extension.py", &at);
+            char w[256], j[256] = "";
+            short_site(wait, w, sizeof w);
+            if (jit)
+                short_site(jit, j, sizeof j);
+            snprintf(buf, size, " in %s (%s)%s%s%s", wait->function, w, jit ? ", called from _jit_compile (" : "", j,
+                     jit ? ")" : "");
+            return;
+        }
+    }
+}
+
 /* The build that holder runs: its busiest-looking descendant (a compiler, ninja). */
 typedef struct build_state {
     const hdx_process *child; /* the longest-running descendant, or NULL */
@@ -229,8 +264,9 @@ static int culprits_from_waiters(hdx_verdict *v, const hdx_lock *l)
 
 static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
 {
-    char waiters[512], creator[160];
+    char waiters[512], creator[160], site[600];
     waiters_phrase(ev, l, waiters, sizeof waiters);
+    call_site(ev, l, site, sizeof site);
     if (l->has_creator) {
         char c[64];
         who(NULL, l->creator_pid, l->creator_rank, c, sizeof c);
@@ -243,8 +279,10 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
     v->confidence = l->has_creator && l->creator_alive == 0 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
     if (culprits_from_waiters(v, l))
         return -ENOMEM;
-    if (set_text(&v->summary, "%s wait%s on the stale build lock %s (%s); no process holds or has it open, so nothing will release it",
-                 waiters, l->n_waiters == 1 ? "s" : "", l->path, creator))
+    if (set_text(&v->summary,
+                 "%s wait%s%s on the stale build lock %s (%s); no process holds or has it open, so nothing will "
+                 "release it",
+                 waiters, l->n_waiters == 1 ? "s" : "", site, l->path, creator))
         return -ENOMEM;
     return set_text(&v->remedy,
                     "check that no build is running on any node that shares this directory, then delete the lock: rm %s",
@@ -254,8 +292,9 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
 static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
 {
     const hdx_process *holder = hdx_evidence_find_process(ev, l->holder_pid);
-    char waiters[512], h[64];
+    char waiters[512], h[64], site[600];
     waiters_phrase(ev, l, waiters, sizeof waiters);
+    call_site(ev, l, site, sizeof site);
     who(holder, l->holder_pid, HDX_UNKNOWN, h, sizeof h);
     if (holder && holder->rank >= 0 && add_int(&v->culprit_ranks, &v->n_culprit_ranks, holder->rank))
         return -ENOMEM;
@@ -294,16 +333,16 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
     if (b.progressing) {
         v->cls = HDX_CLASS_NOT_HUNG;
         v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
-        if (set_text(&v->summary, "a build is running: %s holds %s%s%s; %s wait%s for it", h, l->path,
-                     child[0] ? " and " : "", child, waiters, l->n_waiters == 1 ? "s" : ""))
+        if (set_text(&v->summary, "a build is running: %s holds %s%s%s; %s wait%s for it%s", h, l->path,
+                     child[0] ? " and " : "", child, waiters, l->n_waiters == 1 ? "s" : "", site))
             return -ENOMEM;
         return set_text(&v->remedy, "wait for the build; hangdx calls it compile_stall after --build-timeout (%lld s)",
                         (long long)ev->build_timeout_s);
     }
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
-    if (set_text(&v->summary, "%s wait%s on %s %s, held by %s, which is itself stuck (%s, no CPU progress)",
-                 waiters, l->n_waiters == 1 ? "s" : "", hdx_lock_kind_name(l->kind), l->path, h,
+    if (set_text(&v->summary, "%s wait%s%s on %s %s, held by %s, which is itself stuck (%s, no CPU progress)",
+                 waiters, l->n_waiters == 1 ? "s" : "", site, hdx_lock_kind_name(l->kind), l->path, h,
                  holder->n_threads && holder->threads[0].wait ? holder->threads[0].wait : "idle"))
         return -ENOMEM;
     return set_text(&v->remedy, "find why %s is stuck (hangdx inspect %d); ending it releases %s", h,

@@ -106,10 +106,8 @@ static int load_traces(hdx_evidence *ev, const char *dir)
     for (size_t i = 0; !dir && i < ev->n_procs; i++)
         if ((found = hdx_proc_getenv(ev->procs[i].pid, HDX_TRACE_DIR_ENV)))
             dir = found;
-    if (!dir) {
-        hdx_evidence_note(ev, "no shim trace: lock creators are unknown (run the job under 'hangdx run' to record them)");
-        return 0;
-    }
+    if (!dir)
+        return 0; /* the lock resolver says what no trace leaves unknown */
     hdx_trace_set *set = NULL;
     char *err = NULL;
     int rc = hdx_trace_load_dir(dir, &set, &err);
@@ -125,12 +123,12 @@ static int load_traces(hdx_evidence *ev, const char *dir)
     return rc;
 }
 
-/* Merged native and Python stacks, with locals, of every live process;
- * returns how many could not be read. */
-static int take_stacks(hdx_evidence *ev)
+/* Merged native and Python stacks, with locals, of the live processes from
+ * index `from` on; returns how many could not be read. */
+static int take_stacks(hdx_evidence *ev, size_t from)
 {
     int failures = 0;
-    for (size_t i = 0; i < ev->n_procs; i++)
+    for (size_t i = from; i < ev->n_procs; i++)
         if (ev->procs[i].alive != 0 &&
             hdx_sample_stacks(&ev->procs[i], ev, HDX_SAMPLE_PYTHON | HDX_SAMPLE_LOCALS) != 0)
             failures++;
@@ -233,9 +231,13 @@ int hdx_cmd_inspect(int argc, char **argv)
 
     if (load_traces(ev, trace_dir) != 0)
         goto out;
+    /* Stacks first: a thread's Python frames can name the lock it waits on. */
+    int failures = take_stacks(ev, 0);
+    size_t asked = ev->n_procs;
     hdx_locks_options lo = {.watch_ms = WATCH_MS};
     if (hdx_locks_collect(ev, &lo) != 0 || hdx_locks_resolve(ev) != 0 || add_lock_holders(ev) != 0)
         goto out;
+    failures += take_stacks(ev, asked);
 
     for (long s = 2; s <= samples; s++) {
         hdx_sleep_ms((int)interval);
@@ -246,7 +248,6 @@ int hdx_cmd_inspect(int argc, char **argv)
     int64_t now_ms = hdx_mono_ns() / 1000000;
     for (size_t i = 0; i < ev->n_procs; i++)
         ev->procs[i].window_ms = samples > 1 ? now_ms - ev->procs[i].window_ms : 0;
-    int failures = take_stacks(ev);
     if (hdx_locks_resolve(ev) != 0 || hdx_classify(ev, &v) != 0)
         goto out;
     int rc = hdx_report_write(ev, &v, json, out);

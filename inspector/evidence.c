@@ -269,3 +269,49 @@ const char *hdx_lock_state_name(enum hdx_lock_state s)
     static const char *const n[] = {"free", "held", "stale"};
     return (unsigned)s < 3 ? n[s] : "free";
 }
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static int same_function(const char *have, const char *want)
+{
+    if (!strcmp(have, want))
+        return 1;
+    const char *dot = strrchr(want, '.'); /* qualified name wanted, plain name recorded (≤ 3.10) */
+    return dot && !strchr(have, '.') && !strcmp(have, dot + 1);
+}
+
+static const hdx_frame *find_in(const hdx_frame *frames, size_t n, const char *function, const char *file_suffix,
+                                size_t *from)
+{
+    for (size_t i = from ? *from : 0; i < n; i++) {
+        const hdx_frame *f = &frames[i];
+        if (f->kind != HDX_FRAME_PYTHON || !f->function || !f->file)
+            continue;
+        if (same_function(f->function, function) && ends_with(f->file, file_suffix)) {
+            if (from)
+                *from = i;
+            return f;
+        }
+    }
+    return NULL;
+}
+
+const hdx_frame *hdx_thread_find_python(const hdx_thread *t, const char *function, const char *file_suffix,
+                                        size_t *from)
+{
+    if (t->unmerged)
+        return find_in(t->py_frames, t->n_py_frames, function, file_suffix, from);
+    return find_in(t->frames, t->n_frames, function, file_suffix, from);
+}
+
+const hdx_local *hdx_frame_local(const hdx_frame *f, const char *name)
+{
+    for (size_t i = 0; f && i < f->n_locals; i++)
+        if (!strcmp(f->locals[i].name, name))
+            return &f->locals[i];
+    return NULL;
+}

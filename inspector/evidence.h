@@ -158,6 +158,19 @@ hdx_waiter *hdx_lock_add_waiter(hdx_lock *l);
 int hdx_evidence_note(hdx_evidence *ev, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/*
+ * The innermost Python frame of t (merged frames, then py_frames) at or
+ * outside index *from (0 = innermost; NULL = 0) whose file ends with
+ * file_suffix and whose function is `function`. Before 3.11 frames carry
+ * only the plain name (co_name), so "FileBaton.wait" also matches "wait".
+ * Stores the frame's index in *from when found. Borrowed, or NULL.
+ */
+const hdx_frame *hdx_thread_find_python(const hdx_thread *t, const char *function, const char *file_suffix,
+                                        size_t *from);
+
+/* The value of local `name` of frame f (borrowed), or NULL. */
+const hdx_local *hdx_frame_local(const hdx_frame *f, const char *name);
+
 /* Lookups; return borrowed pointers or NULL. */
 hdx_process *hdx_evidence_find_process(const hdx_evidence *ev, int pid);
 hdx_lock *hdx_evidence_find_lock(const hdx_evidence *ev, const char *path);

@@ -272,6 +272,29 @@ static int collect_blocked(hdx_evidence *ev, hdx_process *p, hdx_thread *t, cons
     return add_waiter(l, p, t->tid, how);
 }
 
+/*
+ * A thread whose Python stack sits in FileBaton.wait: the baton is
+ * <build_directory>/lock, build_directory being the local of the
+ * cpp_extension._jit_compile frame that called it (torch 1.13 to 2.x).
+ */
+static int collect_python_baton(hdx_evidence *ev, hdx_process *p, hdx_thread *t)
+{
+    size_t at = 0;
+    if (!hdx_thread_find_python(t, "FileBaton.wait", "torch/utils/file_baton.py", &at))
+        return 0;
+    const hdx_frame *jit = hdx_thread_find_python(t, "_jit_compile", "torch/utils/cpp_extension.py", &at);
+    const hdx_local *dir = hdx_frame_local(jit, "build_directory");
+    if (!dir || dir->kind != HDX_VAL_STR || !dir->s || !dir->s[0])
+        return 0; /* the syscall watch will find the path */
+    char path[PATH_MAX];
+    int n = dir->s[0] == '/' || !p->cwd ? snprintf(path, sizeof path, "%s/lock", dir->s)
+                                       : snprintf(path, sizeof path, "%s/%s/lock", p->cwd, dir->s);
+    if (n <= 0 || (size_t)n >= sizeof path)
+        return 0;
+    hdx_lock *l = lock_for(ev, path, HDX_LOCK_BATON, "Python frame");
+    return l ? add_waiter(l, p, t->tid, "FileBaton.wait") : -ENOMEM;
+}
+
 static int is_poll_syscall(long nr)
 {
     return nr == NR_CLOCK_NANOSLEEP || nr == NR_NANOSLEEP || nr == NR_SELECT || nr == NR_PSELECT6 ||
@@ -433,13 +456,14 @@ int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt)
                           strerror(-r));
     if (r == -ENOMEM)
         return r;
-    /* 1. Threads blocked in a kernel lock call. */
+    /* 1. Threads blocked in a kernel lock call, or in FileBaton.wait (Python frames). */
     for (size_t i = 0; i < ev->n_procs; i++) {
         hdx_process *p = &ev->procs[i];
         if (p->alive == 0 || p->pid <= 0)
             continue;
         for (size_t k = 0; k < p->n_threads; k++)
-            if ((r = collect_blocked(ev, p, &p->threads[k], kl, nkl)) < 0)
+            if ((r = collect_blocked(ev, p, &p->threads[k], kl, nkl)) < 0 ||
+                (r = collect_python_baton(ev, p, &p->threads[k])) < 0)
                 goto out;
     }
     /* 2. Polling threads of processes with no known lock: a bounded watch. */

@@ -40,6 +40,9 @@ typedef struct hdx_locks_options {
  * Find what the live processes of ev wait on and add it to ev->locks:
  *  - a thread blocked in flock/fcntl(F_SETLKW/F_OFD_SETLKW) (syscall number
  *    and fd from /proc): the file behind the fd, kind from /proc/locks;
+ *  - a thread whose Python frames sit in FileBaton.wait: the baton
+ *    <build_directory>/lock, from the calling cpp_extension._jit_compile
+ *    frame's local (needs frames read with locals, sample.h);
  *  - a thread sleeping in a poll loop with no trace lock known for its
  *    process: a bounded syscall watch; a stat-polled path whose name is
  *    "lock" (or ends in ".lock") and exists is a baton lock;
