@@ -17,28 +17,51 @@
  *    "argv":["a","b"],"env":{"RANK":"0",...}}
  *   start_time is field 22 of /proc/PID/stat (clock ticks since boot,
  *   proc(5)); with boot_id it tells a live process from a recycled pid.
- *   env holds only the names in HDX_TRACE_ENV_NAMES that are set.
+ *   env holds only the names in HDX_TRACE_ENV_NAMES that are set. The shim
+ *   writes env before argv (key order carries no meaning) so that only argv
+ *   is ever cut: a cut argv adds "argv_truncated":true. cwd/exe/boot_id/
+ *   start_time are null when they cannot be read.
  *
  * Events (every event has "type", "t" and "tid"):
  *   acquire    {"path":ABS,"fd":N}            open(O_CREAT|O_EXCL) succeeded
- *   wait       {"path":ABS,"how":"eexist"|"stat","polls":N,"since":NS}
+ *   wait       {"path":ABS,"how":HOW,"polls":N,"since":NS}
  *              the process found the lock taken (EEXIST) or polls it with
  *              stat; aggregated: written at the first poll, when the count
  *              reaches a power of two, and at least every
  *              HDX_TRACE_WAIT_REPEAT_S seconds while polling goes on.
- *              "polls" counts since "since".
+ *              "polls" counts since "since". HOW "eexist" or "stat" for a
+ *              FileBaton path (one this process created with O_EXCL or got
+ *              EEXIST on); a stat wait ends (the count restarts) when a stat
+ *              finds the path gone. HOW "flock", "posix", "ofd", "lockf": a
+ *              non-blocking kernel lock attempt (LOCK_NB, F_SETLK,
+ *              F_OFD_SETLK, F_TLOCK) failed with EWOULDBLOCK/EAGAIN (or EACCES
+ *              for posix/lockf); path from /proc/self/fd; the wait ends when
+ *              such an attempt succeeds. When the shim's table of lock paths
+ *              is full (64) each attempt gets its own line with "polls":1.
  *   release    {"path":ABS}                   unlink/rename of a known lock
  *   lock_start {"path":ABS,"fd":N,"op":OP,"cmd":CMD}  a blocking kernel lock
  *              call began (OP: "flock", "posix", "ofd", "lockf";
  *              CMD: "LOCK_EX", "LOCK_SH", "F_WRLCK", "F_RDLCK", "F_LOCK")
  *   lock_end   {"path":ABS,"fd":N,"op":OP,"rc":R,"errno":E}  that call returned
+ *              (path of a lock event: null when the fd has none, e.g. EBADF;
+ *              unlocks and successful non-blocking calls are not recorded)
  *   spawn      {"child":PID,"via":"fork"|"posix_spawn","argv":[...]}
  *              argv is empty for fork (the child writes its own header)
- *   exit       {"status":S}                   exit()/_exit() was called
+ *   exit       {"status":S}                   exit()/_exit()/_Exit() was called;
+ *              "status":null when main() returned (libc calls exit past the
+ *              shim; written from its destructor). A process killed by a
+ *              signal has no exit line.
  *
  * Times ("t", "since") are CLOCK_REALTIME in nanoseconds since the epoch.
  * Paths in events are absolute (relative ones are resolved against the cwd,
- * or the directory fd, at the time of the call).
+ * or the directory fd, at the time of the call), not normalised beyond a
+ * leading "./". A stat poll matches a known lock path by the string as given
+ * or its absolute form (no getcwd per stat).
+ *
+ * Not traced: vfork children before exec (they share the parent's memory),
+ * children forked by a raw clone(2) until they exec, calls made during the
+ * shim's own start. The shim never creates the trace directory; without it
+ * (or read-only) it writes nothing.
  */
 #ifndef HANGDX_TRACE_H
 #define HANGDX_TRACE_H

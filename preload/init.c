@@ -1,0 +1,344 @@
+/*
+ * The shim's start: the table of real functions, the process state (pid,
+ * trace file), the header line, and the fork child's new file.
+ */
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+struct hdx_real hdx_real;
+atomic_int hdx_on;
+
+/* Thread-local: 1 while this thread is inside the shim (or inside dlsym for it). */
+static __thread int in_shim __attribute__((tls_model("initial-exec")));
+
+/* The pid the state belongs to; a vfork child sees its parent's value. */
+static atomic_int cached_pid;
+/* The trace file: its fd and identity, and its path for reopening. */
+static atomic_int trace_fd = -1;
+static dev_t trace_dev;
+static ino_t trace_ino;
+static char trace_path[PATH_MAX];
+
+void *hdx_resolve(void **slot, const char *name)
+{
+    void *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (p || in_shim)
+        return p; /* a call from inside dlsym itself: the caller falls back */
+    in_shim = 1;
+    p = dlsym(RTLD_NEXT, name);
+    in_shim = 0;
+    if (p)
+        __atomic_store_n(slot, p, __ATOMIC_RELEASE);
+    return p;
+}
+
+#define RESOLVE(name) hdx_resolve((void **)&hdx_real.name, #name)
+
+static void resolve_all(void)
+{
+    RESOLVE(open); RESOLVE(open64); RESOLVE(openat); RESOLVE(openat64);
+    RESOLVE(creat); RESOLVE(creat64); RESOLVE(__open_2); RESOLVE(__open64_2);
+    RESOLVE(__openat_2); RESOLVE(__openat64_2);
+    RESOLVE(stat); RESOLVE(stat64); RESOLVE(lstat); RESOLVE(lstat64);
+    RESOLVE(fstatat); RESOLVE(fstatat64); RESOLVE(statx);
+    RESOLVE(__xstat); RESOLVE(__xstat64); RESOLVE(__lxstat); RESOLVE(__lxstat64);
+    RESOLVE(__fxstatat); RESOLVE(__fxstatat64);
+    RESOLVE(flock); RESOLVE(fcntl); RESOLVE(fcntl64); RESOLVE(lockf); RESOLVE(lockf64);
+    RESOLVE(unlink); RESOLVE(unlinkat); RESOLVE(rename); RESOLVE(renameat);
+    RESOLVE(renameat2);
+    RESOLVE(fork); RESOLVE(posix_spawn); RESOLVE(posix_spawnp);
+    RESOLVE(exit); RESOLVE(_exit); RESOLVE(_Exit);
+}
+
+static pid_t raw_getpid(void)
+{
+    return (pid_t)syscall(SYS_getpid);
+}
+
+int hdx_busy(void)
+{
+    return in_shim;
+}
+
+int hdx_enter(void)
+{
+    /* Checked before anything is written: a vfork child shares our memory. */
+    if (atomic_load_explicit(&cached_pid, memory_order_relaxed) != raw_getpid())
+        return -1;
+    if (in_shim)
+        return -1;
+    in_shim = 1;
+    return 0;
+}
+
+void hdx_leave(void)
+{
+    in_shim = 0;
+}
+
+/* ---- small helpers used by the writer ---- */
+
+int64_t hdx_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+pid_t hdx_gettid(void)
+{
+    return (pid_t)syscall(SYS_gettid);
+}
+
+size_t hdx_itoa(int64_t v, char *out)
+{
+    char tmp[24];
+    size_t n = 0, k = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        out[k++] = '-';
+    while (n)
+        out[k++] = tmp[--n];
+    out[k] = 0;
+    return k;
+}
+
+/* ---- the trace file ---- */
+
+/* Lowest fd number the shim keeps its trace file at, so that a program that
+ * expects open() to give it 0, 1, 2 after closing them still gets them. */
+#define HDX_TRACE_FD_MIN 100
+/* Output bytes allowed to each of the header's cwd and exe. */
+#define HDX_HEADER_PATH_MAX 1024
+
+static int open_trace_file(void)
+{
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, trace_path,
+                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -1;
+    if (fd < HDX_TRACE_FD_MIN) {
+        int hi = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, HDX_TRACE_FD_MIN);
+        if (hi >= 0) {
+            syscall(SYS_close, fd);
+            fd = hi;
+        }
+    }
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0) {
+        syscall(SYS_close, fd);
+        return -1;
+    }
+    trace_dev = st.st_dev;
+    trace_ino = st.st_ino;
+    return fd;
+}
+
+void hdx_trace_write(const char *line, size_t len)
+{
+    int fd = atomic_load(&trace_fd);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0 || st.st_dev != trace_dev || st.st_ino != trace_ino) {
+        /* Closed behind our back, or the number reused: never touch that fd. */
+        int nfd = open_trace_file();
+        if (nfd < 0) {
+            atomic_store(&trace_fd, -1);
+            atomic_store(&hdx_on, 0);
+            return;
+        }
+        if (!atomic_compare_exchange_strong(&trace_fd, &fd, nfd)) {
+            syscall(SYS_close, nfd); /* another thread reopened first */
+        } else {
+            fd = nfd;
+        }
+        fd = atomic_load(&trace_fd);
+    }
+    ssize_t r = syscall(SYS_write, fd, line, len);
+    (void)r; /* a full disk or a lost file makes the shim quiet, nothing more */
+}
+
+/* ---- the header ---- */
+
+static ssize_t read_small(const char *path, char *buf, size_t cap)
+{
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t n = 0;
+    while (n < cap) {
+        ssize_t r = syscall(SYS_read, fd, buf + n, cap - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    syscall(SYS_close, fd);
+    return (ssize_t)n;
+}
+
+static void write_header(void)
+{
+    struct hdx_w w;
+    char tmp[PATH_MAX];
+    char argbuf[HDX_TRACE_LINE_MAX];
+    struct utsname un;
+
+    hdx_w_begin(&w);
+    hdx_w_raw(&w, "{\"schema\":\"" HDX_TRACE_SCHEMA "\",\"type\":\"" HDX_EV_HEADER "\"");
+    hdx_w_kint(&w, "t", hdx_now_ns());
+    hdx_w_kint(&w, "pid", raw_getpid());
+    hdx_w_kint(&w, "ppid", (pid_t)syscall(SYS_getppid));
+    hdx_w_kstr(&w, "host", uname(&un) == 0 ? un.nodename : "");
+
+    ssize_t n = read_small("/proc/sys/kernel/random/boot_id", tmp, 64);
+    while (n > 0 && (tmp[n - 1] == '\n' || tmp[n - 1] == ' '))
+        n--;
+    if (hdx_w_key(&w, "boot_id", 1) != 0)
+        ;
+    else if (n > 0)
+        hdx_w_strn(&w, tmp, (size_t)n);
+    else
+        hdx_w_raw(&w, "null");
+
+    /* start_time: field 22 of /proc/self/stat, counted after the ")" of comm. */
+    int64_t start = -1;
+    n = read_small("/proc/self/stat", tmp, sizeof tmp - 1);
+    if (n > 0) {
+        tmp[n] = 0;
+        char *p = strrchr(tmp, ')');
+        for (int field = 2; p && field < 22; field++) {
+            p = strchr(p + 1, ' ');
+        }
+        if (p)
+            start = strtoll(p + 1, NULL, 10);
+    }
+    if (hdx_w_key(&w, "start_time", 1) != 0)
+        ;
+    else if (start >= 0)
+        hdx_w_int(&w, start);
+    else
+        hdx_w_raw(&w, "null");
+
+    /* cwd and exe get at most HDX_HEADER_PATH_MAX bytes each, so env fits. */
+    size_t soft = w.soft;
+    w.soft = w.len + HDX_HEADER_PATH_MAX;
+    if (hdx_w_key(&w, "cwd", 1) != 0)
+        ;
+    else if (syscall(SYS_getcwd, tmp, sizeof tmp) > 0)
+        hdx_w_str(&w, tmp);
+    else
+        hdx_w_raw(&w, "null");
+    w.soft = w.len + HDX_HEADER_PATH_MAX;
+    n = readlink("/proc/self/exe", tmp, sizeof tmp - 1);
+    if (hdx_w_key(&w, "exe", 1) != 0)
+        ;
+    else if (n > 0)
+        hdx_w_strn(&w, tmp, (size_t)n);
+    else
+        hdx_w_raw(&w, "null");
+    w.soft = soft;
+
+    /* env before argv: only argv may be truncated, never the rank. */
+    static const char *const names[] = {HDX_TRACE_ENV_NAMES};
+    if (hdx_w_key(&w, "env", 1) == 0) {
+        hdx_w_raw(&w, "{");
+        int first = 1;
+        for (size_t i = 0; names[i]; i++) {
+            const char *v = getenv(names[i]);
+            if (!v || hdx_w_key(&w, names[i], !first) != 0)
+                continue;
+            first = 0;
+            hdx_w_str(&w, v);
+        }
+        hdx_w_close(&w, "}");
+    }
+
+    /* argv from /proc/self/cmdline: NUL-separated. */
+    char *argv[512];
+    size_t argc = 0;
+    n = read_small("/proc/self/cmdline", argbuf, sizeof argbuf - 1);
+    int more = n == (ssize_t)sizeof argbuf - 1;
+    if (n > 0) {
+        argbuf[n] = 0;
+        for (char *p = argbuf; p < argbuf + n && argc < 511; p += strlen(p) + 1)
+            argv[argc++] = p;
+        if (argc == 511)
+            more = 1;
+    }
+    argv[argc] = NULL;
+    hdx_w_kargv(&w, "argv", argv);
+    if (more && !w.truncated)
+        hdx_w_raw(&w, ",\"argv_truncated\":true");
+    hdx_w_emit(&w);
+}
+
+/* Open this process's own "<host>-<pid>.jsonl" and write its header. */
+static void start_trace(void)
+{
+    const char *dir = getenv(HDX_TRACE_DIR_ENV);
+    atomic_store(&trace_fd, -1);
+    atomic_store(&hdx_on, 0);
+    if (!dir || !*dir)
+        return;
+    struct utsname un;
+    if (uname(&un) != 0)
+        return;
+    char pid[24];
+    hdx_itoa(raw_getpid(), pid);
+    size_t dl = strlen(dir), hl = strlen(un.nodename), pl = strlen(pid);
+    if (dl + hl + pl + sizeof HDX_TRACE_SUFFIX + 3 > sizeof trace_path)
+        return;
+    char *p = trace_path;
+    memcpy(p, dir, dl), p += dl;
+    *p++ = '/';
+    memcpy(p, un.nodename, hl), p += hl;
+    *p++ = '-';
+    memcpy(p, pid, pl), p += pl;
+    memcpy(p, HDX_TRACE_SUFFIX, sizeof HDX_TRACE_SUFFIX);
+    int fd = open_trace_file();
+    if (fd < 0)
+        return; /* missing or read-only trace dir: quiet */
+    atomic_store(&trace_fd, fd);
+    atomic_store(&hdx_on, 1);
+    write_header();
+}
+
+void hdx_after_fork_child(void)
+{
+    /* Only the forking thread lives on; it is not inside the shim. */
+    in_shim = 1;
+    atomic_store(&cached_pid, raw_getpid());
+    int fd = atomic_load(&trace_fd);
+    struct stat st;
+    if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == trace_dev &&
+        st.st_ino == trace_ino)
+        syscall(SYS_close, fd); /* the parent's file, not ours */
+    hdx_wait_reset_all();
+    start_trace();
+    in_shim = 0;
+}
+
+__attribute__((constructor)) static void hdx_init(void)
+{
+    resolve_all(); /* hdx_resolve() guards itself */
+    atomic_store(&cached_pid, raw_getpid());
+    in_shim = 1;
+    start_trace();
+    in_shim = 0;
+}
