@@ -302,12 +302,14 @@ static int is_poll_syscall(long nr)
            nr == NR_EPOLL_PWAIT2;
 }
 
-/* Watch one polling thread; 1 when it polls an existing lock file, 0 not, -errno. */
+/* Watch one polling thread; 1 when it polls or retries an existing lock file, 0 not, -errno.
+ * A lock call retried on a file is a kernel-lock wait; a stat poll of a file
+ * named like a lock is a baton wait. */
 static int watch_thread(hdx_evidence *ev, hdx_process *p, hdx_thread *t, int ms, size_t *n_watched)
 {
-    char **paths = NULL;
+    hdx_syswatch_hit *hits = NULL;
     size_t n = 0;
-    int r = hdx_syswatch_paths(p->pid, t->tid, ms, &paths, &n);
+    int r = hdx_syswatch(p->pid, t->tid, ms, &hits, &n);
     if (r < 0) {
         if (r == -EPERM)
             hdx_evidence_note(ev, "could not watch the system calls of pid %d: ptrace not permitted — run as "
@@ -319,27 +321,28 @@ static int watch_thread(hdx_evidence *ev, hdx_process *p, hdx_thread *t, int ms,
         return 0;
     }
     (*n_watched)++;
-    int found = 0;
+    const hdx_syswatch_hit *found = NULL;
+    for (size_t i = 0; i < n && !found; i++) /* a lock retry says most */
+        if (hits[i].use == HDX_WATCH_LOCK_TRY)
+            found = &hits[i];
     for (size_t i = 0; i < n && !found; i++) {
         struct stat st;
-        if (!is_lock_name(paths[i]) || stat(paths[i], &st) != 0)
-            continue;
-        hdx_lock *l = lock_for(ev, paths[i], HDX_LOCK_BATON, "syscall watch");
-        if (!l || add_waiter(l, p, t->tid, "stat poll") < 0) {
+        if (hits[i].use == HDX_WATCH_STAT && is_lock_name(hits[i].path) && stat(hits[i].path, &st) == 0)
+            found = &hits[i];
+    }
+    if (found) {
+        int retry = found->use == HDX_WATCH_LOCK_TRY;
+        hdx_lock *l = lock_for(ev, found->path, retry ? HDX_LOCK_FLOCK : HDX_LOCK_BATON, "syscall watch");
+        if (!l || add_waiter(l, p, t->tid, retry ? "lock retry" : "stat poll") < 0) {
             r = -ENOMEM;
             goto out;
         }
-        free(t->polled_path);
-        t->polled_path = strdup(paths[i]);
-        found = 1;
     }
-    if (!found && n > 0 && !t->polled_path)
-        t->polled_path = strdup(paths[0]);
-    r = found;
+    if (!t->polled_path && (found || n > 0))
+        t->polled_path = strdup(found ? found->path : hits[0].path);
+    r = found != NULL;
 out:
-    for (size_t i = 0; i < n; i++)
-        free(paths[i]);
-    free(paths);
+    hdx_syswatch_free(hits, n);
     return r;
 }
 

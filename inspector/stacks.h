@@ -19,7 +19,7 @@
  * hangdx (see hdx_stacks_emergency_detach). The one exception the kernel
  * forces: a thread that enters 'D' between the seize and the stop cannot be
  * detached until it stops; it stays seized (running) until the next call
- * to this function or hdx_syswatch_paths, or until hangdx exits, when the
+ * to this function or hdx_syswatch, or until hangdx exits, when the
  * kernel detaches it. Frames are symbolized after every thread is detached;
  * they replace frames from an earlier call. Adds to p->stopped_us the total
  * microseconds threads were stopped (interrupt to detach). Notes what failed

@@ -21,24 +21,47 @@
 #define MAX_PATHS 256
 #define SETTLE_MS 1000 /* how long the final stop may take before giving up */
 
-/* Which argument holds the path (and which the dirfd, -1 none), x86-64. */
+/* Which argument holds the path (and which the dirfd, -1 none), or for lock
+ * calls the fd (path_arg -1), x86-64. */
 struct path_call {
     long nr;
     int dirfd_arg;
     int path_arg;
+    enum hdx_syswatch_use use;
 };
 
 static const struct path_call path_calls[] = {
-    {SYS_stat, -1, 0},       {SYS_lstat, -1, 0},      {SYS_access, -1, 0},
-    {SYS_open, -1, 0},       {SYS_creat, -1, 0},      {SYS_newfstatat, 0, 1},
-    {SYS_statx, 0, 1},       {SYS_faccessat, 0, 1},   {SYS_openat, 0, 1},
+    {SYS_stat, -1, 0, HDX_WATCH_STAT},       {SYS_lstat, -1, 0, HDX_WATCH_STAT},
+    {SYS_access, -1, 0, HDX_WATCH_STAT},     {SYS_newfstatat, 0, 1, HDX_WATCH_STAT},
+    {SYS_statx, 0, 1, HDX_WATCH_STAT},       {SYS_faccessat, 0, 1, HDX_WATCH_STAT},
+    {SYS_open, -1, 0, HDX_WATCH_OPEN},       {SYS_creat, -1, 0, HDX_WATCH_OPEN},
+    {SYS_openat, 0, 1, HDX_WATCH_OPEN},      {SYS_flock, 0, -1, HDX_WATCH_LOCK_TRY},
+    {SYS_fcntl, 0, -1, HDX_WATCH_LOCK_TRY},
 #ifdef SYS_faccessat2
-    {SYS_faccessat2, 0, 1},
+    {SYS_faccessat2, 0, 1, HDX_WATCH_STAT},
 #endif
 #ifdef SYS_openat2
-    {SYS_openat2, 0, 1},
+    {SYS_openat2, 0, 1, HDX_WATCH_OPEN},
 #endif
 };
+
+/* fcntl commands that take a lock (fcntl(2)). */
+static int is_lock_cmd(uint64_t cmd)
+{
+    return cmd == F_SETLK || cmd == F_SETLKW || cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW;
+}
+
+/* The path behind fd of pid, or NULL (sockets, pipes and the like). */
+static char *fd_path(int pid, int fd)
+{
+    char link[64], path[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/%d/fd/%d", pid, fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n <= 0)
+        return NULL;
+    path[n] = 0;
+    return path[0] == '/' ? strdup(path) : NULL;
+}
 
 static const struct path_call *find_call(long nr)
 {
@@ -119,10 +142,10 @@ static char *resolve(int pid, int tid, const struct path_call *c, const uint64_t
     return join_path(base, path);
 }
 
-static int add_path(char ***paths, size_t *n, char *p)
+static int add_hit(hdx_syswatch_hit **hits, size_t *n, char *p, enum hdx_syswatch_use use)
 {
     for (size_t i = 0; i < *n; i++)
-        if (strcmp((*paths)[i], p) == 0) {
+        if ((*hits)[i].use == use && strcmp((*hits)[i].path, p) == 0) {
             free(p);
             return 0;
         }
@@ -130,13 +153,21 @@ static int add_path(char ***paths, size_t *n, char *p)
         free(p);
         return 0;
     }
-    char **e = hdx_append((void **)paths, n, sizeof *e);
+    hdx_syswatch_hit *e = hdx_append((void **)hits, n, sizeof *e);
     if (!e) {
         free(p);
         return -ENOMEM;
     }
-    *e = p;
+    e->path = p;
+    e->use = use;
     return 0;
+}
+
+void hdx_syswatch_free(hdx_syswatch_hit *hits, size_t n)
+{
+    for (size_t i = 0; hits && i < n; i++)
+        free(hits[i].path);
+    free(hits);
 }
 
 /* At a syscall stop: the call's number and args when it is an entry. */
@@ -167,9 +198,9 @@ static int syscall_entry(int tid, long *nr, uint64_t args[6])
     return 1;
 }
 
-int hdx_syswatch_paths(int pid, int tid, int ms, char ***paths, size_t *n)
+int hdx_syswatch(int pid, int tid, int ms, hdx_syswatch_hit **hits, size_t *n)
 {
-    *paths = NULL;
+    *hits = NULL;
     *n = 0;
     int rc = 0, status;
     int64_t deadline = hdx_mono_ns() + (int64_t)ms * 1000000;
@@ -200,12 +231,15 @@ int hdx_syswatch_paths(int pid, int tid, int ms, char ***paths, size_t *n)
             uint64_t args[6];
             const struct path_call *c;
             if (syscall_entry(tid, &nr, args) == 1 && (c = find_call(nr))) {
-                char path[PATH_MAX];
-                if (read_string(pid, args[c->path_arg], path, sizeof path) == 0 && path[0]) {
-                    char *abs = resolve(pid, tid, c, args, path);
-                    if (abs && (rc = add_path(paths, n, abs)) < 0)
-                        break;
+                char path[PATH_MAX], *abs = NULL;
+                if (c->use == HDX_WATCH_LOCK_TRY) {
+                    if (nr != SYS_fcntl || is_lock_cmd(args[1]))
+                        abs = fd_path(pid, (int)args[0]);
+                } else if (read_string(pid, args[c->path_arg], path, sizeof path) == 0 && path[0]) {
+                    abs = resolve(pid, tid, c, args, path);
                 }
+                if (abs && (rc = add_hit(hits, n, abs, c->use)) < 0)
+                    break;
             }
         }
         if (hdx_mono_ns() >= deadline)
@@ -228,10 +262,8 @@ release:;
     if (rc == 0 && r == -ETIMEDOUT)
         rc = 0; /* the paths stand; the orphan is released later */
     if (rc < 0) {
-        for (size_t i = 0; i < *n; i++)
-            free((*paths)[i]);
-        free(*paths);
-        *paths = NULL;
+        hdx_syswatch_free(*hits, *n);
+        *hits = NULL;
         *n = 0;
     }
     return rc;

@@ -1,4 +1,4 @@
-/* hdx_syswatch_paths on a real Python polling a FileBaton-style lock with
+/* hdx_syswatch on a real Python polling a FileBaton-style lock with
  * os.path.exists + time.sleep, and the native stack of that Python. */
 #include <sys/stat.h>
 
@@ -52,19 +52,18 @@ int main(int argc, char **argv)
     hdx_sleep_ms(150);
 
     /* --- the watch --- */
-    char **paths = NULL;
+    hdx_syswatch_hit *hits = NULL;
     size_t n = 0;
     int64_t t0 = hdx_mono_ns();
-    int r = hdx_syswatch_paths(lp.pid, lp.pid, 500, &paths, &n);
+    int r = hdx_syswatch(lp.pid, lp.pid, 500, &hits, &n);
     double took = (double)(hdx_mono_ns() - t0) / 1e6;
-    CHECK(r == 0, "hdx_syswatch_paths = %d", r);
+    CHECK(r == 0, "hdx_syswatch = %d", r);
     int found = 0;
     for (size_t i = 0; i < n; i++) {
-        fprintf(stderr, "watched path: %s\n", paths[i]);
-        found |= strcmp(paths[i], want) == 0;
-        free(paths[i]);
+        fprintf(stderr, "watched path: %s (use %d)\n", hits[i].path, hits[i].use);
+        found |= strcmp(hits[i].path, want) == 0 && hits[i].use == HDX_WATCH_STAT;
     }
-    free(paths);
+    hdx_syswatch_free(hits, n);
     fprintf(stderr, "watch took %.1f ms, %zu path(s)\n", took, n);
     CHECK(found, "%s among the watched paths", want);
     CHECK(live_untraced(lp.pid) == 0, "python untraced and not stopped after the watch");
@@ -78,9 +77,9 @@ int main(int argc, char **argv)
         struct sigaction sa = {0};
         sa.sa_handler = on_term;
         sigaction(SIGTERM, &sa, NULL);
-        char **wp = NULL;
+        hdx_syswatch_hit *wh = NULL;
         size_t wn = 0;
-        hdx_syswatch_paths(lp.pid, lp.pid, 5000, &wp, &wn);
+        hdx_syswatch(lp.pid, lp.pid, 5000, &wh, &wn);
         int ok = got_term && live_untraced(lp.pid) == 0;
         hdx_sleep_ms(300); /* still alive, still not tracing */
         ok = ok && live_untraced(lp.pid) == 0;
@@ -96,7 +95,7 @@ int main(int argc, char **argv)
     CHECK(live_drain(lp.out, 3000) > 0, "python keeps looping after the emergency detach");
 
     /* a watch of a thread that does not exist */
-    r = hdx_syswatch_paths(lp.pid, 0x3ffffff0, 100, &paths, &n);
+    r = hdx_syswatch(lp.pid, 0x3ffffff0, 100, &hits, &n);
     CHECK(r == -ESRCH && n == 0, "missing thread: %d", r);
 
     /* --- the native stack of the same Python --- */
