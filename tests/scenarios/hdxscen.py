@@ -380,11 +380,19 @@ class Scenario:
         return obj
 
     def dump(self, obj, what):
-        """Keep each JSON answer in the log, so that a failure shows what hangdx said."""
-        text = json.dumps(obj, indent=1)
-        if len(text) > 6000:
-            text = text[:6000] + "\n... (truncated)"
-        log(f"JSON ({what}):\n{text}")
+        """Keep each JSON answer in the log, so that a failure shows what hangdx said: the
+        verdict, locks and notes in full, the processes as a table, stacks left out."""
+        brief = {k: v for k, v in obj.items() if k not in ("processes", "groups")}
+        log(f"JSON ({what}), without processes and groups:\n{json.dumps(brief, indent=1)}")
+        procs = obj.get("processes")
+        if isinstance(procs, list):
+            rows = []
+            for p in procs:
+                cmd = " ".join(p.get("cmdline") or [])[:70]
+                rows.append(f"  {p.get('pid')!s:>7} rank={p.get('rank')!s:<4} {p.get('state')!s:<2} "
+                            f"cpu_ms={p.get('cpu_ms')!s:<6} progressing={p.get('progressing')!s:<5} "
+                            f"stopped_us={p.get('stopped_us')!s:<8} {cmd}")
+            log(f"processes ({what}):\n" + "\n".join(rows))
 
     # -- cleanup
 
