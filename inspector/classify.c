@@ -1,11 +1,15 @@
 /*
- * The classifier. Rules, in order (design.md "The hang classes"):
- *  1. a lock that processes wait on decides first: stale → build_lock;
- *     held by a process whose build is stuck → compile_stall; held by a
- *     process that is itself stuck → build_lock; held by a process that makes
- *     progress → not_hung (a build is running);
- *  2. otherwise, any process making progress → not_hung;
- *  3. otherwise unknown, with the stack groups for a person to read.
+ * The classifier. Rules, in order (design.md "The hang classes"); the root
+ * cause wins, so what others wait on is decided before the waiting:
+ *  1. a lock that processes wait on: stale → build_lock; held by a process
+ *     whose build is stuck → compile_stall; held by a process that is itself
+ *     stuck → build_lock; held by a process that makes progress → not_hung
+ *     (a build is running). Collective waits behind it are its consequences;
+ *  2. every rank busy (CPU time grows, and no distributed wait) → not_hung;
+ *  3. ranks in process-group initialisation → rendezvous_wait;
+ *  4. ranks in send/recv → p2p_mismatch, from the waits-for graph;
+ *  5. ranks in a collective → collective_wait (classify_dist.c);
+ *  6. otherwise any progress → not_hung, else unknown with the stack groups.
  */
 #include "classify.h"
 
@@ -15,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proc.h" /* hdx_syscall_name: a table, no I/O */
+#include "classify_impl.h"
+#include "groups.h"
 #include "util.h"
+#include "waits.h"
 
-/* A process is busy when its CPU time grew by at least this share of the sampling window. */
-#define BUSY_CPU_SHARE 0.2
 
 const char *hdx_class_name(enum hdx_class c)
 {
@@ -42,66 +46,13 @@ void hdx_verdict_clear(hdx_verdict *v)
     memset(v, 0, sizeof *v);
 }
 
-/* What a thread waits on, from its current system call: the first row that
- * matches wins. Later issues add rows that match frames (collectives, p2p). */
-static const struct {
-    const char *syscall; /* hdx_syscall_name() of the current call, or NULL for any */
-    char state;          /* thread state letter, or 0 for any */
-    const char *wait;
-} wait_signatures[] = {
-    {NULL, 'R', "running"},
-    {NULL, 'T', "stopped"},
-    {NULL, 't', "stopped"},
-    {NULL, 'D', "uninterruptible"},
-    {"flock", 0, "kernel_lock"},
-    {"fcntl", 0, "kernel_lock"},
-    {"clock_nanosleep", 0, "sleep"},
-    {"nanosleep", 0, "sleep"},
-    {"futex", 0, "futex"},
-    {"wait4", 0, "child_wait"},
-    {"waitid", 0, "child_wait"},
-    {"poll", 0, "io"},
-    {"ppoll", 0, "io"},
-    {"select", 0, "io"},
-    {"pselect6", 0, "io"},
-    {"epoll_wait", 0, "io"},
-    {"epoll_pwait", 0, "io"},
-    {"read", 0, "io"},
-    {"recvfrom", 0, "io"},
-    {"recvmsg", 0, "io"},
-    {"accept", 0, "io"},
-    {"accept4", 0, "io"},
-};
-
-static const char *thread_wait(const hdx_thread *t)
-{
-    const char *sc = t->syscall >= 0 ? hdx_syscall_name(t->syscall) : NULL;
-    for (size_t i = 0; i < sizeof wait_signatures / sizeof wait_signatures[0]; i++) {
-        if (wait_signatures[i].state && wait_signatures[i].state != t->state)
-            continue;
-        if (wait_signatures[i].syscall && !(sc && strcmp(sc, wait_signatures[i].syscall) == 0))
-            continue;
-        return wait_signatures[i].wait;
-    }
-    return NULL;
-}
-
-static int set_wait(hdx_thread *t, const char *wait)
-{
-    free(t->wait);
-    t->wait = NULL;
-    if (wait && !(t->wait = strdup(wait)))
-        return -ENOMEM;
-    return 0;
-}
-
 /* Progress from CPU time across the samples; with one sample, from a running thread. */
-static int process_progressing(const hdx_evidence *ev, const hdx_process *p)
+int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p)
 {
     if (p->alive == 0)
         return 0;
     if (ev->samples >= 2 && p->window_ms > 0)
-        return p->cpu_ms - p->cpu_ms_first >= BUSY_CPU_SHARE * (double)p->window_ms;
+        return p->cpu_ms - p->cpu_ms_first >= HDX_BUSY_CPU_SHARE * (double)p->window_ms;
     if (ev->samples == 1) {
         for (size_t i = 0; i < p->n_threads; i++)
             if (p->threads[i].state == 'R')
@@ -122,7 +73,7 @@ static int is_descendant(const hdx_evidence *ev, const hdx_process *p, int ances
 }
 
 /* "rank 1 (pid 123)" or "pid 123". */
-static void who(const hdx_process *p, int pid, int rank, char *buf, size_t size)
+void hdx_cls_who(const hdx_process *p, int pid, int rank, char *buf, size_t size)
 {
     if (p) {
         pid = p->pid;
@@ -134,7 +85,7 @@ static void who(const hdx_process *p, int pid, int rank, char *buf, size_t size)
         snprintf(buf, size, "pid %d", pid);
 }
 
-static const char *proc_name(const hdx_process *p)
+const char *hdx_cls_proc_name(const hdx_process *p)
 {
     if (p->n_cmdline && p->cmdline[0]) {
         const char *slash = strrchr(p->cmdline[0], '/');
@@ -145,7 +96,7 @@ static const char *proc_name(const hdx_process *p)
     return "?";
 }
 
-static int add_int(int **arr, size_t *n, int v)
+int hdx_cls_add_int(int **arr, size_t *n, int v)
 {
     for (size_t i = 0; i < *n; i++)
         if ((*arr)[i] == v)
@@ -157,8 +108,7 @@ static int add_int(int **arr, size_t *n, int v)
     return 0;
 }
 
-static int set_text(char **dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int set_text(char **dst, const char *fmt, ...)
+int hdx_cls_set_text(char **dst, const char *fmt, ...)
 {
     va_list ap;
     char *s = NULL;
@@ -179,12 +129,25 @@ static void waiters_phrase(const hdx_evidence *ev, const hdx_lock *l, char *buf,
     buf[0] = 0;
     for (size_t i = 0; i < l->n_waiters && used + 40 < size; i++) {
         char w[64];
-        who(hdx_evidence_find_process(ev, l->waiters[i].pid), l->waiters[i].pid,
+        hdx_cls_who(hdx_evidence_find_process(ev, l->waiters[i].pid), l->waiters[i].pid,
             l->waiters[i].rank, w, sizeof w);
         used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", w);
     }
     if (!buf[0])
         snprintf(buf, size, "no process seen waiting");
+}
+
+void hdx_cls_where(const hdx_thread *t, char *buf, size_t size)
+{
+    for (size_t i = 0; t && i < t->n_frames; i++) {
+        const hdx_frame *f = &t->frames[i];
+        if (f->kind != HDX_FRAME_PYTHON || !f->function)
+            continue;
+        const char *base = f->file ? strrchr(f->file, '/') : NULL;
+        snprintf(buf, size, "%s (%s:%d)", f->function, base ? base + 1 : (f->file ? f->file : "?"), f->line);
+        return;
+    }
+    snprintf(buf, size, "%s", t && t->wait ? t->wait : "an unknown place");
 }
 
 /* "torch/utils/file_baton.py:42" from a frame's absolute path. */
@@ -232,13 +195,13 @@ typedef struct build_state {
 
 static build_state build_of(const hdx_evidence *ev, const hdx_lock *l, const hdx_process *holder)
 {
-    build_state b = {NULL, 0, process_progressing(ev, holder), -1};
+    build_state b = {NULL, 0, hdx_cls_progressing(ev, holder), -1};
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *c = &ev->procs[i];
         if (c->alive == 0 || !is_descendant(ev, c, holder->pid))
             continue;
         b.n_children++;
-        if (process_progressing(ev, c))
+        if (hdx_cls_progressing(ev, c))
             b.progressing = 1;
         if (!b.child || c->age_s > b.child->age_s)
             b.child = c;
@@ -254,9 +217,9 @@ static build_state build_of(const hdx_evidence *ev, const hdx_lock *l, const hdx
 static int culprits_from_waiters(hdx_verdict *v, const hdx_lock *l)
 {
     for (size_t i = 0; i < l->n_waiters; i++) {
-        if (l->waiters[i].rank >= 0 && add_int(&v->culprit_ranks, &v->n_culprit_ranks, l->waiters[i].rank))
+        if (l->waiters[i].rank >= 0 && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, l->waiters[i].rank))
             return -ENOMEM;
-        if (add_int(&v->culprit_pids, &v->n_culprit_pids, l->waiters[i].pid))
+        if (hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, l->waiters[i].pid))
             return -ENOMEM;
     }
     return 0;
@@ -269,7 +232,7 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
     call_site(ev, l, site, sizeof site);
     if (l->has_creator) {
         char c[64];
-        who(NULL, l->creator_pid, l->creator_rank, c, sizeof c);
+        hdx_cls_who(NULL, l->creator_pid, l->creator_rank, c, sizeof c);
         snprintf(creator, sizeof creator, "created by %s, which is %s", c,
                  l->creator_alive == 1 ? "alive but no longer holds it" : "gone");
     } else {
@@ -279,12 +242,12 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
     v->confidence = l->has_creator && l->creator_alive == 0 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
     if (culprits_from_waiters(v, l))
         return -ENOMEM;
-    if (set_text(&v->summary,
+    if (hdx_cls_set_text(&v->summary,
                  "%s wait%s%s on the stale build lock %s (%s); no process holds or has it open, so nothing will "
                  "release it",
                  waiters, l->n_waiters == 1 ? "s" : "", site, l->path, creator))
         return -ENOMEM;
-    return set_text(&v->remedy,
+    return hdx_cls_set_text(&v->remedy,
                     "check that no build is running on any node that shares this directory, then delete the lock: rm %s",
                     l->path);
 }
@@ -295,37 +258,37 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
     char waiters[512], h[64], site[600];
     waiters_phrase(ev, l, waiters, sizeof waiters);
     call_site(ev, l, site, sizeof site);
-    who(holder, l->holder_pid, HDX_UNKNOWN, h, sizeof h);
-    if (holder && holder->rank >= 0 && add_int(&v->culprit_ranks, &v->n_culprit_ranks, holder->rank))
+    hdx_cls_who(holder, l->holder_pid, HDX_UNKNOWN, h, sizeof h);
+    if (holder && holder->rank >= 0 && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, holder->rank))
         return -ENOMEM;
-    if (add_int(&v->culprit_pids, &v->n_culprit_pids, l->holder_pid))
+    if (hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, l->holder_pid))
         return -ENOMEM;
     if (!holder) { /* holder seen in /proc/locks but not readable */
         v->cls = HDX_CLASS_BUILD_LOCK;
         v->confidence = HDX_CONF_LOW;
-        if (set_text(&v->summary, "%s wait%s on %s, held by %s, which could not be inspected",
+        if (hdx_cls_set_text(&v->summary, "%s wait%s on %s, held by %s, which could not be inspected",
                      waiters, l->n_waiters == 1 ? "s" : "", l->path, h))
             return -ENOMEM;
-        return set_text(&v->remedy, "inspect the holder: hangdx inspect %d", l->holder_pid);
+        return hdx_cls_set_text(&v->remedy, "inspect the holder: hangdx inspect %d", l->holder_pid);
     }
     build_state b = build_of(ev, l, holder);
     int timed_out = b.build_s >= 0 && ev->build_timeout_s > 0 && b.build_s > (double)ev->build_timeout_s;
     char child[256] = "";
     if (b.child)
-        snprintf(child, sizeof child, "%s (pid %d) has run %.0f s, %s", proc_name(b.child), b.child->pid,
-                 b.child->age_s, process_progressing(ev, b.child) ? "CPU-busy" : "idle");
+        snprintf(child, sizeof child, "%s (pid %d) has run %.0f s, %s", hdx_cls_proc_name(b.child), b.child->pid,
+                 b.child->age_s, hdx_cls_progressing(ev, b.child) ? "CPU-busy" : "idle");
 
     if (b.n_children && (timed_out || (!b.progressing && ev->samples != 0))) {
         v->cls = HDX_CLASS_COMPILE_STALL;
         v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_LOW;
         v->n_culprit_pids = 0;
-        if (add_int(&v->culprit_pids, &v->n_culprit_pids, holder->pid))
+        if (hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, holder->pid))
             return -ENOMEM;
-        if (set_text(&v->summary, "%s holds %s and its build is stuck (%s): %s; %s wait%s", h, l->path,
+        if (hdx_cls_set_text(&v->summary, "%s holds %s and its build is stuck (%s): %s; %s wait%s", h, l->path,
                      timed_out ? "past --build-timeout" : "no CPU progress", child, waiters,
                      l->n_waiters == 1 ? "s" : ""))
             return -ENOMEM;
-        return set_text(&v->remedy,
+        return hdx_cls_set_text(&v->remedy,
                         "look at the compiler (pid %d): kill it and the build of %s, then relaunch; "
                         "a compiler killed by the OOM killer or out of memory calls for a lower MAX_JOBS",
                         b.child->pid, h);
@@ -333,19 +296,19 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
     if (b.progressing) {
         v->cls = HDX_CLASS_NOT_HUNG;
         v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
-        if (set_text(&v->summary, "a build is running: %s holds %s%s%s; %s wait%s for it%s", h, l->path,
+        if (hdx_cls_set_text(&v->summary, "a build is running: %s holds %s%s%s; %s wait%s for it%s", h, l->path,
                      child[0] ? " and " : "", child, waiters, l->n_waiters == 1 ? "s" : "", site))
             return -ENOMEM;
-        return set_text(&v->remedy, "wait for the build; hangdx calls it compile_stall after --build-timeout (%lld s)",
+        return hdx_cls_set_text(&v->remedy, "wait for the build; hangdx calls it compile_stall after --build-timeout (%lld s)",
                         (long long)ev->build_timeout_s);
     }
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
-    if (set_text(&v->summary, "%s wait%s%s on %s %s, held by %s, which is itself stuck (%s, no CPU progress)",
+    if (hdx_cls_set_text(&v->summary, "%s wait%s%s on %s %s, held by %s, which is itself stuck (%s, no CPU progress)",
                  waiters, l->n_waiters == 1 ? "s" : "", site, hdx_lock_kind_name(l->kind), l->path, h,
                  holder->n_threads && holder->threads[0].wait ? holder->threads[0].wait : "idle"))
         return -ENOMEM;
-    return set_text(&v->remedy, "find why %s is stuck (hangdx inspect %d); ending it releases %s", h,
+    return hdx_cls_set_text(&v->remedy, "find why %s is stuck (hangdx inspect %d); ending it releases %s", h,
                     holder->pid, l->path);
 }
 
@@ -365,6 +328,107 @@ static const hdx_lock *deciding_lock(const hdx_evidence *ev)
     return held;
 }
 
+static int mark_lock_waiter(hdx_thread *t)
+{
+    free(t->wait);
+    free(t->wait_op);
+    t->wait_op = NULL;
+    t->wait_peer = HDX_UNKNOWN;
+    return (t->wait = strdup(HDX_WAIT_BUILD_LOCK)) ? 0 : -ENOMEM;
+}
+
+/* Label every thread's wait: frame and syscall signatures, then the lock waiters. */
+static int label_waits(hdx_evidence *ev)
+{
+    for (size_t i = 0; i < ev->n_procs; i++)
+        for (size_t j = 0; j < ev->procs[i].n_threads; j++)
+            if (hdx_wait_classify(&ev->procs[i].threads[j]))
+                return -ENOMEM;
+    for (size_t i = 0; i < ev->n_locks; i++) {
+        const hdx_lock *l = &ev->locks[i];
+        for (size_t j = 0; j < l->n_waiters; j++) {
+            hdx_process *p = hdx_evidence_find_process(ev, l->waiters[j].pid);
+            for (size_t k = 0; p && k < p->n_threads; k++)
+                if ((l->waiters[j].tid == HDX_UNKNOWN && k == 0) || p->threads[k].tid == l->waiters[j].tid)
+                    if (mark_lock_waiter(&p->threads[k]))
+                        return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static int is_distributed_wait(const char *w)
+{
+    return w && (!strcmp(w, HDX_WAIT_COLLECTIVE) || !strcmp(w, HDX_WAIT_RENDEZVOUS) || hdx_wait_is_p2p(w) ||
+                 !strcmp(w, HDX_WAIT_BUILD_LOCK));
+}
+
+/* The ranks that wait in a distributed call behind a lock verdict: its consequences. */
+static int add_consequences(const hdx_evidence *ev, hdx_verdict *v)
+{
+    int *ranks = NULL;
+    size_t n = 0;
+    const char *op = NULL;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        const hdx_thread *t = hdx_key_thread(p);
+        if (p->rank < 0 || !t || !t->wait || !strcmp(t->wait, HDX_WAIT_BUILD_LOCK) || !is_distributed_wait(t->wait))
+            continue;
+        if (hdx_cls_add_int(&ranks, &n, p->rank)) {
+            free(ranks);
+            return -ENOMEM;
+        }
+        if (!op)
+            op = t->wait_op ? t->wait_op : t->wait;
+    }
+    int rc = 0;
+    if (n) {
+        char buf[256];
+        hdx_format_ranges(ranks, n, buf, sizeof buf);
+        rc = hdx_cls_set_text(&v->summary, "%s; as a consequence rank%s %s wait%s in %s", v->summary,
+                              n == 1 ? "" : "s", buf, n == 1 ? "s" : "", op);
+    }
+    free(ranks);
+    return rc;
+}
+
+/* Every rank (every process when none has a rank) busy: its CPU time grows, and
+ * it is in no distributed wait, or its stack moved between samples (a
+ * collective that completes as it computes; a wait that spins stays put). */
+static int all_busy(const hdx_evidence *ev)
+{
+    int any_rank = 0, seen = 0;
+    for (size_t i = 0; i < ev->n_procs; i++)
+        any_rank |= ev->procs[i].rank >= 0;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        if ((any_rank && p->rank < 0) || p->alive == 0)
+            continue;
+        const hdx_thread *t = hdx_key_thread(p);
+        if (p->progressing != 1 || (t && is_distributed_wait(t->wait) && p->stack_changed != 1))
+            return 0;
+        seen = 1;
+    }
+    return seen;
+}
+
+static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
+{
+    v->cls = HDX_CLASS_NOT_HUNG;
+    v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
+    char busy[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < ev->n_procs && used + 64 < sizeof busy; i++) {
+        if (ev->procs[i].progressing != 1)
+            continue;
+        char w[64];
+        hdx_cls_who(&ev->procs[i], 0, 0, w, sizeof w);
+        used += (size_t)snprintf(busy + used, sizeof busy - used, "%s%s %s", used ? ", " : "", w,
+                                 hdx_cls_proc_name(&ev->procs[i]));
+    }
+    return hdx_cls_set_text(&v->summary, "the processes are making progress (CPU time grows): %s", busy);
+}
+
 int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
 {
     hdx_verdict_clear(v);
@@ -372,49 +436,30 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
     for (size_t i = 0; i < ev->n_procs; i++) {
         hdx_process *p = &ev->procs[i];
         if (ev->samples > 0)
-            p->progressing = process_progressing(ev, p);
-        if (p->progressing == 1)
-            any_progress = 1;
-        for (size_t j = 0; j < p->n_threads; j++)
-            if (set_wait(&p->threads[j], thread_wait(&p->threads[j])))
-                return -ENOMEM;
+            p->progressing = hdx_cls_progressing(ev, p);
+        any_progress |= p->progressing == 1;
     }
-    for (size_t i = 0; i < ev->n_locks; i++) {
-        const hdx_lock *l = &ev->locks[i];
-        for (size_t j = 0; j < l->n_waiters; j++) {
-            hdx_process *p = hdx_evidence_find_process(ev, l->waiters[j].pid);
-            for (size_t k = 0; p && k < p->n_threads; k++)
-                if ((l->waiters[j].tid == HDX_UNKNOWN && k == 0) || p->threads[k].tid == l->waiters[j].tid)
-                    if (set_wait(&p->threads[k], "build_lock"))
-                        return -ENOMEM;
-        }
-    }
+    if (label_waits(ev))
+        return -ENOMEM;
 
     const hdx_lock *l = deciding_lock(ev);
-    if (l)
-        return l->state == HDX_LOCK_STALE ? verdict_stale(ev, l, v) : verdict_held(ev, l, v);
-
-    if (any_progress) {
-        v->cls = HDX_CLASS_NOT_HUNG;
-        v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
-        char busy[256] = "";
-        size_t used = 0;
-        for (size_t i = 0; i < ev->n_procs && used + 64 < sizeof busy; i++) {
-            if (ev->procs[i].progressing != 1)
-                continue;
-            char w[64];
-            who(&ev->procs[i], 0, 0, w, sizeof w);
-            used += (size_t)snprintf(busy + used, sizeof busy - used, "%s%s %s", used ? ", " : "", w,
-                                     proc_name(&ev->procs[i]));
-        }
-        return set_text(&v->summary, "the processes are making progress (CPU time grows): %s", busy);
+    if (l) {
+        int rc = l->state == HDX_LOCK_STALE ? verdict_stale(ev, l, v) : verdict_held(ev, l, v);
+        if (rc || v->cls == HDX_CLASS_NOT_HUNG)
+            return rc;
+        return add_consequences(ev, v);
     }
+    if (all_busy(ev))
+        return verdict_not_hung(ev, v);
+    int r = hdx_cls_distributed(ev, v);
+    if (r != 0)
+        return r < 0 ? r : 0;
+    if (any_progress)
+        return verdict_not_hung(ev, v);
 
     v->cls = HDX_CLASS_UNKNOWN;
     v->confidence = HDX_CONF_LOW;
-    if (set_text(&v->summary, "%s",
-                 ev->n_procs ? "stuck, but no rule matched: read the stack groups below"
-                             : "no process to judge: the input held no process"))
-        return -ENOMEM;
-    return 0;
+    return hdx_cls_set_text(&v->summary, "%s",
+                            ev->n_procs ? "stuck, but no rule matched: read the stack groups below"
+                                        : "no process to judge: the input held no process");
 }

@@ -51,6 +51,7 @@ void hdx_thread_clear(hdx_thread *t)
     hdx_frames_free(t->py_frames, t->n_py_frames);
     free(t->polled_path);
     free(t->wait);
+    free(t->wait_op);
     memset(t, 0, sizeof *t);
 }
 
@@ -111,7 +112,7 @@ hdx_process *hdx_evidence_add_process(hdx_evidence *ev)
     if (p) {
         p->pid = p->ppid = HDX_UNKNOWN;
         p->rank = p->local_rank = p->world_size = HDX_UNKNOWN;
-        p->progressing = p->alive = HDX_UNKNOWN;
+        p->progressing = p->alive = p->stack_changed = HDX_UNKNOWN;
         p->stopped_us = HDX_UNKNOWN;
     }
     return p;
@@ -123,6 +124,8 @@ hdx_thread *hdx_process_add_thread(hdx_process *p)
     if (t) {
         t->tid = HDX_UNKNOWN;
         t->syscall = HDX_SYSCALL_UNKNOWN;
+        t->wait_peer = HDX_UNKNOWN;
+        t->wait_frame = -1;
     }
     return t;
 }

@@ -59,7 +59,10 @@ typedef struct hdx_thread {
                              number, so frames holds the native stack and py_frames the Python one */
     int stack_error;   /* 0, or a negative errno telling why frames are missing */
     char *polled_path; /* absolute path a bounded syscall watch saw it stat, or NULL */
-    char *wait;        /* wait label set by classify ("build_lock", "sleep", ...), or NULL */
+    char *wait;        /* wait label set by classify ("build_lock", "collective", "p2p_recv", ...), or NULL */
+    char *wait_op;     /* what it waits in: the collective or p2p call ("all_reduce", "recv"), or NULL */
+    int wait_peer;     /* p2p: the global rank it waits for (src/dst/peer local), HDX_UNKNOWN */
+    long wait_frame;   /* index in frames of the frame that told the wait, -1 none */
 } hdx_thread;
 
 typedef struct hdx_env {
@@ -86,7 +89,9 @@ typedef struct hdx_process {
     double cpu_ms_first;   /* utime+stime of all threads, ms, first sample */
     double cpu_ms;         /* the same at the last sample */
     int64_t window_ms;     /* wall time between those two samples, ms (0: one sample) */
-    int progressing;       /* 1 CPU time or stacks changed across samples, 0 not, HDX_UNKNOWN */
+    int progressing;       /* 1 CPU time grew across samples, 0 not, HDX_UNKNOWN */
+    int stack_changed;     /* 1 the main thread's stack differs between the first and the last
+                              sample, 0 the same, HDX_UNKNOWN (one stack sample) */
     int64_t stopped_us;    /* total time its threads were stopped, microseconds, or HDX_UNKNOWN */
     int alive;             /* 1 running now, 0 gone, HDX_UNKNOWN */
     int read_error;        /* 0, or a negative errno: what could not be read (see notes) */

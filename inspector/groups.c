@@ -44,7 +44,7 @@ static uint64_t hash_str(uint64_t h, const char *s)
     return (h ^ 0xff) * 1099511628211ULL;
 }
 
-static uint64_t stack_hash(const hdx_thread *t)
+uint64_t hdx_stack_hash(const hdx_thread *t)
 {
     uint64_t h = hash_str(1469598103934665603ULL, t->wait);
     for (size_t i = 0; i < t->n_frames; i++) {
@@ -116,7 +116,7 @@ int hdx_groups_make(const hdx_evidence *ev, hdx_group **out, size_t *n_out)
         const hdx_thread *t = hdx_key_thread(p);
         if (!t || p->alive == 0)
             continue;
-        uint64_t h = stack_hash(t);
+        uint64_t h = hdx_stack_hash(t);
         size_t s = h & (cap - 1);
         hdx_group *grp = NULL;
         for (; table[s].group >= 0; s = (s + 1) & (cap - 1))

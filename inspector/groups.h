@@ -9,6 +9,7 @@
 #define HDX_GROUPS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "evidence.h"
 
@@ -24,6 +25,10 @@ typedef struct hdx_group {
      * the largest class itself and for paths that agree throughout. */
     long diverges_at;
 } hdx_group;
+
+/* A hash of t's wait and frames (function names; Python file and line too):
+ * equal stacks give equal hashes. */
+uint64_t hdx_stack_hash(const hdx_thread *t);
 
 /* The key thread of p: its first thread whose wait label is set and is not
  * "sleep"/"futex"/"io"/"running", else its main thread; NULL without threads. */

@@ -173,6 +173,8 @@ cJSON *hdx_report_process_json(const hdx_process *p)
         cJSON_AddItemToObject(e, "wchan", str_or_null(t->wchan));
         cJSON_AddItemToObject(e, "syscall", str_or_null(thread_syscall(t)));
         cJSON_AddItemToObject(e, "wait", str_or_null(t->wait));
+        cJSON_AddItemToObject(e, "wait_op", str_or_null(t->wait_op));
+        cJSON_AddItemToObject(e, "peer", int_or_null(t->wait_peer));
         cJSON_AddItemToObject(e, "polled_path", str_or_null(t->polled_path));
         cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(t->frames, t->n_frames)
                                                                          : cJSON_CreateNull());

@@ -1,0 +1,204 @@
+#include "capture.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "groups.h"
+#include "hangdx/trace.h"
+#include "locks.h"
+#include "proc.h"
+#include "sample.h"
+#include "traces.h"
+#include "util.h"
+
+/* Bound of the syscall watch of a polling thread, ms (style.md: well under a second). */
+#define WATCH_MS 400
+
+/* Read pid into ev unless it is there already; notes say why it could not be. */
+static int add_process(hdx_evidence *ev, int pid)
+{
+    if (hdx_evidence_find_process(ev, pid))
+        return 0;
+    hdx_process *p = hdx_evidence_add_process(ev);
+    if (!p)
+        return -ENOMEM;
+    int64_t t0 = hdx_mono_ns();
+    int rc = hdx_proc_read(p, pid);
+    if (rc == -ESRCH) {
+        hdx_process_clear(p);
+        ev->n_procs--;
+        return rc;
+    }
+    if (rc == -EACCES || rc == -EPERM)
+        hdx_evidence_note(ev, "cannot read /proc/%d: permission denied — run as the same user or as root", pid);
+    /* Until the last sample, window_ms holds the time of the first one. */
+    p->window_ms = t0 / 1000000;
+    return rc;
+}
+
+/* Do a and b belong to one job? Every job variable that both have agrees. */
+static int same_job(const hdx_process *a, const hdx_process *b)
+{
+    static const char *const keys[] = {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *x = hdx_process_env(a, keys[i]), *y = hdx_process_env(b, keys[i]);
+        if (x && y && strcmp(x, y))
+            return 0;
+    }
+    return 1;
+}
+
+/* pid and its descendants; with `rank_of`, only rank processes of that rank's job. */
+static int add_tree(hdx_evidence *ev, int pid, const hdx_process *rank_of)
+{
+    int *pids = NULL;
+    size_t n = 0;
+    int rc = hdx_proc_descendants(&pid, 1, &pids, &n);
+    if (rc)
+        return rc;
+    /* rank_of points into ev->procs, which add_process may move: keep its index. */
+    size_t ref = rank_of ? (size_t)(rank_of - ev->procs) : 0;
+    for (size_t j = 0; j < n && rc != -ENOMEM; j++) {
+        if (hdx_evidence_find_process(ev, pids[j]))
+            continue;
+        rc = add_process(ev, pids[j]);
+        hdx_process *added = &ev->procs[ev->n_procs - 1];
+        if (rc == 0 && rank_of && added->pid == pids[j] &&
+            (added->rank < 0 || !same_job(&ev->procs[ref], added))) {
+            hdx_process_clear(added);
+            ev->n_procs--;
+        }
+    }
+    free(pids);
+    return rc == -ENOMEM ? rc : 0;
+}
+
+/* The sibling ranks of every rank process: the rank processes of its job under its parent. */
+static int add_siblings(hdx_evidence *ev)
+{
+    size_t n = ev->n_procs;
+    for (size_t i = 0; i < n; i++) {
+        const hdx_process *p = &ev->procs[i];
+        if (p->rank < 0 || p->ppid <= 1 || hdx_evidence_find_process(ev, p->ppid))
+            continue;
+        if (add_tree(ev, p->ppid, p) == -ENOMEM)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The processes behind lock holders that were not asked for, with their descendants
+ * (a holder's ninja and compilers tell a running build from a stuck one). */
+static int add_lock_holders(hdx_evidence *ev)
+{
+    for (size_t i = 0; i < ev->n_locks; i++) {
+        int holder = ev->locks[i].holder_pid;
+        if (holder > 0 && !hdx_evidence_find_process(ev, holder) && add_tree(ev, holder, NULL) == -ENOMEM)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* -d, else the first HANGDX_TRACE_DIR among the processes' environments. */
+static int load_traces(hdx_evidence *ev, const char *dir)
+{
+    char *found = NULL;
+    for (size_t i = 0; !dir && i < ev->n_procs; i++)
+        if ((found = hdx_proc_getenv(ev->procs[i].pid, HDX_TRACE_DIR_ENV)))
+            dir = found;
+    if (!dir)
+        return 0; /* the lock resolver says what no trace leaves unknown */
+    hdx_trace_set *set = NULL;
+    char *err = NULL;
+    int rc = hdx_trace_load_dir(dir, &set, &err);
+    if (rc == 0) {
+        rc = hdx_trace_to_evidence(set, ev, 0);
+    } else {
+        hdx_evidence_note(ev, "traces not read: %s", err ? err : strerror(-rc));
+        rc = 0;
+    }
+    free(err);
+    free(found);
+    hdx_trace_set_free(set);
+    return rc;
+}
+
+/* Merged native and Python stacks, with locals, of the live processes from
+ * index `from` on; returns how many could not be read. */
+static int take_stacks(hdx_evidence *ev, size_t from)
+{
+    int failures = 0;
+    for (size_t i = from; i < ev->n_procs; i++)
+        if (ev->procs[i].alive != 0 &&
+            hdx_sample_stacks(&ev->procs[i], ev, HDX_SAMPLE_PYTHON | HDX_SAMPLE_LOCALS) != 0)
+            failures++;
+    return failures;
+}
+
+int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
+{
+    int rc = 0, failed = 0;
+    uint64_t *first = NULL;
+    ev->live = 1;
+    ev->samples = o->samples;
+    ev->interval_ms = o->interval_ms;
+    if (!ev->host && !(ev->host = strdup(hdx_hostname())))
+        return -ENOMEM;
+
+    /* Reading a process is its first sample (hdx_proc_read). */
+    for (size_t i = 0; i < o->n_pids; i++) {
+        rc = add_tree(ev, o->pids[i], NULL);
+        if (rc == -ESRCH)
+            hdx_evidence_note(ev, "no process %d", o->pids[i]);
+        else if (rc)
+            return rc;
+    }
+    if (o->all) {
+        int *ranks = NULL;
+        size_t n = 0;
+        if (hdx_proc_find_ranks(&ranks, &n) == 0)
+            for (size_t i = 0; i < n; i++)
+                if ((rc = add_process(ev, ranks[i])) == -ENOMEM)
+                    break;
+        free(ranks);
+        if (rc == -ENOMEM)
+            return rc;
+    }
+    if ((rc = add_siblings(ev)) || !ev->n_procs || (rc = load_traces(ev, o->trace_dir)))
+        return rc;
+
+    /* Stacks first: a thread's Python frames can name the lock it waits on. */
+    failed = take_stacks(ev, 0);
+    size_t asked = ev->n_procs;
+    hdx_locks_options lo = {.watch_ms = WATCH_MS};
+    if ((rc = hdx_locks_collect(ev, &lo)) || (rc = hdx_locks_resolve(ev)) || (rc = add_lock_holders(ev)))
+        goto out;
+    failed += take_stacks(ev, asked);
+
+    first = calloc(ev->n_procs, sizeof *first); /* the main threads' stacks at the first sample */
+    for (size_t i = 0; first && i < ev->n_procs; i++)
+        first[i] = ev->procs[i].n_threads ? hdx_stack_hash(&ev->procs[i].threads[0]) : 0;
+    for (int s = 2; s <= o->samples; s++) {
+        hdx_sleep_ms(o->interval_ms);
+        for (size_t i = 0; i < ev->n_procs; i++)
+            if (ev->procs[i].alive != 0)
+                hdx_proc_sample(&ev->procs[i]);
+    }
+    int64_t now_ms = hdx_mono_ns() / 1000000;
+    for (size_t i = 0; i < ev->n_procs; i++)
+        ev->procs[i].window_ms = o->samples > 1 ? now_ms - ev->procs[i].window_ms : 0;
+    if (o->samples > 1 && first) {
+        /* Busy vs stuck also comes from whether the stacks moved (a spinning wait burns CPU too). */
+        failed = take_stacks(ev, 0);
+        for (size_t i = 0; i < ev->n_procs; i++)
+            if (ev->procs[i].n_threads && ev->procs[i].alive != 0)
+                ev->procs[i].stack_changed = hdx_stack_hash(&ev->procs[i].threads[0]) != first[i];
+    }
+    rc = hdx_locks_resolve(ev);
+out:
+    free(first);
+    if (failures)
+        *failures = failed;
+    return rc;
+}

@@ -1,0 +1,33 @@
+/*
+ * Live capture, shared by inspect and snapshot: discover the processes, read
+ * /proc, traces, stacks (native + Python, with locals) and the locks they
+ * wait on, over N samples. No classification.
+ */
+#ifndef HDX_CAPTURE_H
+#define HDX_CAPTURE_H
+
+#include <stddef.h>
+
+#include "evidence.h"
+
+typedef struct hdx_capture_options {
+    const int *pids;       /* processes asked for; each is taken with its descendants */
+    size_t n_pids;
+    int all;               /* also every rank process on this host (hdx_proc_find_ranks) */
+    const char *trace_dir; /* the shim's traces, or NULL: the processes' HANGDX_TRACE_DIR */
+    int samples;           /* >= 1 */
+    int interval_ms;
+} hdx_capture_options;
+
+/*
+ * Capture into ev (from hdx_evidence_new). A rank process brings its sibling
+ * ranks (the other rank processes under its parent); a lock holder brings its
+ * descendants (its build). Each missing or unreadable pid gets a note. Busy vs
+ * stuck: CPU time across the samples, and whether the main thread's stack
+ * moved between the first and the last (set on each process).
+ * *failures (may be NULL) counts processes whose stacks could not be read.
+ * Returns 0 (check ev->n_procs: nothing may have been found), or -ENOMEM.
+ */
+int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures);
+
+#endif

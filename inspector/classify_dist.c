@@ -1,0 +1,331 @@
+/*
+ * The distributed rules: rendezvous_wait, p2p_mismatch and collective_wait,
+ * over the rank processes' key threads (groups.h) and their waits (waits.h).
+ * culprit_ranks follow design.md: the missing ranks; the ranks on a
+ * waits-for cycle or the peer that never answers; the ranks absent from the
+ * collective or in another one.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "classify_impl.h"
+#include "groups.h"
+#include "util.h"
+#include "waits.h"
+
+typedef struct rank_view {
+    const hdx_process *p;
+    const hdx_thread *t; /* key thread, may be NULL */
+    const char *wait;    /* its wait label, or NULL */
+} rank_view;
+
+typedef struct job {
+    rank_view *r;
+    size_t n;
+    int world_size; /* the largest WORLD_SIZE seen, HDX_UNKNOWN */
+} job;
+
+static int waits_in(const rank_view *r, const char *wait)
+{
+    return r->wait && !strcmp(r->wait, wait);
+}
+
+static const rank_view *find_rank(const job *j, int rank)
+{
+    for (size_t i = 0; i < j->n; i++)
+        if (j->r[i].p->rank == rank)
+            return &j->r[i];
+    return NULL;
+}
+
+static void ranges(int *v, size_t n, char *buf, size_t size)
+{
+    int *tmp = malloc((n + 1) * sizeof *tmp);
+    if (!tmp) {
+        snprintf(buf, size, "?");
+        return;
+    }
+    memcpy(tmp, v, n * sizeof *tmp);
+    hdx_format_ranges(tmp, n, buf, size);
+    free(tmp);
+}
+
+/* The ranks in [0, world size) that no process shows; into v->missing_ranks. */
+static int missing_ranks(const job *j, hdx_verdict *v)
+{
+    for (int r = 0; j->world_size > 0 && r < j->world_size && r < (1 << 20); r++)
+        if (!find_rank(j, r) && hdx_cls_add_int(&v->missing_ranks, &v->n_missing_ranks, r))
+            return -ENOMEM;
+    return 0;
+}
+
+static const char *env_of(const job *j, const char *name)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        const char *s = hdx_process_env(j->r[i].p, name);
+        if (s)
+            return s;
+    }
+    return NULL;
+}
+
+static int verdict_rendezvous(const job *j, hdx_verdict *v)
+{
+    int *present = NULL;
+    size_t n_present = 0;
+    for (size_t i = 0; i < j->n; i++)
+        if (hdx_cls_add_int(&present, &n_present, j->r[i].p->rank))
+            goto nomem;
+    if (missing_ranks(j, v))
+        goto nomem;
+    for (size_t i = 0; i < v->n_missing_ranks; i++)
+        if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, v->missing_ranks[i]))
+            goto nomem;
+    const char *addr = env_of(j, "MASTER_ADDR"), *port = env_of(j, "MASTER_PORT");
+    char store[160], have[256], miss[256];
+    snprintf(store, sizeof store, "%s:%s", addr ? addr : "?", port ? port : "?");
+    ranges(present, n_present, have, sizeof have);
+    ranges(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
+    v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
+    v->confidence = v->n_missing_ranks ? HDX_CONF_HIGH : HDX_CONF_LOW;
+    int rc;
+    if (v->n_missing_ranks)
+        rc = hdx_cls_set_text(&v->summary,
+                              "rank%s %s wait%s in process-group initialisation (store %s) for rank%s %s, which never "
+                              "arrived (world size %d)",
+                              n_present == 1 ? "" : "s", have, n_present == 1 ? "s" : "", store,
+                              v->n_missing_ranks == 1 ? "" : "s", miss, j->world_size);
+    else
+        rc = hdx_cls_set_text(&v->summary,
+                              "rank%s %s wait%s in process-group initialisation (store %s); the world size is %s, "
+                              "so which ranks are missing cannot be told from here",
+                              n_present == 1 ? "" : "s", have, n_present == 1 ? "s" : "", store,
+                              j->world_size > 0 ? "all present here" : "unknown");
+    if (!rc)
+        rc = hdx_cls_set_text(&v->remedy,
+                              "start the missing ranks, or fix the launch so that WORLD_SIZE (nodes × processes per "
+                              "node, or TP×PP×DP) matches what is started; look for a rank that crashed at start-up");
+    free(present);
+    return rc ? rc : 1;
+nomem:
+    free(present);
+    return -ENOMEM;
+}
+
+/* ---- p2p: the waits-for graph ------------------------------------------- */
+
+static const char *p2p_verb(const rank_view *r)
+{
+    if (waits_in(r, HDX_WAIT_P2P_SEND))
+        return "sends to";
+    if (waits_in(r, HDX_WAIT_P2P_RECV))
+        return "receives from";
+    return "exchanges with";
+}
+
+static int verdict_p2p(const job *j, hdx_verdict *v)
+{
+    char text[1024] = "";
+    size_t used = 0;
+    int unknown_peers = 0;
+    for (size_t i = 0; i < j->n; i++) {
+        const rank_view *a = &j->r[i];
+        if (!hdx_wait_is_p2p(a->wait))
+            continue;
+        int peer = a->t->wait_peer;
+        if (peer == HDX_UNKNOWN) {
+            unknown_peers++;
+            continue;
+        }
+        /* Follow the waits-for edges from a: a cycle back to a names all on it. */
+        int cycle[64], len = 0, at = a->p->rank, closed = 0;
+        for (const rank_view *r = a; r && hdx_wait_is_p2p(r->wait) && r->t->wait_peer != HDX_UNKNOWN && len < 64;) {
+            cycle[len++] = r->p->rank;
+            at = r->t->wait_peer;
+            if (at == a->p->rank) {
+                closed = 1;
+                break;
+            }
+            r = find_rank(j, at);
+        }
+        if (closed) {
+            int known = 0;
+            for (int k = 0; k < len; k++)
+                for (size_t c = 0; c < v->n_culprit_ranks; c++)
+                    known |= v->culprit_ranks[c] == cycle[k];
+            if (known)
+                continue; /* this cycle is told already */
+            used += (size_t)snprintf(text + used, sizeof text - used, "%swaits-for cycle ", used ? "; " : "");
+            for (int k = 0; k < len && used < sizeof text; k++) {
+                const rank_view *r = find_rank(j, cycle[k]);
+                if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, cycle[k]) ||
+                    hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, r->p->pid))
+                    return -ENOMEM;
+                used += (size_t)snprintf(text + used, sizeof text - used, "%srank %d %s rank %d", k ? ", " : "",
+                                         cycle[k], p2p_verb(r), r->t->wait_peer);
+            }
+            continue;
+        }
+        /* No cycle: the edge a → peer is unanswered when the peer does not wait on a. */
+        const rank_view *b = find_rank(j, peer);
+        if (b && hdx_wait_is_p2p(b->wait) && b->t->wait_peer == a->p->rank)
+            continue; /* they wait on each other: a cycle told from either side */
+        if (used < sizeof text) {
+            char where[256];
+            hdx_cls_where(b ? b->t : NULL, where, sizeof where);
+            used += (size_t)snprintf(text + used, sizeof text - used, "%srank %d %s rank %d, which %s%s",
+                                     used ? "; " : "", a->p->rank, p2p_verb(a), peer,
+                                     b ? "never answers: it is in " : "is not among the inspected processes",
+                                     b ? where : "");
+        }
+        if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, peer))
+            return -ENOMEM;
+        if (b && hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, b->p->pid))
+            return -ENOMEM;
+    }
+    v->cls = HDX_CLASS_P2P_MISMATCH;
+    v->confidence = v->n_culprit_ranks ? HDX_CONF_HIGH : HDX_CONF_LOW;
+    if (!used)
+        snprintf(text, sizeof text, "ranks wait in send/recv, but their peers could not be read");
+    if (unknown_peers && used < sizeof text)
+        snprintf(text + used, sizeof text - used, "; %d wait%s with an unknown peer (batched ops: the peer "
+                                                  "is not readable)",
+                 unknown_peers, unknown_peers == 1 ? "" : "s");
+    if (hdx_cls_set_text(&v->summary, "pipeline send/recv that cannot match: %s", text))
+        return -ENOMEM;
+    if (hdx_cls_set_text(&v->remedy, "make each send meet a recv on its peer in the same order on both stages "
+                                     "(both stages receiving first, or both sending first with blocking sends, "
+                                     "deadlocks); check the pipeline schedule and the peer ranks"))
+        return -ENOMEM;
+    return 1;
+}
+
+/* ---- collectives ----------------------------------------------------------- */
+
+static const char *op_of(const rank_view *r)
+{
+    return r->t && r->t->wait_op ? r->t->wait_op : "a collective";
+}
+
+static int verdict_collective(const job *j, hdx_verdict *v)
+{
+    /* The collective most ranks wait in. */
+    const char *major = NULL;
+    size_t best = 0;
+    for (size_t i = 0; i < j->n; i++) {
+        if (!waits_in(&j->r[i], HDX_WAIT_COLLECTIVE))
+            continue;
+        size_t count = 0;
+        for (size_t k = 0; k < j->n; k++)
+            count += waits_in(&j->r[k], HDX_WAIT_COLLECTIVE) && !strcmp(op_of(&j->r[k]), op_of(&j->r[i]));
+        if (count > best) {
+            best = count;
+            major = op_of(&j->r[i]);
+        }
+    }
+    int *in = NULL;
+    size_t n_in = 0;
+    char culprits[1024] = "";
+    size_t used = 0;
+    int all_locked = 1, any_busy = 0;
+    for (size_t i = 0; i < j->n; i++) {
+        const rank_view *r = &j->r[i];
+        if (waits_in(r, HDX_WAIT_COLLECTIVE) && !strcmp(op_of(r), major)) {
+            if (hdx_cls_add_int(&in, &n_in, r->p->rank))
+                goto nomem;
+            continue;
+        }
+        if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, r->p->rank) ||
+            hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, r->p->pid))
+            goto nomem;
+        all_locked &= waits_in(r, HDX_WAIT_BUILD_LOCK);
+        any_busy |= r->p->progressing == 1;
+        char where[256];
+        if (waits_in(r, HDX_WAIT_COLLECTIVE))
+            snprintf(where, sizeof where, "in another collective, %s", op_of(r));
+        else if (r->p->state == 'T' || r->p->state == 't' || waits_in(r, "stopped"))
+            snprintf(where, sizeof where, "stopped (state T)");
+        else
+            hdx_cls_where(r->t, where, sizeof where);
+        if (used < sizeof culprits)
+            used += (size_t)snprintf(culprits + used, sizeof culprits - used, "%srank %d (pid %d) is %s%s",
+                                     used ? "; " : "", r->p->rank, r->p->pid,
+                                     strncmp(where, "in another", 10) && strncmp(where, "stopped", 7) ? "in " : "",
+                                     where);
+    }
+    if (missing_ranks(j, v))
+        goto nomem;
+    char waiting[256];
+    ranges(in, n_in, waiting, sizeof waiting);
+    int rc;
+    if (v->n_culprit_ranks) {
+        v->cls = all_locked ? HDX_CLASS_BUILD_LOCK : HDX_CLASS_COLLECTIVE_WAIT;
+        v->confidence = any_busy ? HDX_CONF_MEDIUM : HDX_CONF_HIGH;
+        rc = hdx_cls_set_text(&v->summary, "rank%s %s wait%s in %s; %s%s", n_in == 1 ? "" : "s", waiting,
+                              n_in == 1 ? "s" : "", major, culprits,
+                              any_busy ? " (still computing: it may only be slow)" : "");
+    } else if (v->n_missing_ranks) {
+        for (size_t i = 0; i < v->n_missing_ranks; i++)
+            if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, v->missing_ranks[i]))
+                goto nomem;
+        char miss[256];
+        ranges(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
+        v->cls = HDX_CLASS_COLLECTIVE_WAIT;
+        v->confidence = HDX_CONF_MEDIUM;
+        rc = hdx_cls_set_text(&v->summary, "ranks %s wait in %s; rank%s %s of world size %d %s not among the "
+                                           "inspected processes (another host, or gone)",
+                              waiting, major, v->n_missing_ranks == 1 ? "" : "s", miss, j->world_size,
+                              v->n_missing_ranks == 1 ? "is" : "are");
+    } else {
+        v->cls = HDX_CLASS_COLLECTIVE_WAIT;
+        v->confidence = HDX_CONF_LOW;
+        rc = hdx_cls_set_text(&v->summary, "all inspected ranks (%s) wait in %s and none is missing here: a rank "
+                                           "on another host, the network or a GPU may be stuck",
+                              waiting, major);
+    }
+    if (!rc)
+        rc = hdx_cls_set_text(&v->remedy, all_locked ? "see why the culprit ranks wait on a build lock (hangdx inspect them)"
+                                                     : "look at the culprit ranks where they are: a skipped or "
+                                                       "reordered collective, an uneven loop, or a rank stopped "
+                                                       "or stuck elsewhere");
+    free(in);
+    return rc ? rc : 1;
+nomem:
+    free(in);
+    return -ENOMEM;
+}
+
+int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v)
+{
+    job j = {NULL, 0, HDX_UNKNOWN};
+    int rc = 0;
+    size_t n_rdzv = 0, n_p2p = 0, n_coll = 0;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        if (p->rank < 0 || p->alive == 0 || find_rank(&j, p->rank))
+            continue;
+        rank_view *r = hdx_append((void **)&j.r, &j.n, sizeof *r);
+        if (!r) {
+            free(j.r);
+            return -ENOMEM;
+        }
+        r->p = p;
+        r->t = hdx_key_thread(p);
+        r->wait = r->t ? r->t->wait : NULL;
+        if (p->world_size > j.world_size)
+            j.world_size = p->world_size;
+        n_rdzv += waits_in(r, HDX_WAIT_RENDEZVOUS);
+        n_p2p += hdx_wait_is_p2p(r->wait);
+        n_coll += waits_in(r, HDX_WAIT_COLLECTIVE);
+    }
+    if (n_rdzv)
+        rc = verdict_rendezvous(&j, v);
+    else if (n_p2p)
+        rc = verdict_p2p(&j, v);
+    else if (n_coll)
+        rc = verdict_collective(&j, v);
+    free(j.r);
+    return rc;
+}

@@ -1,0 +1,211 @@
+#include "waits.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc.h" /* hdx_syscall_name: a table, no I/O */
+
+/*
+ * Frame signatures, most telling first. Python rows match the function
+ * (qualified from 3.11; the plain name before) in a file ending with `file`;
+ * native rows match a substring of the demangled name. `op` NULL means the
+ * function's own name. `peer` names the local that holds the peer rank.
+ * Sources: torch/distributed/distributed_c10d.py (1.13–2.x),
+ * torch/utils/file_baton.py, Megatron-LM core/pipeline_parallel/
+ * p2p_communication.py, and the native frames gloo, c10d and NCCL show in
+ * gdb/eu-stack when they wait.
+ */
+static const struct signature {
+    enum hdx_frame_kind kind;
+    const char *function;
+    const char *file; /* Python: file suffix; NULL: any */
+    const char *wait;
+    const char *op;
+    const char *peer;
+} signatures[] = {
+    /* Build locks: a FileBaton waiter polls forever. */
+    {HDX_FRAME_PYTHON, "FileBaton.wait", "torch/utils/file_baton.py", HDX_WAIT_BUILD_LOCK, "FileBaton.wait", NULL},
+
+    /* Rendezvous: process-group initialisation and store barriers. */
+    {HDX_FRAME_PYTHON, "_store_based_barrier", "distributed_c10d.py", HDX_WAIT_RENDEZVOUS, NULL, NULL},
+    {HDX_FRAME_PYTHON, "init_process_group", "distributed_c10d.py", HDX_WAIT_RENDEZVOUS, NULL, NULL},
+    {HDX_FRAME_PYTHON, "init_device_mesh", "device_mesh.py", HDX_WAIT_RENDEZVOUS, NULL, NULL},
+    {HDX_FRAME_PYTHON, "_create_c10d_store", "rendezvous.py", HDX_WAIT_RENDEZVOUS, NULL, NULL},
+    {HDX_FRAME_NATIVE, "c10d::TCPStore::waitForWorkers", NULL, HDX_WAIT_RENDEZVOUS, "TCPStore.wait_for_workers", NULL},
+    {HDX_FRAME_NATIVE, "c10d::TCPStore::TCPStore", NULL, HDX_WAIT_RENDEZVOUS, "TCPStore", NULL},
+    {HDX_FRAME_NATIVE, "ncclCommInitRank", NULL, HDX_WAIT_RENDEZVOUS, "ncclCommInitRank", NULL},
+
+    /* Point-to-point, from the Python API. */
+    {HDX_FRAME_PYTHON, "send", "distributed_c10d.py", HDX_WAIT_P2P_SEND, NULL, "dst"},
+    {HDX_FRAME_PYTHON, "recv", "distributed_c10d.py", HDX_WAIT_P2P_RECV, NULL, "src"},
+    /* Megatron's pipeline helpers (they batch isend/irecv, then wait). */
+    {HDX_FRAME_PYTHON, "recv_forward", "p2p_communication.py", HDX_WAIT_P2P_RECV, NULL, NULL},
+    {HDX_FRAME_PYTHON, "recv_backward", "p2p_communication.py", HDX_WAIT_P2P_RECV, NULL, NULL},
+    {HDX_FRAME_PYTHON, "send_forward", "p2p_communication.py", HDX_WAIT_P2P_SEND, NULL, NULL},
+    {HDX_FRAME_PYTHON, "send_backward", "p2p_communication.py", HDX_WAIT_P2P_SEND, NULL, NULL},
+    {HDX_FRAME_PYTHON, "send_forward_recv_backward", "p2p_communication.py", HDX_WAIT_P2P, NULL, NULL},
+    {HDX_FRAME_PYTHON, "send_backward_recv_forward", "p2p_communication.py", HDX_WAIT_P2P, NULL, NULL},
+    {HDX_FRAME_PYTHON, "send_forward_recv_forward", "p2p_communication.py", HDX_WAIT_P2P, NULL, NULL},
+    {HDX_FRAME_PYTHON, "send_backward_recv_backward", "p2p_communication.py", HDX_WAIT_P2P, NULL, NULL},
+    {HDX_FRAME_PYTHON, "_communicate", "p2p_communication.py", HDX_WAIT_P2P, NULL, NULL},
+
+    /* Collectives, from the Python API: the frame tells which one. */
+    {HDX_FRAME_PYTHON, "all_reduce", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "all_reduce_coalesced", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "all_gather", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "all_gather_into_tensor", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "_all_gather_base", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, "all_gather", NULL},
+    {HDX_FRAME_PYTHON, "all_gather_object", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "all_gather_coalesced", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "reduce_scatter", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "reduce_scatter_tensor", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "_reduce_scatter_base", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, "reduce_scatter", NULL},
+    {HDX_FRAME_PYTHON, "broadcast", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "broadcast_object_list", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "barrier", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "monitored_barrier", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "reduce", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "gather", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "gather_object", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "scatter", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "scatter_object_list", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "all_to_all", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+    {HDX_FRAME_PYTHON, "all_to_all_single", "distributed_c10d.py", HDX_WAIT_COLLECTIVE, NULL, NULL},
+
+    /* Native waits: p2p work (isend/irecv then wait, batch_isend_irecv) ... */
+    {HDX_FRAME_NATIVE, "ProcessGroupGloo::RecvWork::wait", NULL, HDX_WAIT_P2P_RECV, "irecv.wait", NULL},
+    {HDX_FRAME_NATIVE, "UnboundBuffer::waitRecv", NULL, HDX_WAIT_P2P_RECV, "irecv.wait", NULL},
+    {HDX_FRAME_NATIVE, "ProcessGroupGloo::SendWork::wait", NULL, HDX_WAIT_P2P_SEND, "isend.wait", NULL},
+    {HDX_FRAME_NATIVE, "UnboundBuffer::waitSend", NULL, HDX_WAIT_P2P_SEND, "isend.wait", NULL},
+    /* ... and collective work, NCCL's included (a cudaStreamSynchronize under a collective). */
+    {HDX_FRAME_NATIVE, "ProcessGroupNCCL::WorkNCCL::wait", NULL, HDX_WAIT_COLLECTIVE, "WorkNCCL.wait", NULL},
+    {HDX_FRAME_NATIVE, "ProcessGroupNCCL::WorkNCCL::synchronize", NULL, HDX_WAIT_COLLECTIVE, "WorkNCCL.wait", NULL},
+    {HDX_FRAME_NATIVE, "ncclGroupEnd", NULL, HDX_WAIT_COLLECTIVE, "ncclGroupEnd", NULL},
+    {HDX_FRAME_NATIVE, "c10d::ProcessGroupNCCL::", NULL, HDX_WAIT_COLLECTIVE, "ProcessGroupNCCL", NULL},
+    {HDX_FRAME_NATIVE, "c10d::Work::wait", NULL, HDX_WAIT_COLLECTIVE, "Work.wait", NULL},
+    {HDX_FRAME_NATIVE, "c10d::ProcessGroup::Work::wait", NULL, HDX_WAIT_COLLECTIVE, "Work.wait", NULL},
+
+    /* Plain sleeps (a rank that skipped a collective often sits in one). */
+    {HDX_FRAME_NATIVE, "time_sleep", NULL, "sleep", "time.sleep", NULL},
+};
+
+/* Rows by thread state and current system call, when no frame tells. */
+static const struct {
+    const char *syscall; /* hdx_syscall_name() of the current call, or NULL for any */
+    char state;          /* thread state letter, or 0 for any */
+    const char *wait;
+} syscall_rows[] = {
+    {NULL, 'R', "running"},
+    {NULL, 'D', "uninterruptible"},
+    {"flock", 0, "kernel_lock"},
+    {"fcntl", 0, "kernel_lock"},
+    {"clock_nanosleep", 0, "sleep"},
+    {"nanosleep", 0, "sleep"},
+    {"futex", 0, "futex"},
+    {"wait4", 0, "child_wait"},
+    {"waitid", 0, "child_wait"},
+    {"poll", 0, "io"},
+    {"ppoll", 0, "io"},
+    {"select", 0, "io"},
+    {"pselect6", 0, "io"},
+    {"epoll_wait", 0, "io"},
+    {"epoll_pwait", 0, "io"},
+    {"read", 0, "io"},
+    {"recvfrom", 0, "io"},
+    {"recvmsg", 0, "io"},
+    {"accept", 0, "io"},
+    {"accept4", 0, "io"},
+};
+
+int hdx_wait_is_p2p(const char *wait)
+{
+    return wait && (!strcmp(wait, HDX_WAIT_P2P_SEND) || !strcmp(wait, HDX_WAIT_P2P_RECV) || !strcmp(wait, HDX_WAIT_P2P));
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* Python names: exact, or the plain name of a qualified one (≤ 3.10 frames carry co_name). */
+static int python_name_matches(const char *have, const char *want)
+{
+    if (!strcmp(have, want))
+        return 1;
+    const char *dot = strrchr(want, '.');
+    return dot && !strchr(have, '.') && !strcmp(have, dot + 1);
+}
+
+static int matches(const struct signature *s, const hdx_frame *f)
+{
+    if (f->kind != s->kind || !f->function)
+        return 0;
+    if (s->kind == HDX_FRAME_NATIVE)
+        return strstr(f->function, s->function) != NULL;
+    return python_name_matches(f->function, s->function) && f->file && (!s->file || ends_with(f->file, s->file));
+}
+
+/* An integer local that names a rank. */
+static int rank_local(const hdx_frame *f, const char *name)
+{
+    const hdx_local *v = hdx_frame_local(f, name);
+    return v && v->kind == HDX_VAL_INT && v->i >= 0 && v->i < (1 << 24) ? (int)v->i : HDX_UNKNOWN;
+}
+
+/* The peer of a p2p wait: the signature's local, else the nearest Python frame's src/dst/peer. */
+static int find_peer(const hdx_thread *t, const struct signature *s, size_t at)
+{
+    if (s->peer)
+        return rank_local(&t->frames[at], s->peer);
+    const char *first = !strcmp(s->wait, HDX_WAIT_P2P_SEND) ? "dst" : "src";
+    static const char *const others[] = {"peer", "src_rank", "dst_rank"};
+    for (size_t i = at; i < t->n_frames; i++) {
+        if (t->frames[i].kind != HDX_FRAME_PYTHON)
+            continue;
+        int r = rank_local(&t->frames[i], first);
+        for (size_t k = 0; r == HDX_UNKNOWN && k < sizeof others / sizeof others[0]; k++)
+            r = rank_local(&t->frames[i], others[k]);
+        if (r != HDX_UNKNOWN)
+            return r;
+    }
+    return HDX_UNKNOWN;
+}
+
+static int set(hdx_thread *t, const char *wait, const char *op, int peer, long frame)
+{
+    free(t->wait);
+    free(t->wait_op);
+    t->wait = strdup(wait);
+    t->wait_op = op ? strdup(op) : NULL;
+    t->wait_peer = peer;
+    t->wait_frame = frame;
+    return !t->wait || (op && !t->wait_op) ? -ENOMEM : 0;
+}
+
+int hdx_wait_classify(hdx_thread *t)
+{
+    /* A stopped thread waits on whoever stopped it, whatever its stack says. */
+    if (t->state == 'T' || t->state == 't')
+        return set(t, "stopped", NULL, HDX_UNKNOWN, -1);
+    /* Frames: the first row that matches anywhere in the stack wins. */
+    for (size_t s = 0; s < sizeof signatures / sizeof signatures[0]; s++) {
+        for (size_t i = 0; i < t->n_frames; i++) {
+            if (!matches(&signatures[s], &t->frames[i]))
+                continue;
+            const struct signature *sig = &signatures[s];
+            int peer = hdx_wait_is_p2p(sig->wait) ? find_peer(t, sig, i) : HDX_UNKNOWN;
+            return set(t, sig->wait, sig->op ? sig->op : t->frames[i].function, peer, (long)i);
+        }
+    }
+    const char *sc = t->syscall >= 0 ? hdx_syscall_name(t->syscall) : NULL;
+    for (size_t i = 0; i < sizeof syscall_rows / sizeof syscall_rows[0]; i++) {
+        if (syscall_rows[i].state && syscall_rows[i].state != t->state)
+            continue;
+        if (syscall_rows[i].syscall && !(sc && !strcmp(sc, syscall_rows[i].syscall)))
+            continue;
+        return set(t, syscall_rows[i].wait, NULL, HDX_UNKNOWN, -1);
+    }
+    return 0;
+}
