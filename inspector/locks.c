@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -20,18 +21,6 @@
 #include "syswatch.h"
 #include "util.h"
 
-/* x86-64 system call numbers (asm/unistd_64.h). */
-#define NR_POLL 7
-#define NR_SELECT 23
-#define NR_NANOSLEEP 35
-#define NR_FCNTL 72
-#define NR_FLOCK 73
-#define NR_CLOCK_NANOSLEEP 230
-#define NR_EPOLL_WAIT 232
-#define NR_PSELECT6 270
-#define NR_PPOLL 271
-#define NR_EPOLL_PWAIT 281
-#define NR_EPOLL_PWAIT2 441
 
 /* Polling threads watched per process at most (the main thread first). */
 #define WATCH_PER_PROCESS 2
@@ -236,10 +225,10 @@ static int collect_blocked(hdx_evidence *ev, hdx_process *p, hdx_thread *t, cons
     int fd;
     enum hdx_lock_kind kind;
     const char *how;
-    if (t->syscall == NR_FLOCK && !(t->syscall_args[1] & LOCK_NB)) {
+    if (t->syscall == SYS_flock && !(t->syscall_args[1] & LOCK_NB)) {
         kind = HDX_LOCK_FLOCK;
         how = "flock";
-    } else if (t->syscall == NR_FCNTL && (t->syscall_args[1] == F_SETLKW || t->syscall_args[1] == F_OFD_SETLKW)) {
+    } else if (t->syscall == SYS_fcntl && (t->syscall_args[1] == F_SETLKW || t->syscall_args[1] == F_OFD_SETLKW)) {
         kind = t->syscall_args[1] == F_OFD_SETLKW ? HDX_LOCK_OFD : HDX_LOCK_POSIX;
         how = "fcntl";
     } else {
@@ -295,11 +284,11 @@ static int collect_python_baton(hdx_evidence *ev, hdx_process *p, hdx_thread *t)
     return l ? add_waiter(l, p, t->tid, "FileBaton.wait") : -ENOMEM;
 }
 
+/* A sleep between polls: time.sleep() is clock_nanosleep (select before 3.11).
+ * Threads in poll/epoll wait on sockets (gloo, NCCL), not on a lock loop. */
 static int is_poll_syscall(long nr)
 {
-    return nr == NR_CLOCK_NANOSLEEP || nr == NR_NANOSLEEP || nr == NR_SELECT || nr == NR_PSELECT6 ||
-           nr == NR_POLL || nr == NR_PPOLL || nr == NR_EPOLL_WAIT || nr == NR_EPOLL_PWAIT ||
-           nr == NR_EPOLL_PWAIT2;
+    return nr == SYS_clock_nanosleep || nr == SYS_nanosleep || nr == SYS_select || nr == SYS_pselect6;
 }
 
 /* Watch one polling thread; 1 when it polls or retries an existing lock file, 0 not, -errno.

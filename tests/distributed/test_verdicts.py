@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""hangdx inspect on every real distributed hang of launch.CASES (gloo, localhost): the
+class, the culprit ranks and the missing ranks it must give. All cases hang at once, each
+on its own port; three more checks reuse them:
+  - a single rank's pid brings its sibling ranks (collective_skip, from rank 0 alone);
+  - a launcher's pid brings its ranks (a case started under `hangdx run`);
+  - the verdicts name where the culprit is (its Python function).
+Needs $HANGDX; skips (77) without Debian's python3-torch."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import launch  # noqa: E402
+
+HANGDX = os.environ.get("HANGDX")
+failures = []
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def inspect(pids):
+    out = subprocess.run([HANGDX, "inspect", "--json"] + [str(p) for p in pids],
+                         capture_output=True, text=True, timeout=120)
+    try:
+        return json.loads(out.stdout)
+    except ValueError:
+        print(out.stderr[-3000:])
+        return {"verdict": {"class": f"(no JSON, exit {out.returncode})", "culprit_ranks": [], "summary": ""}}
+
+
+def check_case(name, report, spec):
+    v = report["verdict"]
+    check(v["class"] == spec["expect"], f"{name}: class {v['class']} (want {spec['expect']})")
+    check(sorted(v["culprit_ranks"]) == sorted(spec["culprits"]),
+          f"{name}: culprit ranks {v['culprit_ranks']} (want {spec['culprits']})")
+    if "missing" in spec:
+        check(sorted(v["missing_ranks"]) == sorted(spec["missing"]),
+              f"{name}: missing ranks {v['missing_ranks']} (want {spec['missing']})")
+    if v["class"] != spec["expect"]:
+        print("      summary:", v["summary"])
+
+
+def start_under_run(case, tmp):
+    """A case launched by `hangdx run -- launch.py CASE`: the launcher is hangdx run."""
+    p = subprocess.Popen([HANGDX, "run", "-d", os.path.join(tmp, "traces"), "--", launch.PYTHON,
+                          os.path.join(launch.HERE, "launch.py"), case],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    deadline = time.monotonic() + 120
+    for line in p.stdout:
+        if "hung;" in line or time.monotonic() > deadline:
+            break
+    return p
+
+
+def main():
+    if not HANGDX:
+        sys.exit("test_verdicts.py: set HANGDX to the hangdx binary")
+    if not os.path.exists(launch.PYTHON) or subprocess.run(
+            [launch.PYTHON, "-c", "import torch.distributed"], capture_output=True).returncode:
+        print("skipped: Debian's python3-torch is not installed (scripts/setup installs it)")
+        sys.exit(77)
+    t0 = time.monotonic()
+    tmp = tempfile.mkdtemp(prefix="hdx-verdicts-")
+    launcher = start_under_run("collective_skip", tmp)
+    jobs = [launch.spawn_case(c) for c in launch.CASES]
+    try:
+        launch.wait_ready_all(jobs)
+        print(f"{len(jobs)} cases hung after {time.monotonic() - t0:.0f} s", flush=True)
+        for job in jobs:
+            report = inspect(sorted(job.pids.values()))
+            check_case(job.case, report, job.spec)
+            if job.case == "collective_skip":
+                check("skip_and_sleep" in report["verdict"]["summary"],
+                      "collective_skip: the culprit is shown in skip_and_sleep")
+                alone = inspect([job.pids[0]])
+                check_case("collective_skip from rank 0 alone (siblings)", alone, job.spec)
+        check(launcher.poll() is None, "the case under hangdx run is up")
+        check_case("collective_skip from its launcher (hangdx run)", inspect([launcher.pid]),
+                   launch.CASES["collective_skip"])
+    finally:
+        launch.stop_all()
+        try:
+            os.killpg(launcher.pid, 15)
+        except ProcessLookupError:
+            pass
+        launcher.wait(timeout=30)
+    print(f"{len(failures)} failed, in {time.monotonic() - t0:.0f} s")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
