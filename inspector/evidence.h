@@ -93,6 +93,7 @@ typedef struct hdx_process {
     int stack_changed;     /* 1 the main thread's stack differs between the first and the last
                               sample, 0 the same, HDX_UNKNOWN (one stack sample) */
     int64_t stopped_us;    /* total time its threads were stopped, microseconds, or HDX_UNKNOWN */
+    int64_t max_stop_us;   /* longest single thread stop, microseconds (meaningful when stopped_us is known) */
     int alive;             /* 1 running now, 0 gone, HDX_UNKNOWN */
     int read_error;        /* 0, or a negative errno: what could not be read (see notes) */
     char *python;          /* "3.11 /usr/bin/python3.11" when Python frames were read, else NULL */

@@ -157,6 +157,7 @@ cJSON *hdx_report_process_json(const hdx_process *p)
     cJSON_AddNumberToObject(o, "cpu_ms", p->cpu_ms);
     cJSON_AddItemToObject(o, "progressing", bool_or_null(p->progressing));
     cJSON_AddItemToObject(o, "stopped_us", int_or_null(p->stopped_us));
+    cJSON_AddItemToObject(o, "max_stop_us", int_or_null(p->stopped_us == HDX_UNKNOWN ? HDX_UNKNOWN : p->max_stop_us));
     cJSON_AddItemToObject(o, "alive", bool_or_null(p->alive));
     cJSON_AddItemToObject(o, "python", str_or_null(p->python));
     cJSON *env = cJSON_AddObjectToObject(o, "env");

@@ -268,6 +268,15 @@ static char thread_state(int pid, int tid, char *wchan, size_t wsize)
     return st;
 }
 
+/* The length of the stop that began at t0, kept as the longest if it is. */
+static int64_t stop_ns(int64_t t0, int64_t *max_ns)
+{
+    int64_t d = hdx_mono_ns() - t0;
+    if (d > *max_ns)
+        *max_ns = d;
+    return d;
+}
+
 static void rank_label(const hdx_process *p, char *buf, size_t size)
 {
     if (p->rank >= 0)
@@ -292,7 +301,7 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
 {
     int rc = 0, n_ok = 0, n_perm = 0, n_gone = 0, first_err = 0;
     int noted_perm = 0, noted_busy = 0;
-    int64_t stopped_ns = 0;
+    int64_t stopped_ns = 0, max_stop_ns = 0;
     char rl[32];
     rank_label(p, rl, sizeof rl);
     struct raw_stack *raw = NULL;
@@ -386,7 +395,7 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
         if (w == 0) {
             char state = thread_state(p->pid, tid, wchan, sizeof wchan);
             int rel = hdx_ptrace_release(tid, 0);
-            stopped_ns += hdx_mono_ns() - t0;
+            stopped_ns += stop_ns(t0, &max_stop_ns);
             t->stack_error = -ETIMEDOUT;
             if (!first_err)
                 first_err = -ETIMEDOUT;
@@ -402,7 +411,7 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
         if (ptrace(PTRACE_GETREGS, tid, 0, &ctx.regs) < 0) {
             r = -errno;
             hdx_ptrace_detach(tid);
-            stopped_ns += hdx_mono_ns() - t0;
+            stopped_ns += stop_ns(t0, &max_stop_ns);
             t->stack_error = r;
             if (!first_err)
                 first_err = r;
@@ -410,7 +419,7 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
         }
         copy_stack(&ctx, tid);
         hdx_ptrace_detach(tid);
-        stopped_ns += hdx_mono_ns() - t0;
+        stopped_ns += stop_ns(t0, &max_stop_ns);
 
         unwind(as, upt, &ctx, &raw[i]);
         n_ok++;
@@ -421,6 +430,8 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
         if (p->stopped_us == HDX_UNKNOWN)
             p->stopped_us = 0;
         p->stopped_us += stopped_ns / 1000;
+        if (max_stop_ns / 1000 > p->max_stop_us)
+            p->max_stop_us = max_stop_ns / 1000;
     }
 
     /* Every thread runs again: now symbolize. */
