@@ -9,6 +9,7 @@
 int hdx_cmd_run(int argc, char **argv);
 int hdx_cmd_inspect(int argc, char **argv);
 int hdx_cmd_analyze(int argc, char **argv);
+int hdx_cmd_snapshot(int argc, char **argv);
 int hdx_cmd_locks(int argc, char **argv);
 int hdx_cmd_dump(int argc, char **argv);
 

@@ -1,8 +1,10 @@
 /*
  * hangdx analyze: the verdict from captured evidence, after the job is gone.
- * Each input is recognised by its content; today that is a trace directory
- * (hangdx.trace/1). Every input adds to one evidence set, which is then
- * classified and reported exactly as inspect does.
+ * Each input is recognised by its content: a trace directory (hangdx.trace/1),
+ * a snapshot (hangdx.snapshot/1) or a report (hangdx.report/1), in any mix.
+ * Every input adds to one evidence set, which is then classified and reported
+ * exactly as inspect does. Locks from snapshots and reports keep the state
+ * their host saw when they were taken; only the others are resolved here.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -18,26 +20,32 @@
 #include "hangdx/trace.h"
 #include "locks.h"
 #include "report.h"
+#include "snapshot.h"
 #include "traces.h"
 #include "util.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hangdx analyze [--json] [-o FILE] DIR...\n\n"
-            "Give the verdict of a hang from what it left behind, after the job is gone: a\n"
-            "trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process).\n"
-            "Several trace directories (one per node) are merged into one verdict.\n\n"
+            "usage: hangdx analyze [--json] [-o FILE] INPUT...\n\n"
+            "Give the verdict of a hang from what it left behind, after the job is gone. Each\n"
+            "INPUT is recognised by its content:\n"
+            "  - a snapshot file written by 'hangdx snapshot' (hangdx.snapshot/1), one per host;\n"
+            "  - a report written by 'hangdx inspect --json' (hangdx.report/1);\n"
+            "  - a trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process).\n"
+            "All inputs are merged into one job and one verdict; the same rank on two hosts is\n"
+            "an error.\n\n"
             "  --json              print the hangdx.report/1 JSON object on stdout\n"
             "  -o, --output FILE   write the report to FILE instead of stdout\n\n"
             "examples:\n"
             "  hangdx analyze traces/\n"
+            "  hangdx analyze snap-node1.json snap-node2.json traces/\n"
             "  hangdx analyze --json -o report.json traces/\n\n"
             "exit status: 0 report produced, 2 failure (an input could not be read),\n"
             "64 usage error.\n");
 }
 
-enum input_kind { INPUT_TRACE_DIR };
+enum input_kind { INPUT_TRACE_DIR, INPUT_SNAPSHOT };
 
 /* What path holds, from its content. 0 with *kind, or -errno with *err. */
 static int recognise(const char *path, enum input_kind *kind, char **err)
@@ -73,8 +81,68 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
                             path, HDX_TRACE_SUFFIX, path);
         return -ENOENT;
     }
-    *err = hdx_asprintf("%s: not a trace directory; analyze reads the trace directories of 'hangdx run'", path);
+    if (hdx_snapshot_sniff(path) != HDX_INPUT_NOT_JSON) {
+        *kind = INPUT_SNAPSHOT; /* the loader refuses a schema it does not know, by name */
+        return 0;
+    }
+    *err = hdx_asprintf("%s: neither a snapshot, a report nor a trace directory; analyze reads 'hangdx snapshot' "
+                        "files, 'hangdx inspect --json' reports and the trace directories of 'hangdx run'",
+                        path);
     return -EINVAL;
+}
+
+/* A snapshot or report file into ev; the paths of its locks are added to *kept.
+ * 0 or -errno with *err naming the file. */
+static int add_snapshot(hdx_evidence *ev, const char *path, char ***kept, size_t *n_kept, char **err)
+{
+    hdx_evidence *one = hdx_evidence_new();
+    if (!one)
+        return -ENOMEM;
+    int r = hdx_snapshot_load(path, one, err);
+    for (size_t i = 0; r == 0 && i < one->n_locks; i++) {
+        char **slot = hdx_append((void **)kept, n_kept, sizeof *slot);
+        if (!slot || !(*slot = strdup(one->locks[i].path)))
+            r = -ENOMEM;
+    }
+    char *merr = NULL;
+    if (r == 0 && (r = hdx_snapshot_merge(ev, one, &merr)) < 0)
+        *err = hdx_asprintf("%s: %s", path, merr ? merr : strerror(-r));
+    free(merr);
+    hdx_evidence_free(one);
+    return r;
+}
+
+/* Resolve the locks that no snapshot or report decided (those came from traces),
+ * leaving the others as their host saw them. 0 or a negative errno. */
+static int resolve_unkept(hdx_evidence *ev, char **kept, size_t n_kept)
+{
+    hdx_lock *all = ev->locks;
+    size_t n = ev->n_locks, nt = 0;
+    size_t *where = malloc((n ? n : 1) * sizeof *where);
+    hdx_lock *todo = malloc((n ? n : 1) * sizeof *todo);
+    int r = -ENOMEM;
+    if (!where || !todo)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        int keep = 0;
+        for (size_t k = 0; k < n_kept && !keep; k++)
+            keep = all[i].path && !strcmp(all[i].path, kept[k]);
+        if (!keep) {
+            where[nt] = i;
+            todo[nt++] = all[i];
+        }
+    }
+    ev->locks = todo;
+    ev->n_locks = nt;
+    r = hdx_locks_resolve(ev);
+    for (size_t i = 0; i < nt; i++)
+        all[where[i]] = todo[i];
+    ev->locks = all;
+    ev->n_locks = n;
+out:
+    free(where);
+    free(todo);
+    return r;
 }
 
 /* The trace directory dir into ev. 0 or -errno with *err. */
@@ -136,7 +204,8 @@ int hdx_cmd_analyze(int argc, char **argv)
     }
 
     int status = HDX_EXIT_FAILURE, r;
-    char *err = NULL, *host = NULL;
+    char *err = NULL, *host = NULL, **kept = NULL;
+    size_t n_kept = 0, n_snapshots = 0;
     hdx_verdict v;
     memset(&v, 0, sizeof v);
     hdx_evidence *ev = hdx_evidence_new();
@@ -145,25 +214,54 @@ int hdx_cmd_analyze(int argc, char **argv)
     ev->live = 0;
     ev->samples = 0;
     for (int i = optind; i < argc; i++) {
-        enum input_kind kind;
+        enum input_kind kind = INPUT_TRACE_DIR;
         if ((r = recognise(argv[i], &kind, &err)) < 0)
             goto fail;
         switch (kind) {
         case INPUT_TRACE_DIR:
             r = add_trace_dir(ev, argv[i], &host, &err);
             break;
+        case INPUT_SNAPSHOT:
+            r = add_snapshot(ev, argv[i], &kept, &n_kept, &err);
+            n_snapshots++;
+            break;
         }
         if (r < 0)
             goto fail;
     }
+    /* One host among all inputs: the evidence's host. Several: none. */
+    if (n_snapshots) {
+        const char *one = ev->host;
+        int several = host && !*host;
+        for (size_t i = 0; !several && i < ev->n_procs; i++) {
+            const char *h = ev->procs[i].host;
+            if (h && !one)
+                one = h;
+            several = h && strcmp(h, one) != 0;
+        }
+        if (!several && host && one && strcmp(host, one) != 0)
+            several = 1;
+        if (!several && one && !host && !(host = strdup(one)))
+            goto nomem;
+        if (several) {
+            free(host);
+            host = strdup("");
+        }
+    }
+    free(ev->host);
+    ev->host = NULL;
     if (host && *host) {
         ev->host = host;
         host = NULL;
     }
-    hdx_evidence_note(ev, "no stacks: post-mortem from traces only (collectives, point-to-point and "
-                          "rendezvous waits cannot be seen without stacks or logs)");
-    hdx_evidence_note(ev, "no CPU samples: a running build cannot be told from a stuck one after the fact");
-    if ((r = hdx_locks_resolve(ev)) < 0 || (r = hdx_classify(ev, &v)) < 0)
+    if (!n_snapshots)
+        hdx_evidence_note(ev, "no stacks: post-mortem from traces only (collectives, point-to-point and "
+                              "rendezvous waits cannot be seen without stacks or logs)");
+    if (!ev->samples)
+        hdx_evidence_note(ev, "no CPU samples: a running build cannot be told from a stuck one after the fact");
+    if (n_kept)
+        hdx_evidence_note(ev, "lock states as each host saw them when its snapshot was taken; not checked again");
+    if ((r = resolve_unkept(ev, kept, n_kept)) < 0 || (r = hdx_classify(ev, &v)) < 0)
         goto nomem;
     if ((r = hdx_report_write(ev, &v, json, out)) < 0) {
         fprintf(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));
@@ -179,6 +277,9 @@ fail:
 nomem:
     fprintf(stderr, "hangdx analyze: out of memory\n");
 out:
+    for (size_t i = 0; i < n_kept; i++)
+        free(kept[i]);
+    free(kept);
     free(err);
     free(host);
     hdx_verdict_clear(&v);

@@ -16,7 +16,8 @@ static const struct {
 } commands[] = {
     {"run", hdx_cmd_run, "run a command with the lock-tracing shim preloaded"},
     {"inspect", hdx_cmd_inspect, "attach to hung processes and say why they hang"},
-    {"analyze", hdx_cmd_analyze, "the same verdict from a trace directory, after the job is gone"},
+    {"snapshot", hdx_cmd_snapshot, "capture what inspect sees, unclassified, as a file for analyze"},
+    {"analyze", hdx_cmd_analyze, "the same verdict from snapshots and trace directories, after the job is gone"},
     {"locks", hdx_cmd_locks, "list build-directory lock files and their state"},
     {"dump", hdx_cmd_dump, "show every thread as merged Python and native stacks"},
 };
@@ -31,7 +32,8 @@ static void usage(FILE *f)
     fprintf(f, "\nexamples:\n"
                "  hangdx run -d traces/ -- torchrun --nproc-per-node 8 pretrain.py\n"
                "  hangdx inspect 4123             # a hung rank or its launcher\n"
-               "  hangdx analyze traces/          # after the job is gone\n"
+               "  hangdx snapshot --all -o snap-$(hostname).json\n"
+               "  hangdx analyze snap-*.json traces/  # after the job is gone\n"
                "  hangdx locks --clean-stale ~/.cache/torch_extensions\n"
                "  hangdx dump --locals 4123        # every thread, Python and native\n\n"
                "'hangdx COMMAND --help' tells more about each.\n");

@@ -1,0 +1,1276 @@
+/* hangdx.snapshot/1: evidence to JSON and back, and the merge of many hosts' evidence. */
+#include "snapshot.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hangdx/report.h"
+#include "hangdx/trace.h"
+#include "proc.h" /* hdx_syscall_name */
+#include "util.h"
+
+/* Integers that a JSON number (a double) holds exactly. */
+#define EXACT_MAX 9007199254740992.0 /* 2^53 */
+
+static const char *const allowed_env[] = {HDX_TRACE_ENV_NAMES};
+
+static int env_allowed(const char *name)
+{
+    for (size_t i = 0; name && allowed_env[i]; i++)
+        if (!strcmp(allowed_env[i], name))
+            return 1;
+    return 0;
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+static cJSON *str_or_null(const char *s)
+{
+    return s ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+static cJSON *int_or_null(long long v)
+{
+    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateNumber((double)v);
+}
+
+static cJSON *bool_or_null(int v)
+{
+    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateBool(v != 0);
+}
+
+static cJSON *num_or_null(double v)
+{
+    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+static cJSON *char_or_null(char c)
+{
+    char s[2] = {c, 0};
+    return c ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+static cJSON *hex(uint64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)v);
+    return cJSON_CreateString(buf);
+}
+
+/* RFC 3339 UTC with nanoseconds: a snapshot keeps times exactly. */
+static cJSON *time_or_null(int64_t ns)
+{
+    if (ns == HDX_UNKNOWN)
+        return cJSON_CreateNull();
+    int64_t s = ns / 1000000000, frac = ns % 1000000000;
+    if (frac < 0) {
+        frac += 1000000000;
+        s--;
+    }
+    time_t t = (time_t)s;
+    struct tm tm;
+    char buf[64], date[40];
+    if (!gmtime_r(&t, &tm) || !strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm))
+        return cJSON_CreateNull();
+    snprintf(buf, sizeof buf, "%s.%09lldZ", date, (long long)frac);
+    return cJSON_CreateString(buf);
+}
+
+/* Negative errno as a positive one, 0 as null. */
+static cJSON *errno_or_null(int e)
+{
+    return e ? cJSON_CreateNumber(e < 0 ? -(double)e : (double)e) : cJSON_CreateNull();
+}
+
+static cJSON *local_json(const hdx_local *v)
+{
+    cJSON *o;
+    char buf[64];
+    switch (v->kind) {
+    case HDX_VAL_NONE: return cJSON_CreateNull();
+    case HDX_VAL_BOOL: return cJSON_CreateBool(v->i != 0);
+    case HDX_VAL_INT:
+        if (v->i >= -EXACT_MAX && v->i <= EXACT_MAX)
+            return cJSON_CreateNumber((double)v->i);
+        snprintf(buf, sizeof buf, "%lld", v->i);
+        o = cJSON_CreateObject();
+        if (o)
+            cJSON_AddStringToObject(o, "int", buf);
+        return o;
+    case HDX_VAL_FLOAT:
+        /* cJSON prints a double so that it parses back to the same double; an integral
+         * one would read back as an int, and inf/nan are not JSON. */
+        if (isfinite(v->f) && v->f != floor(v->f))
+            return cJSON_CreateNumber(v->f);
+        snprintf(buf, sizeof buf, "%.17g", v->f);
+        o = cJSON_CreateObject();
+        if (o)
+            cJSON_AddStringToObject(o, "float", buf);
+        return o;
+    case HDX_VAL_STR: return cJSON_CreateString(v->s ? v->s : "");
+    case HDX_VAL_OTHER: break;
+    }
+    o = cJSON_CreateObject();
+    if (o)
+        cJSON_AddItemToObject(o, "type", str_or_null(v->s));
+    return o;
+}
+
+static cJSON *frame_json(const hdx_frame *f)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    int native = f->kind != HDX_FRAME_PYTHON;
+    cJSON_AddStringToObject(o, "kind", native ? "native" : "python");
+    cJSON_AddItemToObject(o, "function", str_or_null(f->function));
+    cJSON_AddItemToObject(o, "file", str_or_null(f->file));
+    cJSON_AddItemToObject(o, "line", f->line > 0 ? cJSON_CreateNumber(f->line) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "module", str_or_null(f->module));
+    cJSON_AddItemToObject(o, "offset", native || f->offset ? hex(f->offset) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "pc", native || f->pc ? hex(f->pc) : cJSON_CreateNull());
+    if (f->locals) {
+        cJSON *l = cJSON_AddObjectToObject(o, "locals");
+        for (size_t i = 0; l && i < f->n_locals; i++)
+            cJSON_AddItemToObject(l, f->locals[i].name ? f->locals[i].name : "?", local_json(&f->locals[i]));
+    } else {
+        cJSON_AddNullToObject(o, "locals");
+    }
+    return o;
+}
+
+static cJSON *frames_json(const hdx_frame *frames, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++)
+        cJSON_AddItemToArray(a, frame_json(&frames[i]));
+    return a;
+}
+
+static cJSON *thread_json(const hdx_thread *t)
+{
+    cJSON *e = cJSON_CreateObject();
+    if (!e)
+        return NULL;
+    cJSON_AddItemToObject(e, "tid", int_or_null(t->tid));
+    cJSON_AddItemToObject(e, "name", str_or_null(t->name));
+    cJSON_AddItemToObject(e, "state", char_or_null(t->state));
+    cJSON_AddItemToObject(e, "wchan", str_or_null(t->wchan));
+    const char *sc = t->syscall == HDX_SYSCALL_RUNNING ? "running"
+                     : t->syscall >= 0                 ? hdx_syscall_name(t->syscall)
+                                                       : NULL;
+    cJSON_AddItemToObject(e, "syscall", str_or_null(sc));
+    cJSON_AddItemToObject(e, "syscall_nr", t->syscall >= 0 ? cJSON_CreateNumber((double)t->syscall)
+                                                          : cJSON_CreateNull());
+    cJSON *args = cJSON_AddArrayToObject(e, "syscall_args");
+    for (size_t i = 0; args && i < 6; i++)
+        cJSON_AddItemToArray(args, hex(t->syscall_args[i]));
+    cJSON_AddItemToObject(e, "cpu_ms", num_or_null(t->cpu_ms));
+    cJSON_AddItemToObject(e, "stack_error", errno_or_null(t->stack_error));
+    cJSON_AddItemToObject(e, "polled_path", str_or_null(t->polled_path));
+    cJSON_AddItemToObject(e, "wait", str_or_null(t->wait));
+    cJSON_AddItemToObject(e, "wait_op", str_or_null(t->wait_op));
+    cJSON_AddItemToObject(e, "peer", int_or_null(t->wait_peer));
+    cJSON_AddItemToObject(e, "wait_frame", t->wait_frame >= 0 ? cJSON_CreateNumber((double)t->wait_frame)
+                                                              : cJSON_CreateNull());
+    cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(t->frames, t->n_frames)
+                                                                     : cJSON_CreateNull());
+    cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
+    cJSON_AddItemToObject(e, "python_frames",
+                          t->py_frames ? frames_json(t->py_frames, t->n_py_frames) : cJSON_CreateNull());
+    return e;
+}
+
+static cJSON *process_json(const hdx_process *p)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddItemToObject(o, "pid", int_or_null(p->pid));
+    cJSON_AddItemToObject(o, "ppid", int_or_null(p->ppid));
+    cJSON_AddItemToObject(o, "host", str_or_null(p->host));
+    cJSON_AddItemToObject(o, "rank", int_or_null(p->rank));
+    cJSON_AddItemToObject(o, "local_rank", int_or_null(p->local_rank));
+    cJSON_AddItemToObject(o, "world_size", int_or_null(p->world_size));
+    cJSON *argv = cJSON_AddArrayToObject(o, "cmdline");
+    for (size_t i = 0; argv && i < p->n_cmdline; i++)
+        cJSON_AddItemToArray(argv, cJSON_CreateString(p->cmdline[i] ? p->cmdline[i] : ""));
+    cJSON *env = cJSON_AddObjectToObject(o, "env");
+    for (size_t i = 0; env && i < p->n_env; i++) /* what leaves the host: the design's list only */
+        if (env_allowed(p->env[i].name) && p->env[i].value && !cJSON_GetObjectItemCaseSensitive(env, p->env[i].name))
+            cJSON_AddStringToObject(env, p->env[i].name, p->env[i].value);
+    cJSON_AddItemToObject(o, "exe", str_or_null(p->exe));
+    cJSON_AddItemToObject(o, "cwd", str_or_null(p->cwd));
+    cJSON_AddItemToObject(o, "state", char_or_null(p->state));
+    cJSON_AddItemToObject(o, "start_ticks", p->start_ticks ? cJSON_CreateNumber((double)p->start_ticks)
+                                                           : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "age_s", num_or_null(p->age_s));
+    cJSON_AddItemToObject(o, "cpu_ms_first", num_or_null(p->cpu_ms_first));
+    cJSON_AddItemToObject(o, "cpu_ms", num_or_null(p->cpu_ms));
+    cJSON_AddNumberToObject(o, "window_ms", (double)p->window_ms);
+    cJSON_AddItemToObject(o, "progressing", bool_or_null(p->progressing));
+    cJSON_AddItemToObject(o, "stack_changed", bool_or_null(p->stack_changed));
+    cJSON_AddItemToObject(o, "stopped_us", int_or_null(p->stopped_us));
+    cJSON_AddItemToObject(o, "alive", bool_or_null(p->alive));
+    cJSON_AddItemToObject(o, "read_error", errno_or_null(p->read_error));
+    cJSON_AddItemToObject(o, "python", str_or_null(p->python));
+    cJSON *threads = cJSON_AddArrayToObject(o, "threads");
+    for (size_t i = 0; threads && i < p->n_threads; i++)
+        cJSON_AddItemToArray(threads, thread_json(&p->threads[i]));
+    return o;
+}
+
+static cJSON *lock_json(const hdx_lock *l)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddItemToObject(o, "path", str_or_null(l->path));
+    cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
+    cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
+    cJSON_AddItemToObject(o, "exists", bool_or_null(l->exists));
+    cJSON_AddItemToObject(o, "mtime", time_or_null(l->mtime_ns));
+    cJSON_AddItemToObject(o, "holder_pid", int_or_null(l->holder_pid));
+    if (l->has_creator) {
+        cJSON *c = cJSON_AddObjectToObject(o, "created_by");
+        cJSON_AddItemToObject(c, "pid", int_or_null(l->creator_pid));
+        cJSON_AddItemToObject(c, "rank", int_or_null(l->creator_rank));
+        cJSON_AddItemToObject(c, "alive", bool_or_null(l->creator_alive));
+        cJSON_AddItemToObject(c, "at", time_or_null(l->created_ns));
+    } else {
+        cJSON_AddNullToObject(o, "created_by");
+    }
+    cJSON_AddItemToObject(o, "source", str_or_null(l->source));
+    cJSON *w = cJSON_AddArrayToObject(o, "waiters");
+    for (size_t i = 0; w && i < l->n_waiters; i++) {
+        const hdx_waiter *x = &l->waiters[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddItemToObject(e, "pid", int_or_null(x->pid));
+        cJSON_AddItemToObject(e, "tid", int_or_null(x->tid));
+        cJSON_AddItemToObject(e, "rank", int_or_null(x->rank));
+        cJSON_AddItemToObject(e, "since", time_or_null(x->since_ns));
+        cJSON_AddItemToObject(e, "how", str_or_null(x->how));
+        cJSON_AddItemToArray(w, e);
+    }
+    return o;
+}
+
+cJSON *hdx_snapshot_json(const hdx_evidence *ev)
+{
+    if (!ev) {
+        errno = EINVAL;
+        return NULL;
+    }
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        goto nomem;
+    cJSON_AddStringToObject(r, "schema", HDX_SNAPSHOT_SCHEMA);
+    cJSON_AddItemToObject(r, "host", str_or_null(ev->host));
+    cJSON_AddItemToObject(r, "taken_at", time_or_null(ev->taken_ns));
+    cJSON_AddNumberToObject(r, "samples", ev->samples);
+    cJSON_AddNumberToObject(r, "interval_ms", ev->interval_ms);
+    cJSON_AddNumberToObject(r, "build_timeout_s", (double)ev->build_timeout_s);
+    cJSON *procs = cJSON_AddArrayToObject(r, "processes");
+    for (size_t i = 0; procs && i < ev->n_procs; i++)
+        cJSON_AddItemToArray(procs, process_json(&ev->procs[i]));
+    cJSON *locks = cJSON_AddArrayToObject(r, "locks");
+    for (size_t i = 0; locks && i < ev->n_locks; i++)
+        cJSON_AddItemToArray(locks, lock_json(&ev->locks[i]));
+    cJSON *notes = cJSON_AddArrayToObject(r, "notes");
+    for (size_t i = 0; notes && i < ev->n_notes; i++)
+        cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i] ? ev->notes[i] : ""));
+    if (!procs || !locks || !notes || cJSON_GetArraySize(procs) != (int)ev->n_procs ||
+        cJSON_GetArraySize(locks) != (int)ev->n_locks || cJSON_GetArraySize(notes) != (int)ev->n_notes ||
+        cJSON_GetArraySize(r) != 9)
+        goto nomem;
+    return r;
+nomem:
+    cJSON_Delete(r);
+    errno = ENOMEM;
+    return NULL;
+}
+
+int hdx_snapshot_write(const hdx_evidence *ev, const char *path)
+{
+    cJSON *j = hdx_snapshot_json(ev);
+    if (!j)
+        return -errno;
+    char *s = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!s)
+        return -ENOMEM;
+    int rc = 0;
+    size_t len = strlen(s);
+    if (!path || !strcmp(path, "-")) {
+        if (fwrite(s, 1, len, stdout) != len || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
+            rc = -EIO;
+        free(s);
+        return rc;
+    }
+    /* Written beside the target and renamed: a reader never sees half a snapshot. */
+    char *tmp = hdx_asprintf("%s.tmp.%d", path, (int)getpid());
+    FILE *f = tmp ? fopen(tmp, "w") : NULL;
+    if (!f) {
+        rc = tmp ? -errno : -ENOMEM;
+        goto out;
+    }
+    if (fwrite(s, 1, len, f) != len || fputc('\n', f) == EOF)
+        rc = -EIO;
+    if (fclose(f) != 0 && !rc)
+        rc = -errno;
+    if (!rc && rename(tmp, path) != 0)
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+out:
+    free(tmp);
+    free(s);
+    return rc;
+}
+
+/* ---- reading -------------------------------------------------------------- */
+
+/* The reader's state: the input's name, where in it we are, and the first error. */
+typedef struct rd {
+    const char *name;
+    char where[256];
+    char *err;
+    int rc;
+} rd;
+
+static int fail(rd *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(rd *r, int rc, const char *fmt, ...)
+{
+    if (r->rc)
+        return r->rc;
+    r->rc = rc;
+    if (rc == -ENOMEM)
+        return rc;
+    char *msg = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    va_end(ap);
+    r->err = hdx_asprintf("%s: %s%s%s", r->name, r->where, r->where[0] ? ": " : "", msg ? msg : "malformed");
+    free(msg);
+    return rc;
+}
+
+#define BAD(r, ...) fail((r), -EBADMSG, __VA_ARGS__)
+
+/* Remember where we are ("processes[3].threads[1]") for messages; returns the old length. */
+static size_t enter(rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static size_t enter(rd *r, const char *fmt, ...)
+{
+    size_t old = strlen(r->where);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->where + old, sizeof r->where - old, fmt, ap);
+    va_end(ap);
+    return old;
+}
+
+static void leave(rd *r, size_t old)
+{
+    r->where[old] = 0;
+}
+
+static const cJSON *member(const cJSON *o, const char *key)
+{
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, key);
+    return c && !cJSON_IsNull(c) ? c : NULL;
+}
+
+/* An array or object of at most HDX_SNAPSHOT_MAX_ITEMS entries (or NULL when absent). */
+static const cJSON *container(rd *r, const cJSON *o, const char *key, int want_object)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return NULL;
+    if (want_object ? !cJSON_IsObject(c) : !cJSON_IsArray(c)) {
+        BAD(r, "\"%s\" should be %s", key, want_object ? "an object" : "an array");
+        return NULL;
+    }
+    size_t n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, c)
+    {
+        if (++n > HDX_SNAPSHOT_MAX_ITEMS) {
+            fail(r, -EBADMSG, "\"%s\" has more than %d entries: refused", key, HDX_SNAPSHOT_MAX_ITEMS);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+/* An integral number in [min, max]; absent or null gives unknown. */
+static long long get_int(rd *r, const cJSON *o, const char *key, long long min, long long max, long long unknown)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return unknown;
+    double d = c->valuedouble;
+    if (!cJSON_IsNumber(c) || d != floor(d) || d < (double)min || d > (double)max) {
+        BAD(r, "\"%s\" should be an integer from %lld to %lld", key, min, max);
+        return unknown;
+    }
+    return (long long)d;
+}
+
+static double get_num(rd *r, const cJSON *o, const char *key, double unknown)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return unknown;
+    if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble)) {
+        BAD(r, "\"%s\" should be a number", key);
+        return unknown;
+    }
+    return c->valuedouble;
+}
+
+/* true/false as 1/0; absent or null gives HDX_UNKNOWN. */
+static int get_bool(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return HDX_UNKNOWN;
+    if (!cJSON_IsBool(c)) {
+        BAD(r, "\"%s\" should be true, false or null", key);
+        return HDX_UNKNOWN;
+    }
+    return cJSON_IsTrue(c);
+}
+
+/* A heap copy of a string member, NULL when absent or null (or on error). */
+static char *get_str(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return NULL;
+    if (!cJSON_IsString(c) || !c->valuestring) {
+        BAD(r, "\"%s\" should be a string", key);
+        return NULL;
+    }
+    char *s = strdup(c->valuestring);
+    if (!s)
+        fail(r, -ENOMEM, "out of memory");
+    return s;
+}
+
+/* A one-letter state ("S"), 0 when absent. */
+static char get_state(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return 0;
+    if (!cJSON_IsString(c) || !c->valuestring || strlen(c->valuestring) != 1) {
+        BAD(r, "\"%s\" should be a one-letter state", key);
+        return 0;
+    }
+    return c->valuestring[0];
+}
+
+/* "0x1f" (or a plain non-negative integer) in c; what names it in a message. */
+static uint64_t hex_value(rd *r, const cJSON *c, const char *what)
+{
+    if (cJSON_IsNumber(c) && c->valuedouble >= 0 && c->valuedouble <= EXACT_MAX &&
+        c->valuedouble == floor(c->valuedouble))
+        return (uint64_t)c->valuedouble;
+    if (cJSON_IsString(c) && c->valuestring) {
+        const char *s = c->valuestring;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 16);
+        if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && isxdigit((unsigned char)s[2]) && !*end && !errno)
+            return v;
+    }
+    BAD(r, "\"%s\" should be a hex string such as \"0x1f\"", what);
+    return 0;
+}
+
+/* A hex member; absent or null gives 0. */
+static uint64_t get_hex(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON *c = member(o, key);
+    return c ? hex_value(r, c, key) : 0;
+}
+
+int hdx_snapshot_parse_time(const char *s, int64_t *ns)
+{
+    int Y, M, D, h, m, sec, n = 0;
+    if (!s || !ns || sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &Y, &M, &D, &h, &m, &sec, &n) != 6 || n != 19)
+        return -EINVAL;
+    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60 || Y < 1900 || Y > 9999)
+        return -EINVAL;
+    const char *p = s + n;
+    int64_t frac = 0;
+    if (*p == '.') {
+        int digits = 0;
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+            if (digits < 9)
+                frac = frac * 10 + (*p - '0');
+        if (!digits)
+            return -EINVAL;
+        for (; digits < 9; digits++)
+            frac *= 10;
+    }
+    int64_t off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om, k = 0;
+        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &k) != 2 || k != 5 || oh > 23 || om > 59)
+            return -EINVAL;
+        off = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
+        p += 6;
+    } else {
+        return -EINVAL;
+    }
+    if (*p)
+        return -EINVAL;
+    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h, .tm_min = m, .tm_sec = sec};
+    time_t t = timegm(&tm);
+    *ns = ((int64_t)t - off) * 1000000000 + frac;
+    return 0;
+}
+
+static int64_t get_time(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON *c = member(o, key);
+    int64_t ns;
+    if (!c)
+        return HDX_UNKNOWN;
+    if (!cJSON_IsString(c) || hdx_snapshot_parse_time(c->valuestring, &ns) != 0) {
+        BAD(r, "\"%s\" should be an RFC 3339 time such as \"2026-11-29T18:40:27Z\"", key);
+        return HDX_UNKNOWN;
+    }
+    return ns;
+}
+
+/* A positive errno number as the negative one the evidence keeps; null 0. */
+static int get_errno(rd *r, const cJSON *o, const char *key)
+{
+    return -(int)get_int(r, o, key, 0, 4095, 0);
+}
+
+static int read_local(rd *r, const cJSON *c, hdx_local *v)
+{
+    if (!(v->name = strdup(c->string ? c->string : "")))
+        return fail(r, -ENOMEM, "out of memory");
+    if (cJSON_IsNull(c)) {
+        v->kind = HDX_VAL_NONE;
+    } else if (cJSON_IsBool(c)) {
+        v->kind = HDX_VAL_BOOL;
+        v->i = cJSON_IsTrue(c);
+    } else if (cJSON_IsNumber(c)) {
+        double d = c->valuedouble;
+        if (d == floor(d) && d >= -EXACT_MAX && d <= EXACT_MAX) {
+            v->kind = HDX_VAL_INT;
+            v->i = (long long)d;
+        } else {
+            v->kind = HDX_VAL_FLOAT;
+            v->f = d;
+        }
+    } else if (cJSON_IsString(c) && c->valuestring) {
+        v->kind = HDX_VAL_STR;
+        if (!(v->s = strdup(c->valuestring)))
+            return fail(r, -ENOMEM, "out of memory");
+    } else if (cJSON_IsObject(c)) {
+        const cJSON *t;
+        char *end;
+        if ((t = cJSON_GetObjectItemCaseSensitive(c, "int")) && cJSON_IsString(t) && t->valuestring) {
+            errno = 0;
+            v->kind = HDX_VAL_INT;
+            v->i = strtoll(t->valuestring, &end, 10);
+            if (errno || end == t->valuestring || *end)
+                return BAD(r, "local \"%s\": \"int\" should be a decimal string", v->name);
+        } else if ((t = cJSON_GetObjectItemCaseSensitive(c, "float")) && cJSON_IsString(t) && t->valuestring) {
+            v->kind = HDX_VAL_FLOAT;
+            v->f = strtod(t->valuestring, &end);
+            if (end == t->valuestring || *end)
+                return BAD(r, "local \"%s\": \"float\" should be a number string", v->name);
+        } else {
+            v->kind = HDX_VAL_OTHER;
+            t = cJSON_GetObjectItemCaseSensitive(c, "type");
+            if (t && !cJSON_IsNull(t)) {
+                if (!cJSON_IsString(t) || !t->valuestring)
+                    return BAD(r, "local \"%s\": \"type\" should be a string", v->name);
+                if (!(v->s = strdup(t->valuestring)))
+                    return fail(r, -ENOMEM, "out of memory");
+            }
+        }
+    } else {
+        return BAD(r, "local \"%s\" should be null, a bool, a number, a string or an object", v->name);
+    }
+    return 0;
+}
+
+static int read_frame(rd *r, const cJSON *o, hdx_frame *f)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "a frame should be an object");
+    const cJSON *k = member(o, "kind");
+    if (!k || !cJSON_IsString(k) || (strcmp(k->valuestring, "native") && strcmp(k->valuestring, "python")))
+        return BAD(r, "\"kind\" should be \"native\" or \"python\"");
+    f->kind = !strcmp(k->valuestring, "python") ? HDX_FRAME_PYTHON : HDX_FRAME_NATIVE;
+    f->function = get_str(r, o, "function");
+    f->file = get_str(r, o, "file");
+    f->line = (int)get_int(r, o, "line", 0, INT_MAX, 0);
+    f->module = get_str(r, o, "module");
+    f->offset = get_hex(r, o, "offset");
+    f->pc = get_hex(r, o, "pc");
+    const cJSON *l = container(r, o, "locals", 1);
+    if (l) {
+        size_t n = (size_t)cJSON_GetArraySize(l);
+        /* calloc(1) for none: an empty locals object stays an object, not null */
+        if (!(f->locals = calloc(n ? n : 1, sizeof *f->locals)))
+            return fail(r, -ENOMEM, "out of memory");
+        const cJSON *c;
+        cJSON_ArrayForEach(c, l)
+        {
+            if (read_local(r, c, &f->locals[f->n_locals++]) < 0)
+                break;
+        }
+    }
+    return r->rc;
+}
+
+/* An array of frames into *out; an empty array gives NULL unless keep_empty. */
+static int read_frames(rd *r, const cJSON *a, const char *key, hdx_frame **out, size_t *n, int keep_empty)
+{
+    size_t i = 0, old;
+    size_t count = (size_t)cJSON_GetArraySize(a);
+    if (!count && !keep_empty)
+        return 0;
+    if (!(*out = calloc(count ? count : 1, sizeof **out)))
+        return fail(r, -ENOMEM, "out of memory");
+    const cJSON *c;
+    cJSON_ArrayForEach(c, a)
+    {
+        old = enter(r, ".%s[%zu]", key, i++);
+        (*n)++;
+        read_frame(r, c, &(*out)[*n - 1]);
+        leave(r, old);
+        if (r->rc)
+            break;
+    }
+    return r->rc;
+}
+
+static long syscall_from_name(const char *name)
+{
+    if (!strcmp(name, "running"))
+        return HDX_SYSCALL_RUNNING;
+    for (long nr = 0; nr < 1024; nr++) {
+        const char *n = hdx_syscall_name(nr);
+        if (n && !strcmp(n, name))
+            return nr;
+    }
+    return HDX_SYSCALL_UNKNOWN;
+}
+
+static int read_thread(rd *r, const cJSON *o, hdx_process *p)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "a thread should be an object");
+    hdx_thread *t = hdx_process_add_thread(p);
+    if (!t)
+        return fail(r, -ENOMEM, "out of memory");
+    t->tid = (int)get_int(r, o, "tid", 0, INT_MAX, HDX_UNKNOWN);
+    t->name = get_str(r, o, "name");
+    t->state = get_state(r, o, "state");
+    t->wchan = get_str(r, o, "wchan");
+    t->syscall = (long)get_int(r, o, "syscall_nr", 0, 100000, HDX_SYSCALL_UNKNOWN);
+    const cJSON *sc = member(o, "syscall");
+    if (sc && !cJSON_IsString(sc))
+        return BAD(r, "\"syscall\" should be a string");
+    if (t->syscall == HDX_SYSCALL_UNKNOWN && sc) /* a report names the call only */
+        t->syscall = syscall_from_name(sc->valuestring);
+    const cJSON *args = container(r, o, "syscall_args", 0);
+    if (args) {
+        size_t i = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, args)
+        {
+            if (i >= 6)
+                return BAD(r, "\"syscall_args\" should have at most 6 entries");
+            t->syscall_args[i++] = hex_value(r, a, "syscall_args");
+        }
+    }
+    t->cpu_ms = get_num(r, o, "cpu_ms", 0);
+    t->stack_error = get_errno(r, o, "stack_error");
+    t->polled_path = get_str(r, o, "polled_path");
+    t->wait = get_str(r, o, "wait");
+    t->wait_op = get_str(r, o, "wait_op");
+    t->wait_peer = (int)get_int(r, o, "peer", 0, 1 << 24, HDX_UNKNOWN);
+    t->wait_frame = (long)get_int(r, o, "wait_frame", 0, HDX_SNAPSHOT_MAX_ITEMS, -1);
+    const cJSON *fr = container(r, o, "frames", 0);
+    if (fr && !r->rc)
+        read_frames(r, fr, "frames", &t->frames, &t->n_frames, 0);
+    else if (!fr && !member(o, "stack_error") && !r->rc)
+        t->stack_error = -EIO; /* a report's "frames": null: the stack could not be read */
+    int um = get_bool(r, o, "unmerged");
+    t->unmerged = um == 1;
+    const cJSON *py = container(r, o, "python_frames", 0);
+    if (py && !r->rc)
+        read_frames(r, py, "python_frames", &t->py_frames, &t->n_py_frames, 1);
+    return r->rc;
+}
+
+static int read_process(rd *r, const cJSON *o, const char *host, hdx_evidence *ev)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "a process should be an object");
+    hdx_process *p = hdx_evidence_add_process(ev);
+    if (!p)
+        return fail(r, -ENOMEM, "out of memory");
+    p->pid = (int)get_int(r, o, "pid", 0, INT_MAX, HDX_UNKNOWN);
+    p->ppid = (int)get_int(r, o, "ppid", 0, INT_MAX, HDX_UNKNOWN);
+    p->host = get_str(r, o, "host");
+    if (!p->host && host && !r->rc && !(p->host = strdup(host)))
+        return fail(r, -ENOMEM, "out of memory");
+    const cJSON *argv = container(r, o, "cmdline", 0);
+    const cJSON *c;
+    if (argv) {
+        size_t n = (size_t)cJSON_GetArraySize(argv);
+        if (n && !(p->cmdline = calloc(n, sizeof *p->cmdline)))
+            return fail(r, -ENOMEM, "out of memory");
+        cJSON_ArrayForEach(c, argv)
+        {
+            if (!cJSON_IsString(c) || !c->valuestring)
+                return BAD(r, "\"cmdline\" should hold strings");
+            if (!(p->cmdline[p->n_cmdline++] = strdup(c->valuestring)))
+                return fail(r, -ENOMEM, "out of memory");
+        }
+    }
+    const cJSON *env = container(r, o, "env", 1);
+    if (env) {
+        cJSON_ArrayForEach(c, env)
+        {
+            if (!cJSON_IsString(c) || !c->valuestring)
+                return BAD(r, "env \"%s\" should be a string", c->string ? c->string : "?");
+            /* Names outside the design's list are dropped: they never leave a host. */
+            if (c->string && hdx_process_set_env(p, c->string, c->valuestring) < 0)
+                return fail(r, -ENOMEM, "out of memory");
+        }
+    }
+    /* The rank variables as recorded, over what the env gives. */
+    if (cJSON_GetObjectItemCaseSensitive(o, "rank"))
+        p->rank = (int)get_int(r, o, "rank", 0, 1 << 24, HDX_UNKNOWN);
+    if (cJSON_GetObjectItemCaseSensitive(o, "local_rank"))
+        p->local_rank = (int)get_int(r, o, "local_rank", 0, 1 << 24, HDX_UNKNOWN);
+    if (cJSON_GetObjectItemCaseSensitive(o, "world_size"))
+        p->world_size = (int)get_int(r, o, "world_size", 0, 1 << 24, HDX_UNKNOWN);
+    p->exe = get_str(r, o, "exe");
+    p->cwd = get_str(r, o, "cwd");
+    p->state = get_state(r, o, "state");
+    p->start_ticks = (uint64_t)get_int(r, o, "start_ticks", 0, (long long)EXACT_MAX, 0);
+    p->age_s = get_num(r, o, "age_s", 0);
+    p->cpu_ms = get_num(r, o, "cpu_ms", 0);
+    /* A report has no first sample: its cpu_ms stands for both. */
+    p->cpu_ms_first = get_num(r, o, "cpu_ms_first", p->cpu_ms);
+    p->window_ms = get_int(r, o, "window_ms", 0, (long long)EXACT_MAX, 0);
+    p->progressing = get_bool(r, o, "progressing");
+    p->stack_changed = get_bool(r, o, "stack_changed");
+    p->stopped_us = get_int(r, o, "stopped_us", 0, (long long)EXACT_MAX, HDX_UNKNOWN);
+    p->alive = get_bool(r, o, "alive");
+    p->read_error = get_errno(r, o, "read_error");
+    p->python = get_str(r, o, "python");
+    const cJSON *threads = container(r, o, "threads", 0);
+    size_t i = 0;
+    if (threads && !r->rc) {
+        cJSON_ArrayForEach(c, threads)
+        {
+            size_t old = enter(r, ".threads[%zu]", i++);
+            read_thread(r, c, p);
+            if (r->rc)
+                break;
+            leave(r, old);
+        }
+    }
+    return r->rc;
+}
+
+static int lock_kind(const char *s, enum hdx_lock_kind *k)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, hdx_lock_kind_name((enum hdx_lock_kind)i))) {
+            *k = (enum hdx_lock_kind)i;
+            return 0;
+        }
+    return -1;
+}
+
+static int lock_state(const char *s, enum hdx_lock_state *st)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, hdx_lock_state_name((enum hdx_lock_state)i))) {
+            *st = (enum hdx_lock_state)i;
+            return 0;
+        }
+    return -1;
+}
+
+static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "a lock should be an object");
+    const cJSON *path = member(o, "path"), *k = member(o, "kind"), *s = member(o, "state");
+    if (!path || !cJSON_IsString(path))
+        return BAD(r, "\"path\" should be a string");
+    hdx_lock *l = hdx_evidence_add_lock(ev);
+    if (!l || !(l->path = strdup(path->valuestring)))
+        return fail(r, -ENOMEM, "out of memory");
+    if (k && (!cJSON_IsString(k) || lock_kind(k->valuestring, &l->kind)))
+        return BAD(r, "\"kind\" should be \"baton\", \"flock\", \"posix\" or \"ofd\"");
+    if (s && (!cJSON_IsString(s) || lock_state(s->valuestring, &l->state)))
+        return BAD(r, "\"state\" should be \"stale\", \"held\" or \"free\"");
+    l->exists = get_bool(r, o, "exists");
+    l->mtime_ns = get_time(r, o, "mtime");
+    l->holder_pid = (int)get_int(r, o, "holder_pid", 0, INT_MAX, HDX_UNKNOWN);
+    const cJSON *c = member(o, "created_by");
+    if (c) {
+        if (!cJSON_IsObject(c))
+            return BAD(r, "\"created_by\" should be an object or null");
+        l->has_creator = 1;
+        l->creator_pid = (int)get_int(r, c, "pid", 0, INT_MAX, HDX_UNKNOWN);
+        l->creator_rank = (int)get_int(r, c, "rank", 0, 1 << 24, HDX_UNKNOWN);
+        l->creator_alive = get_bool(r, c, "alive");
+        l->created_ns = get_time(r, c, "at");
+    }
+    l->source = get_str(r, o, "source");
+    const cJSON *w = container(r, o, "waiters", 0);
+    size_t i = 0;
+    if (w && !r->rc) {
+        cJSON_ArrayForEach(c, w)
+        {
+            size_t old = enter(r, ".waiters[%zu]", i++);
+            if (!cJSON_IsObject(c))
+                return BAD(r, "a waiter should be an object");
+            hdx_waiter *x = hdx_lock_add_waiter(l);
+            if (!x)
+                return fail(r, -ENOMEM, "out of memory");
+            x->pid = (int)get_int(r, c, "pid", 0, INT_MAX, HDX_UNKNOWN);
+            x->tid = (int)get_int(r, c, "tid", 0, INT_MAX, HDX_UNKNOWN);
+            x->rank = (int)get_int(r, c, "rank", 0, 1 << 24, HDX_UNKNOWN);
+            x->since_ns = get_time(r, c, "since");
+            x->how = get_str(r, c, "how");
+            if (r->rc)
+                break;
+            leave(r, old);
+        }
+    }
+    return r->rc;
+}
+
+/* The top-level object into a fresh evidence *out. */
+static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
+{
+    if (!cJSON_IsObject(root))
+        return BAD(r, "not a hangdx snapshot or report (not a JSON object)");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(root, "schema");
+    if (!schema || !cJSON_IsString(schema))
+        return BAD(r, "not a hangdx snapshot or report (no \"schema\"); 'hangdx snapshot -o FILE PID' writes one");
+    int report = !strcmp(schema->valuestring, HDX_REPORT_SCHEMA);
+    if (!report && strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA) != 0)
+        return fail(r, -EPROTONOSUPPORT,
+                    "schema %.64s is not supported (this hangdx reads %s and %s; a newer hangdx may read it)",
+                    schema->valuestring, HDX_SNAPSHOT_SCHEMA, HDX_REPORT_SCHEMA);
+    const char *host = NULL;
+    if (report) {
+        const cJSON *hosts = container(r, root, "hosts", 0);
+        if (hosts && cJSON_GetArraySize(hosts) == 1 && cJSON_IsString(hosts->child))
+            host = hosts->child->valuestring;
+    } else {
+        const cJSON *h = member(root, "host");
+        if (h && !cJSON_IsString(h))
+            return BAD(r, "\"host\" should be a string");
+        host = h ? h->valuestring : NULL;
+        ev->samples = (int)get_int(r, root, "samples", 0, 1000000, 0);
+        ev->interval_ms = (int)get_int(r, root, "interval_ms", 0, INT_MAX, 0);
+        ev->build_timeout_s = get_int(r, root, "build_timeout_s", 0, (long long)EXACT_MAX, 1800);
+    }
+    if (host && !(ev->host = strdup(host)))
+        return fail(r, -ENOMEM, "out of memory");
+    ev->taken_ns = get_time(r, root, "taken_at");
+
+    const cJSON *procs = container(r, root, "processes", 0);
+    const cJSON *locks = container(r, root, "locks", 0);
+    const cJSON *notes = container(r, root, "notes", 0);
+    const cJSON *c;
+    size_t i = 0;
+    if (!report && !r->rc && !cJSON_GetObjectItemCaseSensitive(root, "processes"))
+        return BAD(r, "no \"processes\": truncated or not a snapshot");
+    cJSON_ArrayForEach(c, procs)
+    {
+        size_t old = enter(r, "processes[%zu]", i++);
+        if (r->rc || read_process(r, c, host, ev))
+            return r->rc;
+        leave(r, old);
+    }
+    i = 0;
+    cJSON_ArrayForEach(c, locks)
+    {
+        size_t old = enter(r, "locks[%zu]", i++);
+        if (r->rc || read_lock(r, c, ev))
+            return r->rc;
+        leave(r, old);
+    }
+    i = 0;
+    cJSON_ArrayForEach(c, notes)
+    {
+        if (r->rc)
+            return r->rc;
+        if (!cJSON_IsString(c))
+            return BAD(r, "notes[%zu] should be a string", i);
+        char **slot = hdx_append((void **)&ev->notes, &ev->n_notes, sizeof *slot);
+        if (!slot || !(*slot = strdup(c->valuestring)))
+            return fail(r, -ENOMEM, "out of memory");
+        i++;
+    }
+    return r->rc;
+}
+
+int hdx_snapshot_from_json(const cJSON *root, const char *name, hdx_evidence *ev, char **err)
+{
+    rd r = {.name = name ? name : "input"};
+    if (err)
+        *err = NULL;
+    if (!ev)
+        return -EINVAL;
+    hdx_evidence *src = hdx_evidence_new();
+    if (!src)
+        return -ENOMEM;
+    int rc = read_root(&r, root, src);
+    char *msg = r.err;
+    if (rc == 0) {
+        char *merr = NULL;
+        rc = hdx_snapshot_merge(ev, src, &merr);
+        if (rc < 0)
+            msg = hdx_asprintf("%s: %s", r.name, merr ? merr : strerror(-rc));
+        free(merr);
+    }
+    if (rc < 0 && !msg)
+        msg = hdx_asprintf("%s: %s", r.name, strerror(-rc));
+    if (rc < 0 && err)
+        *err = msg;
+    else
+        free(msg);
+    hdx_evidence_free(src);
+    return rc;
+}
+
+int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_evidence *ev, char **err)
+{
+    if (err)
+        *err = NULL;
+    if (!text || !ev)
+        return -EINVAL;
+    name = name ? name : "input";
+    if (len > HDX_SNAPSHOT_MAX_BYTES) {
+        if (err)
+            *err = hdx_asprintf("%s: larger than %u MiB: refused", name, HDX_SNAPSHOT_MAX_BYTES >> 20);
+        return -EFBIG;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
+        size_t last = len; /* cJSON stops at the last byte of an input cut short */
+        while (last > 0 && (text[last - 1] == ' ' || text[last - 1] == '\n' || text[last - 1] == '\t' ||
+                            text[last - 1] == '\r' || text[last - 1] == 0))
+            last--;
+        if (err)
+            *err = at + 1 >= last ? hdx_asprintf("%s: not a whole JSON object (truncated?)", name)
+                                  : hdx_asprintf("%s: not valid JSON (at byte %zu)", name, at);
+        return -EBADMSG;
+    }
+    int rc = hdx_snapshot_from_json(root, name, ev, err);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int hdx_snapshot_load(const char *path, hdx_evidence *ev, char **err)
+{
+    if (err)
+        *err = NULL;
+    if (!path || !ev)
+        return -EINVAL;
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (err)
+            *err = hdx_asprintf("%s: cannot read: %s", path, strerror(e));
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > HDX_SNAPSHOT_MAX_BYTES) {
+        close(fd);
+        if (err)
+            *err = S_ISREG(st.st_mode)
+                       ? hdx_asprintf("%s: larger than %u MiB: refused", path, HDX_SNAPSHOT_MAX_BYTES >> 20)
+                       : hdx_asprintf("%s: not a regular file", path);
+        return S_ISREG(st.st_mode) ? -EFBIG : -EINVAL;
+    }
+    size_t size = (size_t)st.st_size, n = 0;
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        close(fd);
+        return -ENOMEM;
+    }
+    while (n < size) {
+        ssize_t k = read(fd, buf + n, size - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    close(fd);
+    buf[n] = 0;
+    int rc = hdx_snapshot_load_text(buf, n, path, ev, err);
+    free(buf);
+    return rc;
+}
+
+enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path)
+{
+    char buf[4096];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return HDX_INPUT_NOT_JSON;
+    struct stat st;
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
+    close(fd);
+    if (n <= 0)
+        return HDX_INPUT_NOT_JSON;
+    buf[n] = 0;
+    const char *p = buf;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    if (*p != '{')
+        return HDX_INPUT_NOT_JSON;
+    /* Both writers put "schema" first; a hand-written file may not, so look for it
+     * anywhere in the first block. */
+    const char *s = strstr(p, "\"schema\"");
+    if (!s)
+        return HDX_INPUT_OTHER_SCHEMA; /* an object: the loader says what it lacks */
+    s += 8;
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++;
+    if (*s++ != ':')
+        return HDX_INPUT_NOT_JSON;
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++;
+    if (*s != '"')
+        return HDX_INPUT_NOT_JSON;
+    s++;
+    size_t ls = strlen(HDX_SNAPSHOT_SCHEMA), lr = strlen(HDX_REPORT_SCHEMA);
+    if (!strncmp(s, HDX_SNAPSHOT_SCHEMA, ls) && s[ls] == '"')
+        return HDX_INPUT_SNAPSHOT;
+    if (!strncmp(s, HDX_REPORT_SCHEMA, lr) && s[lr] == '"')
+        return HDX_INPUT_REPORT;
+    return HDX_INPUT_OTHER_SCHEMA;
+}
+
+/* ---- merging -------------------------------------------------------------- */
+
+/* Make room for more elements of an hdx_append array (its capacity is implied by n). */
+static int reserve(void **arr, size_t n, size_t more, size_t elsize)
+{
+    size_t want = n + more, cap = 4;
+    if (!more)
+        return 0;
+    while (cap < want)
+        cap *= 2;
+    void *p = realloc(*arr, cap * elsize);
+    if (!p)
+        return -ENOMEM;
+    *arr = p;
+    return 0;
+}
+
+static int same_host(const char *a, const char *b)
+{
+    return !a || !b || !strcmp(a, b);
+}
+
+static int lock_strength(enum hdx_lock_state s)
+{
+    return s == HDX_LOCK_HELD ? 2 : s == HDX_LOCK_STALE ? 1 : 0;
+}
+
+/* The process of dst that src's p is (same pid, same host), or NULL. */
+static hdx_process *same_process(hdx_process *procs, size_t n, const hdx_process *p)
+{
+    for (size_t i = 0; p->pid != HDX_UNKNOWN && i < n; i++)
+        if (procs[i].pid == p->pid && same_host(procs[i].host, p->host))
+            return &procs[i];
+    return NULL;
+}
+
+/* A process of procs[0..n) that has p's rank on another host, or NULL. */
+static const hdx_process *rank_elsewhere(const hdx_process *procs, size_t n, const hdx_process *p)
+{
+    for (size_t i = 0; p->rank >= 0 && i < n; i++)
+        if (&procs[i] != p && procs[i].rank == p->rank && procs[i].host && p->host && strcmp(procs[i].host, p->host))
+            return &procs[i];
+    return NULL;
+}
+
+int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
+{
+    if (err)
+        *err = NULL;
+    if (!dst || !src)
+        return -EINVAL;
+    /* Check everything first: an error leaves both as they were. */
+    for (size_t i = 0; i < src->n_procs; i++) {
+        const hdx_process *p = &src->procs[i], *q;
+        if ((q = rank_elsewhere(dst->procs, dst->n_procs, p)) || (q = rank_elsewhere(src->procs, i, p))) {
+            if (err)
+                *err = hdx_asprintf("rank %d is on two hosts: pid %d on %s and pid %d on %s — the inputs come from "
+                                    "different jobs, or a rank variable is set wrongly",
+                                    p->rank, q->pid, q->host, p->pid, p->host);
+            return -EEXIST;
+        }
+        const hdx_process *d = same_process(dst->procs, dst->n_procs, p);
+        if (d && d->n_threads && p->n_threads) {
+            if (err)
+                *err = hdx_asprintf("process %d of host %s is in two inputs — give each host's snapshot once",
+                                    p->pid, p->host ? p->host : "?");
+            return -EEXIST;
+        }
+    }
+    if (reserve((void **)&dst->procs, dst->n_procs, src->n_procs, sizeof *dst->procs) ||
+        reserve((void **)&dst->locks, dst->n_locks, src->n_locks, sizeof *dst->locks) ||
+        reserve((void **)&dst->notes, dst->n_notes, src->n_notes, sizeof *dst->notes))
+        return -ENOMEM;
+    for (size_t i = 0; i < src->n_locks; i++) {
+        hdx_lock *d = src->locks[i].path ? hdx_evidence_find_lock(dst, src->locks[i].path) : NULL;
+        if (d && reserve((void **)&d->waiters, d->n_waiters, src->locks[i].n_waiters, sizeof *d->waiters))
+            return -ENOMEM;
+    }
+    /* From here on nothing allocates. */
+
+    int empty = !dst->n_procs && !dst->n_locks && !dst->samples && !dst->host;
+    if (empty) {
+        dst->host = src->host;
+        src->host = NULL;
+        dst->taken_ns = src->taken_ns;
+        dst->samples = src->samples;
+        dst->interval_ms = src->interval_ms;
+        dst->build_timeout_s = src->build_timeout_s;
+    } else {
+        if (!dst->host || !src->host || strcmp(dst->host, src->host) != 0) {
+            free(dst->host);
+            dst->host = NULL;
+        }
+        if (src->taken_ns != HDX_UNKNOWN && (dst->taken_ns == HDX_UNKNOWN || src->taken_ns < dst->taken_ns))
+            dst->taken_ns = src->taken_ns;
+        if (src->samples > 0) {
+            if (!dst->samples) {
+                dst->samples = src->samples;
+                dst->interval_ms = src->interval_ms;
+                dst->build_timeout_s = src->build_timeout_s;
+            } else {
+                dst->samples = src->samples < dst->samples ? src->samples : dst->samples;
+                dst->interval_ms = src->interval_ms < dst->interval_ms ? src->interval_ms : dst->interval_ms;
+                dst->build_timeout_s =
+                    src->build_timeout_s < dst->build_timeout_s ? src->build_timeout_s : dst->build_timeout_s;
+            }
+        }
+    }
+
+    for (size_t i = 0; i < src->n_procs; i++) {
+        hdx_process *p = &src->procs[i];
+        hdx_process *d = same_process(dst->procs, dst->n_procs, p);
+        if (d && !p->n_threads) {
+            hdx_process_clear(p); /* a trace's thin copy of a process already here */
+            continue;
+        }
+        if (d) {
+            hdx_process_clear(d); /* the snapshot's process replaces the trace's */
+            *d = *p;
+        } else {
+            dst->procs[dst->n_procs++] = *p;
+        }
+        memset(p, 0, sizeof *p);
+    }
+    src->n_procs = 0;
+
+    for (size_t i = 0; i < src->n_locks; i++) {
+        hdx_lock *s = &src->locks[i];
+        hdx_lock *d = s->path ? hdx_evidence_find_lock(dst, s->path) : NULL;
+        if (!d) {
+            dst->locks[dst->n_locks++] = *s;
+            memset(s, 0, sizeof *s);
+            continue;
+        }
+        /* One lock file seen from several hosts (a shared build directory). */
+        for (size_t k = 0; k < s->n_waiters; k++) {
+            hdx_waiter *w = &s->waiters[k];
+            int dup = 0;
+            for (size_t j = 0; !dup && j < d->n_waiters; j++)
+                dup = d->waiters[j].pid == w->pid && d->waiters[j].tid == w->tid && d->waiters[j].rank == w->rank;
+            if (dup) {
+                free(w->how);
+            } else {
+                d->waiters[d->n_waiters++] = *w;
+            }
+            w->how = NULL;
+        }
+        s->n_waiters = 0;
+        if (lock_strength(s->state) > lock_strength(d->state)) {
+            d->state = s->state;
+            d->holder_pid = s->holder_pid;
+        } else if (s->state == d->state && d->holder_pid == HDX_UNKNOWN) {
+            d->holder_pid = s->holder_pid;
+        }
+        if (s->exists == 1 || (s->exists == 0 && d->exists == HDX_UNKNOWN))
+            d->exists = s->exists;
+        if (s->mtime_ns != HDX_UNKNOWN && (d->mtime_ns == HDX_UNKNOWN || s->mtime_ns > d->mtime_ns))
+            d->mtime_ns = s->mtime_ns;
+        if (!d->has_creator && s->has_creator) {
+            d->has_creator = 1;
+            d->creator_pid = s->creator_pid;
+            d->creator_rank = s->creator_rank;
+            d->creator_alive = s->creator_alive;
+            d->created_ns = s->created_ns;
+        }
+        if (!d->source) {
+            d->source = s->source;
+            s->source = NULL;
+        }
+        hdx_lock_clear(s);
+    }
+    src->n_locks = 0;
+
+    for (size_t i = 0; i < src->n_notes; i++) {
+        int dup = 0;
+        for (size_t j = 0; !dup && j < dst->n_notes; j++)
+            dup = !strcmp(dst->notes[j], src->notes[i]);
+        if (dup)
+            free(src->notes[i]);
+        else
+            dst->notes[dst->n_notes++] = src->notes[i];
+        src->notes[i] = NULL;
+    }
+    src->n_notes = 0;
+    return 0;
+}

@@ -1,0 +1,128 @@
+/*
+ * hangdx.snapshot/1: the evidence of one host on disk (design.md "Formats"),
+ * written by `hangdx snapshot` and read back by `hangdx analyze`, which also
+ * reads hangdx.report/1 objects through the same loader (their processes and
+ * locks carry nearly the same fields). cJSON for everything.
+ *
+ * The object (every key always present; unknown values are null):
+ *   { "schema": "hangdx.snapshot/1", "host", "taken_at": RFC 3339 with ns,
+ *     "samples", "interval_ms", "build_timeout_s",
+ *     "processes": [ { "pid", "ppid", "host", "rank", "local_rank", "world_size",
+ *                      "cmdline": [...], "env": {allowed names only}, "exe", "cwd",
+ *                      "state", "start_ticks", "age_s", "cpu_ms_first", "cpu_ms",
+ *                      "window_ms", "progressing", "stack_changed", "stopped_us", "alive",
+ *                      "read_error" (positive errno or null), "python",
+ *                      "threads": [ { "tid", "name", "state", "wchan", "syscall"
+ *                                     (name, "running" or null), "syscall_nr",
+ *                                     "syscall_args": ["0x..." x6], "cpu_ms",
+ *                                     "stack_error", "polled_path", "wait", "wait_op",
+ *                                     "peer", "wait_frame" (these three and "wait"
+ *                                     are classify's; a snapshot has them null),
+ *                                     "frames": [frame...] | null, "unmerged",
+ *                                     "python_frames": [frame...] | null } ] } ],
+ *     "locks": [ { "path", "kind", "state", "exists", "mtime", "holder_pid",
+ *                  "created_by": {"pid","rank","alive","at"} | null, "source",
+ *                  "waiters": [ {"pid","tid","rank","since","how"} ] } ],
+ *     "notes": [ "..." ] }
+ *   frame = { "kind", "function", "file", "line", "module", "offset": "0x..",
+ *             "pc": "0x..", "locals": {name: value} | null }
+ *   A local is a JSON null, bool, number or string; an object of another type
+ *   is {"type": name}; an int beyond ±2^53 is {"int": "decimal"}; a float that
+ *   a JSON number would not give back exactly (integral, inf, nan) is
+ *   {"float": "repr"}. Native frames keep module and offset, with the symbols
+ *   already resolved on the node that took the snapshot.
+ *
+ * Evidence → JSON → evidence → JSON gives the same JSON. Environment variables
+ * outside HDX_TRACE_ENV_NAMES are never written, and are dropped on reading.
+ */
+#ifndef HDX_SNAPSHOT_H
+#define HDX_SNAPSHOT_H
+
+#include <stddef.h>
+
+#include "evidence.h"
+
+struct cJSON;
+
+/* Limits of the reader: an input beyond them is refused with a message. */
+#define HDX_SNAPSHOT_MAX_BYTES (256u * 1024 * 1024) /* file size */
+#define HDX_SNAPSHOT_MAX_ITEMS 1000000               /* entries of any one array or object */
+#define HDX_SNAPSHOT_MAX_DEPTH 64                    /* JSON nesting */
+
+/* What a JSON text is, from its "schema". */
+enum hdx_snapshot_kind {
+    HDX_INPUT_NOT_JSON = 0,  /* not a JSON object with a "schema" string */
+    HDX_INPUT_SNAPSHOT,      /* hangdx.snapshot/1 */
+    HDX_INPUT_REPORT,        /* hangdx.report/1 */
+    HDX_INPUT_OTHER_SCHEMA,  /* a JSON object with another or no "schema" in its first 4 KiB */
+};
+
+/*
+ * The whole of ev as a hangdx.snapshot/1 object. The caller frees it with
+ * cJSON_Delete. NULL (errno ENOMEM) on failure.
+ */
+struct cJSON *hdx_snapshot_json(const hdx_evidence *ev);
+
+/*
+ * Write hdx_snapshot_json(ev) to path (created or truncated; written to a
+ * temporary file in the same directory and renamed, so a reader never sees
+ * half a snapshot), or to stdout when path is NULL or "-".
+ * 0 or a negative errno.
+ */
+int hdx_snapshot_write(const hdx_evidence *ev, const char *path);
+
+/*
+ * Which kind of input the file at path is, from its first 4 KiB: looks for
+ * "schema" without parsing the whole file. Never fails: unreadable content,
+ * or content that does not start with '{', is HDX_INPUT_NOT_JSON.
+ */
+enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path);
+
+/*
+ * Parse a hangdx.snapshot/1 or hangdx.report/1 object held in root and merge
+ * it into ev (hdx_snapshot_merge). `name` names the input in messages (a file
+ * name). On error ev is left as it was, and *err (when err is not NULL) gets
+ * a heap message for a person naming the input, which the caller frees.
+ * Returns 0, or:
+ *   -EPROTONOSUPPORT  an unknown schema or version;
+ *   -EBADMSG          a malformed object (wrong types, bad values) or beyond
+ *                     the reader's limits;
+ *   -EEXIST           the merge found the same rank on two hosts;
+ *   -ENOMEM.
+ * Missing optional fields are taken as unknown. A report's "verdict" and
+ * "groups" are ignored: analyze classifies again.
+ */
+int hdx_snapshot_from_json(const struct cJSON *root, const char *name, hdx_evidence *ev, char **err);
+
+/* The same from JSON text of len bytes (need not be NUL-terminated). */
+int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_evidence *ev, char **err);
+
+/* The same from the file at path (at most HDX_SNAPSHOT_MAX_BYTES); errors
+ * of open/read are returned as their negative errno, with a message. */
+int hdx_snapshot_load(const char *path, hdx_evidence *ev, char **err);
+
+/*
+ * Move everything of src into dst, and leave src empty (free it with
+ * hdx_evidence_free). The merge is associative:
+ *  - processes are appended. The same rank in two processes of different
+ *    hosts is an error (-EEXIST) naming both (host and pid). The same pid on
+ *    the same host: the one with threads (a snapshot) replaces one without
+ *    (a trace's); two with threads are the same host given twice (-EEXIST);
+ *  - locks with the same path are one lock (a shared build directory seen
+ *    from several hosts): waiters are joined, state is the strongest
+ *    (held > stale > free) with its holder, a known creator wins;
+ *  - notes are joined, each once;
+ *  - an empty dst (no processes, locks, samples or host) takes src's host,
+ *    time and sampling settings; otherwise host stays only when both agree,
+ *    taken_at is the earliest, and samples, interval_ms and build_timeout_s
+ *    are the smallest that any sampled input had (samples 0 = none).
+ * On error dst and src are left as they were; *err as above.
+ * dst->live is never changed.
+ */
+int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err);
+
+/* Parse an RFC 3339 time ("2026-11-29T18:40:27Z", fractions and offsets
+ * allowed) into ns since the epoch. 0 or -EINVAL. */
+int hdx_snapshot_parse_time(const char *s, int64_t *ns);
+
+#endif
