@@ -222,6 +222,7 @@ static cJSON *process_json(const hdx_process *p)
     cJSON_AddItemToObject(o, "progressing", bool_or_null(p->progressing));
     cJSON_AddItemToObject(o, "stack_changed", bool_or_null(p->stack_changed));
     cJSON_AddItemToObject(o, "stopped_us", int_or_null(p->stopped_us));
+    cJSON_AddNumberToObject(o, "max_stop_us", (double)p->max_stop_us);
     cJSON_AddItemToObject(o, "alive", bool_or_null(p->alive));
     cJSON_AddItemToObject(o, "read_error", errno_or_null(p->read_error));
     cJSON_AddItemToObject(o, "python", str_or_null(p->python));
@@ -786,6 +787,7 @@ static int read_process(rd *r, const cJSON *o, const char *host, hdx_evidence *e
     p->progressing = get_bool(r, o, "progressing");
     p->stack_changed = get_bool(r, o, "stack_changed");
     p->stopped_us = get_int(r, o, "stopped_us", 0, (long long)EXACT_MAX, HDX_UNKNOWN);
+    p->max_stop_us = get_int(r, o, "max_stop_us", 0, (long long)EXACT_MAX, 0);
     p->alive = get_bool(r, o, "alive");
     p->read_error = get_errno(r, o, "read_error");
     p->python = get_str(r, o, "python");

@@ -132,6 +132,7 @@ static hdx_evidence *full_evidence(void)
     p->progressing = 0;
     p->stack_changed = 1;
     p->stopped_us = 5063;
+    p->max_stop_us = 2100;
     p->alive = 1;
     p->read_error = -EACCES;
     p->python = sdup("3.11 /usr/bin/python3.11");
@@ -301,7 +302,7 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
         CHECK(p->start_ticks == q->start_ticks && dbl_eq(p->age_s, q->age_s));
         CHECK(dbl_eq(p->cpu_ms_first, q->cpu_ms_first) && dbl_eq(p->cpu_ms, q->cpu_ms));
         CHECK(p->window_ms == q->window_ms && p->progressing == q->progressing);
-        CHECK(p->stack_changed == q->stack_changed);
+        CHECK(p->stack_changed == q->stack_changed && p->max_stop_us == q->max_stop_us);
         CHECK(p->stopped_us == q->stopped_us && p->alive == q->alive && p->read_error == q->read_error);
         CHECK(streq(p->python, q->python));
         CHECK(p->n_threads == q->n_threads);
@@ -678,8 +679,34 @@ static void test_time(void)
     CHECK(hdx_snapshot_parse_time(NULL, &ns) == -EINVAL);
 }
 
+/* A field added to the model must be written and read by snapshot.c (and checked in
+ * check_same above): the sizes of the model's structs tell that one was added. */
+static void test_model_unchanged(void)
+{
+    static const struct {
+        const char *name;
+        size_t have, known;
+    } sizes[] = {
+        {"hdx_evidence", sizeof(hdx_evidence), 88}, {"hdx_process", sizeof(hdx_process), 184},
+        {"hdx_thread", sizeof(hdx_thread), 176},     {"hdx_frame", sizeof(hdx_frame), 72},
+        {"hdx_local", sizeof(hdx_local), 40},        {"hdx_lock", sizeof(hdx_lock), 88},
+        {"hdx_waiter", sizeof(hdx_waiter), 32},
+    };
+    if (sizeof(void *) != 8)
+        return; /* the sizes below are LP64's */
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (sizes[i].have != sizes[i].known) {
+            fprintf(stderr, "%s is %zu bytes, snapshot.c knows it at %zu: a field was added or removed — carry it in "
+                            "inspector/snapshot.c (writer and reader), check it in check_same, then update this size\n",
+                    sizes[i].name, sizes[i].have, sizes[i].known);
+            failures++;
+        }
+    }
+}
+
 int main(void)
 {
+    test_model_unchanged();
     test_time();
     test_round_trip();
     test_bad_inputs();
