@@ -51,8 +51,10 @@ int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p)
 {
     if (p->alive == 0)
         return 0;
-    if (ev->samples >= 2 && p->window_ms > 0)
-        return p->cpu_ms - p->cpu_ms_first >= HDX_BUSY_CPU_SHARE * (double)p->window_ms;
+    if (ev->samples >= 2 && p->window_ms > 0) {
+        double grew = p->cpu_ms - p->cpu_ms_first;
+        return grew >= HDX_BUSY_CPU_MIN_MS && grew >= HDX_BUSY_CPU_SHARE * (double)p->window_ms;
+    }
     if (ev->samples == 1) {
         for (size_t i = 0; i < p->n_threads; i++)
             if (p->threads[i].state == 'R')
@@ -62,11 +64,12 @@ int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p)
     return p->progressing; /* post-mortem: as recorded */
 }
 
-static int is_descendant(const hdx_evidence *ev, const hdx_process *p, int ancestor)
+/* How many generations p is below ancestor (1 for a child), or 0 when it is not. */
+static int descendant_depth(const hdx_evidence *ev, const hdx_process *p, int ancestor)
 {
-    for (int depth = 0; p && depth < 64; depth++) {
+    for (int depth = 1; p && depth <= 64; depth++) {
         if (p->ppid == ancestor)
-            return 1;
+            return depth;
         p = hdx_evidence_find_process(ev, p->ppid);
     }
     return 0;
@@ -185,9 +188,9 @@ static void call_site(const hdx_evidence *ev, const hdx_lock *l, char *buf, size
     }
 }
 
-/* The build that holder runs: its busiest-looking descendant (a compiler, ninja). */
+/* The build that holder runs: ninja and the compilers under it. */
 typedef struct build_state {
-    const hdx_process *child; /* the longest-running descendant, or NULL */
+    const hdx_process *child; /* the deepest descendant (the compiler under ninja), or NULL */
     int n_children;
     int progressing;          /* holder or any descendant progressing */
     double build_s;           /* how long the lock has been held, s, or -1 */
@@ -196,15 +199,19 @@ typedef struct build_state {
 static build_state build_of(const hdx_evidence *ev, const hdx_lock *l, const hdx_process *holder)
 {
     build_state b = {NULL, 0, hdx_cls_progressing(ev, holder), -1};
+    int best = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *c = &ev->procs[i];
-        if (c->alive == 0 || !is_descendant(ev, c, holder->pid))
+        int depth = c->alive == 0 ? 0 : descendant_depth(ev, c, holder->pid);
+        if (!depth)
             continue;
         b.n_children++;
         if (hdx_cls_progressing(ev, c))
             b.progressing = 1;
-        if (!b.child || c->age_s > b.child->age_s)
+        if (depth > best || (depth == best && c->age_s > b.child->age_s)) {
+            best = depth;
             b.child = c;
+        }
     }
     int64_t since = l->created_ns != HDX_UNKNOWN ? l->created_ns : l->mtime_ns;
     if (since != HDX_UNKNOWN && ev->taken_ns > since)

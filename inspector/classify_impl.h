@@ -9,8 +9,13 @@
 
 #include "classify.h"
 
-/* A process is busy when its CPU time grew by at least this share of the sampling window. */
-#define HDX_BUSY_CPU_SHARE 0.2
+/* A process is busy when its CPU time grew by at least this share of the
+ * sampling window, and by at least HDX_BUSY_CPU_MIN_MS (two clock ticks, so
+ * one tick of noise never counts). Waiting ranks use well under 1% (a
+ * FileBaton poller, a TCPStore waking every 10 ms); a busy process on a
+ * loaded node may get only a few percent of a core. */
+#define HDX_BUSY_CPU_SHARE 0.03
+#define HDX_BUSY_CPU_MIN_MS 20.0
 
 /* 1 when p made progress (CPU time across the samples; with one sample a
  * running thread; post-mortem as recorded), else 0. */

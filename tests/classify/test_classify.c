@@ -136,6 +136,7 @@ static void held_baton_busy_compiler(void)
     CHECK(hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_NOT_HUNG);
     CHECK(strstr(v.summary, "a build is running") != NULL);
+    CHECK(strstr(v.summary, "cc1plus (pid 120)") != NULL); /* the compiler under ninja */
     CHECK(strstr(v.summary, "rank 0 (pid 100)") != NULL);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
