@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +13,23 @@
 /* From the C++ runtime (libstdc++), declared here to keep this file C. */
 char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
+/* One looked-up address: what hdx_symbolize fills in, kept so that the
+ * same return address in many threads (64 threads parked in one wait share
+ * nearly all their frames) costs one libdwfl lookup per sample, not one per
+ * frame: libdwfl scans a module's whole symbol table on every lookup. */
+struct sym_entry {
+    uint64_t key;   /* lookup address + 1 (0: empty slot) */
+    uint64_t base;  /* f->offset = f->pc - base, or UINT64_MAX: no module */
+    char *module, *function, *file;
+    int line;
+    int rc;
+};
+
 struct hdx_symbolizer {
     int pid;
     Dwfl *dwfl;
+    struct sym_entry *cache; /* open addressing, cap a power of two */
+    size_t n_cache, cap_cache;
 };
 
 /* libdwfl loads ELF files lazily, from inside lookups, and its find_elf
@@ -98,46 +113,112 @@ static char *clean_name(const char *name)
     return d;
 }
 
-int hdx_symbolize(hdx_symbolizer *s, hdx_frame *f, int is_return)
+/* The libdwfl lookup of addr, into e (strings owned by e). */
+static void lookup(hdx_symbolizer *s, Dwarf_Addr addr, struct sym_entry *e)
 {
-    if (!s || !f->pc)
-        return -ENOENT;
-    Dwarf_Addr addr = is_return ? f->pc - 1 : f->pc;
+    e->rc = -ENOENT;
+    e->base = UINT64_MAX;
     cur_sym = s;
-    int rc = -ENOENT;
     Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);
     if (!mod)
         goto out;
     Dwarf_Addr start = 0;
     const char *mname = dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL, NULL);
-    if (mname && !f->module)
-        f->module = strdup(mname);
+    e->module = mname ? strdup(mname) : NULL;
     GElf_Addr bias = 0;
-    if (dwfl_module_getelf(mod, &bias))
-        f->offset = f->pc - bias;
-    else
-        f->offset = f->pc - start;
+    e->base = dwfl_module_getelf(mod, &bias) ? bias : start;
 
     GElf_Off off = 0;
     GElf_Sym sym;
     const char *name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
     if (name && *name) {
-        free(f->function);
-        f->function = clean_name(name);
-        rc = 0;
+        e->function = clean_name(name);
+        e->rc = 0;
     }
     Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
     if (line) {
         int lineno = 0;
         const char *src = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
         if (src) {
-            free(f->file);
-            f->file = strdup(src);
-            f->line = lineno > 0 ? lineno : 0;
+            e->file = strdup(src);
+            e->line = lineno > 0 ? lineno : 0;
         }
     }
 out:
     cur_sym = NULL;
+}
+
+static void entry_clear(struct sym_entry *e)
+{
+    free(e->module);
+    free(e->function);
+    free(e->file);
+    memset(e, 0, sizeof *e);
+}
+
+static size_t slot_of(uint64_t key, size_t cap)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+}
+
+/* The cache slot for addr: found, or a free one to fill; NULL when the
+ * cache cannot grow (the lookup then goes uncached). */
+static struct sym_entry *cache_slot(hdx_symbolizer *s, uint64_t key)
+{
+    if ((s->n_cache + 1) * 2 > s->cap_cache) {
+        size_t cap = s->cap_cache ? s->cap_cache * 2 : 256;
+        struct sym_entry *c = calloc(cap, sizeof *c);
+        if (!c)
+            return NULL;
+        for (size_t i = 0; i < s->cap_cache; i++) {
+            if (!s->cache[i].key)
+                continue;
+            size_t j = slot_of(s->cache[i].key, cap);
+            while (c[j].key)
+                j = (j + 1) & (cap - 1);
+            c[j] = s->cache[i];
+        }
+        free(s->cache);
+        s->cache = c;
+        s->cap_cache = cap;
+    }
+    size_t j = slot_of(key, s->cap_cache);
+    while (s->cache[j].key && s->cache[j].key != key)
+        j = (j + 1) & (s->cap_cache - 1);
+    return &s->cache[j];
+}
+
+int hdx_symbolize(hdx_symbolizer *s, hdx_frame *f, int is_return)
+{
+    if (!s || !f->pc)
+        return -ENOENT;
+    Dwarf_Addr addr = is_return ? f->pc - 1 : f->pc;
+    struct sym_entry tmp = {0}, *e = cache_slot(s, addr + 1);
+    if (!e) {
+        e = &tmp;
+    } else if (!e->key) {
+        lookup(s, addr, e);
+        e->key = addr + 1;
+        s->n_cache++;
+    }
+    if (e == &tmp)
+        lookup(s, addr, e);
+    if (e->base != UINT64_MAX)
+        f->offset = f->pc - e->base;
+    if (e->module && !f->module)
+        f->module = strdup(e->module);
+    if (e->function) {
+        free(f->function);
+        f->function = strdup(e->function);
+    }
+    if (e->file) {
+        free(f->file);
+        f->file = strdup(e->file);
+        f->line = e->line;
+    }
+    int rc = e->rc;
+    if (e == &tmp)
+        entry_clear(&tmp);
     return rc;
 }
 
@@ -146,6 +227,9 @@ void hdx_symbolizer_free(hdx_symbolizer *s)
     if (!s)
         return;
     dwfl_end(s->dwfl);
+    for (size_t i = 0; i < s->cap_cache; i++)
+        entry_clear(&s->cache[i]);
+    free(s->cache);
     free(s);
 }
 
