@@ -399,9 +399,35 @@ static int add_consequences(const hdx_evidence *ev, hdx_verdict *v)
     return rc;
 }
 
-/* Every rank (every process when none has a rank) busy: its CPU time grows, and
- * it is in no distributed wait, or its stack moved between samples (a
- * collective that completes as it computes; a wait that spins stays put). */
+/* Did thread t use CPU between the samples (by the same measure as a process)? */
+static int thread_grew(const hdx_evidence *ev, const hdx_process *p, const hdx_thread *t)
+{
+    if (ev->samples < 2 || p->window_ms <= 0)
+        return t->state == 'R';
+    double grew = t->cpu_ms - t->cpu_ms_first;
+    return grew >= HDX_BUSY_CPU_MIN_MS && grew >= HDX_BUSY_CPU_SHARE * (double)p->window_ms;
+}
+
+/*
+ * Is p busy? Its CPU time grows, and when its key thread sits in a
+ * distributed wait that growth must come from work between the samples: the
+ * main thread used CPU and either its stack moved, or it sleeps in the wait
+ * (a gloo wait sleeps; a collective that completes now and then as the rank
+ * computes is caught in it). A wait that spins (NCCL) runs in place: same
+ * stack, state R.
+ */
+static int busy(const hdx_evidence *ev, const hdx_process *p)
+{
+    if (p->progressing != 1)
+        return 0;
+    const hdx_thread *t = hdx_key_thread(p);
+    if (!t || !is_distributed_wait(t->wait))
+        return 1;
+    const hdx_thread *main_thread = &p->threads[0];
+    return thread_grew(ev, p, main_thread) && (p->stack_changed == 1 || t->state != 'R');
+}
+
+/* Every rank (every process when none has a rank) busy. */
 static int all_busy(const hdx_evidence *ev)
 {
     int any_rank = 0, seen = 0;
@@ -411,8 +437,7 @@ static int all_busy(const hdx_evidence *ev)
         const hdx_process *p = &ev->procs[i];
         if ((any_rank && p->rank < 0) || p->alive == 0)
             continue;
-        const hdx_thread *t = hdx_key_thread(p);
-        if (p->progressing != 1 || (t && is_distributed_wait(t->wait) && p->stack_changed != 1))
+        if (!busy(ev, p))
             return 0;
         seen = 1;
     }

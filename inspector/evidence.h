@@ -50,7 +50,8 @@ typedef struct hdx_thread {
     char *wchan;   /* /proc/PID/task/TID/wchan, NULL when "0" or unreadable */
     long syscall;  /* current syscall number, or HDX_SYSCALL_* */
     uint64_t syscall_args[6]; /* its arguments, from the same file */
-    double cpu_ms; /* utime+stime of this thread, ms, at the last sample */
+    double cpu_ms_first; /* utime+stime of this thread, ms, at its first sample */
+    double cpu_ms;       /* the same at the last sample */
     hdx_frame *frames; /* innermost first; merged native+Python when merged; NULL when not sampled */
     size_t n_frames;
     hdx_frame *py_frames; /* the Python frames kept apart when they could not be merged, else NULL */

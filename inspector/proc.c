@@ -398,6 +398,8 @@ int hdx_proc_read(hdx_process *p, int pid)
     if (r < 0 && !rc)
         rc = r;
     p->cpu_ms_first = p->cpu_ms;
+    for (size_t i = 0; i < p->n_threads; i++)
+        p->threads[i].cpu_ms_first = p->threads[i].cpu_ms;
 out:
     p->read_error = rc;
     return rc;

@@ -176,6 +176,7 @@ static cJSON *thread_json(const hdx_thread *t)
     cJSON *args = cJSON_AddArrayToObject(e, "syscall_args");
     for (size_t i = 0; args && i < 6; i++)
         cJSON_AddItemToArray(args, hex(t->syscall_args[i]));
+    cJSON_AddItemToObject(e, "cpu_ms_first", num_or_null(t->cpu_ms_first));
     cJSON_AddItemToObject(e, "cpu_ms", num_or_null(t->cpu_ms));
     cJSON_AddItemToObject(e, "stack_error", errno_or_null(t->stack_error));
     cJSON_AddItemToObject(e, "polled_path", str_or_null(t->polled_path));
@@ -712,6 +713,7 @@ static int read_thread(rd *r, const cJSON *o, hdx_process *p)
         }
     }
     t->cpu_ms = get_num(r, o, "cpu_ms", 0);
+    t->cpu_ms_first = get_num(r, o, "cpu_ms_first", t->cpu_ms);
     t->stack_error = get_errno(r, o, "stack_error");
     t->polled_path = get_str(r, o, "polled_path");
     t->wait = get_str(r, o, "wait");

@@ -145,6 +145,7 @@ static hdx_evidence *full_evidence(void)
     t->syscall = 230;
     uint64_t args[6] = {1, 1, 0x7ffe0b1f27e0ULL, 0, 0xffffffffffffffffULL, 6};
     memcpy(t->syscall_args, args, sizeof args);
+    t->cpu_ms_first = 990.5;
     t->cpu_ms = 998.125;
     t->polled_path = sdup("/work/job/build/lock");
     t->wait = sdup("build_lock");
@@ -311,7 +312,7 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
             CHECK(t->tid == u->tid && streq(t->name, u->name) && t->state == u->state);
             CHECK(streq(t->wchan, u->wchan) && t->syscall == u->syscall);
             CHECK(!memcmp(t->syscall_args, u->syscall_args, sizeof t->syscall_args));
-            CHECK(dbl_eq(t->cpu_ms, u->cpu_ms) && t->stack_error == u->stack_error);
+            CHECK(dbl_eq(t->cpu_ms, u->cpu_ms) && dbl_eq(t->cpu_ms_first, u->cpu_ms_first) && t->stack_error == u->stack_error);
             CHECK(streq(t->polled_path, u->polled_path) && streq(t->wait, u->wait));
             CHECK(streq(t->wait_op, u->wait_op) && t->wait_peer == u->wait_peer && t->wait_frame == u->wait_frame);
             CHECK(t->unmerged == u->unmerged);
@@ -688,7 +689,7 @@ static void test_model_unchanged(void)
         size_t have, known;
     } sizes[] = {
         {"hdx_evidence", sizeof(hdx_evidence), 88}, {"hdx_process", sizeof(hdx_process), 184},
-        {"hdx_thread", sizeof(hdx_thread), 176},     {"hdx_frame", sizeof(hdx_frame), 72},
+        {"hdx_thread", sizeof(hdx_thread), 184},     {"hdx_frame", sizeof(hdx_frame), 72},
         {"hdx_local", sizeof(hdx_local), 40},        {"hdx_lock", sizeof(hdx_lock), 88},
         {"hdx_waiter", sizeof(hdx_waiter), 32},
     };
