@@ -60,9 +60,8 @@ int hdx_cmd_dump(int argc, char **argv)
         return HDX_EXIT_FAILURE;
     int partial = 0;
     for (int i = optind; i < argc; i++) {
-        char *end;
-        long pid = strtol(argv[i], &end, 10);
-        if (end == argv[i] || *end || pid <= 0 || pid > 1 << 22) {
+        long pid;
+        if (hdx_parse_long(argv[i], 1, 1 << 22, &pid)) {
             fprintf(stderr, "hangdx dump: '%s' is not a process id\n", argv[i]);
             hdx_evidence_free(ev);
             return HDX_EXIT_USAGE;

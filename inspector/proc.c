@@ -623,6 +623,30 @@ static int has_rank_env(const char *buf, size_t len)
     return 0;
 }
 
+/* The parent of pid (field 4 of its stat), or 0. */
+static int parent_of(int pid)
+{
+    char path[64];
+    struct statline sl;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (read_stat(path, &sl) < 0)
+        return 0;
+    int ppid = (int)stat_u(&sl, 4);
+    free(sl.buf);
+    return ppid;
+}
+
+/* Is pid one of hangdx's ancestors (the shell or srun step that runs it
+ * carries its step's rank variables but is no rank)? */
+static int is_ancestor(int pid)
+{
+    int depth = 0;
+    for (int p = getppid(); p > 1 && depth < 64; p = parent_of(p), depth++)
+        if (p == pid)
+            return 1;
+    return 0;
+}
+
 int hdx_proc_find_ranks(int **pids, size_t *n)
 {
     *pids = NULL;
@@ -636,7 +660,7 @@ int hdx_proc_find_ranks(int **pids, size_t *n)
     struct dirent *de;
     while ((de = readdir(d))) {
         int pid = parse_pid(de->d_name);
-        if (pid <= 0 || pid == self)
+        if (pid <= 0 || pid == self || is_ancestor(pid))
             continue;
         char path[64];
         struct stat st;

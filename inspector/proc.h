@@ -74,7 +74,8 @@ int hdx_proc_openers(dev_t dev, ino_t ino, int **pids, size_t *n, size_t *unread
 /*
  * Every process on this host whose environment has RANK, LOCAL_RANK,
  * SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK set, hangdx's own processes
- * excluded. Heap array; 0 or -errno.
+ * (the same executable) and its ancestors (the shell or srun step that runs
+ * it has its step's rank variables) excluded. Heap array; 0 or -errno.
  */
 int hdx_proc_find_ranks(int **pids, size_t *n);
 

@@ -161,3 +161,14 @@ void hdx_format_ranges(int *vals, size_t n, char *buf, size_t size)
         i = j + 1;
     }
 }
+
+int hdx_parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}

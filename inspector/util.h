@@ -55,4 +55,8 @@ void hdx_sleep_ms(int ms);
  */
 void hdx_format_ranges(int *vals, size_t n, char *buf, size_t size);
 
+/* Parse a whole decimal integer in [min, max] into *out. 0, or -1 when s is
+ * not one. */
+int hdx_parse_long(const char *s, long min, long max, long *out);
+
 #endif
