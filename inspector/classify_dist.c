@@ -84,8 +84,16 @@ static int verdict_rendezvous(const job *j, hdx_verdict *v)
         if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, v->missing_ranks[i]))
             goto nomem;
     const char *addr = env_of(j, "MASTER_ADDR"), *port = env_of(j, "MASTER_PORT");
-    char store[160], have[256], miss[256];
-    snprintf(store, sizeof store, "%s:%s", addr ? addr : "?", port ? port : "?");
+    char store[200], have[256], miss[256];
+    const rank_view *first = NULL; /* a waiting rank, for what it waits in */
+    for (size_t i = 0; i < j->n && !first; i++)
+        if (waits_in(&j->r[i], HDX_WAIT_RENDEZVOUS))
+            first = &j->r[i];
+    const char *op = first && first->t->wait_op ? first->t->wait_op : "init";
+    if (addr || port)
+        snprintf(store, sizeof store, "%s, store %s:%s", op, addr ? addr : "?", port ? port : "?");
+    else
+        snprintf(store, sizeof store, "%s, store address unknown: no MASTER_ADDR/MASTER_PORT", op);
     ranges(present, n_present, have, sizeof have);
     ranges(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
     v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
@@ -93,13 +101,13 @@ static int verdict_rendezvous(const job *j, hdx_verdict *v)
     int rc;
     if (v->n_missing_ranks)
         rc = hdx_cls_set_text(&v->summary,
-                              "rank%s %s wait%s in process-group initialisation (store %s) for rank%s %s, which never "
+                              "rank%s %s wait%s in process-group initialisation (%s) for rank%s %s, which never "
                               "arrived (world size %d)",
                               n_present == 1 ? "" : "s", have, n_present == 1 ? "s" : "", store,
                               v->n_missing_ranks == 1 ? "" : "s", miss, j->world_size);
     else
         rc = hdx_cls_set_text(&v->summary,
-                              "rank%s %s wait%s in process-group initialisation (store %s); the world size is %s, "
+                              "rank%s %s wait%s in process-group initialisation (%s); the world size is %s, "
                               "so which ranks are missing cannot be told from here",
                               n_present == 1 ? "" : "s", have, n_present == 1 ? "s" : "", store,
                               j->world_size > 0 ? "all present here" : "unknown");
