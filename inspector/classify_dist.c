@@ -24,7 +24,8 @@ typedef struct rank_view {
 typedef struct job {
     rank_view *r;
     size_t n;
-    int world_size; /* the largest WORLD_SIZE seen, HDX_UNKNOWN */
+    int world_size;   /* the largest WORLD_SIZE seen, HDX_UNKNOWN */
+    size_t *by_rank;  /* indices into r, sorted by rank (ranks are unique in r) */
 } job;
 
 static int waits_in(const rank_view *r, const char *wait)
@@ -32,12 +33,63 @@ static int waits_in(const rank_view *r, const char *wait)
     return r->wait && !strcmp(r->wait, wait);
 }
 
+/* Binary search of by_rank: 8192 ranks make a linear search per rank quadratic. */
 static const rank_view *find_rank(const job *j, int rank)
 {
-    for (size_t i = 0; i < j->n; i++)
-        if (j->r[i].p->rank == rank)
-            return &j->r[i];
+    size_t lo = 0, hi = j->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int have = j->r[j->by_rank[mid]].p->rank;
+        if (have == rank)
+            return &j->r[j->by_rank[mid]];
+        if (have < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return NULL;
+}
+
+static const rank_view *sort_base;
+
+/* By rank, then by position: the first process of a rank sorts first. */
+static int cmp_by_rank(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int rx = sort_base[x].p->rank, ry = sort_base[y].p->rank;
+    if (rx != ry)
+        return rx < ry ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* Keep the first process of each rank, in evidence order, and index them by rank. */
+static int index_ranks(job *j)
+{
+    size_t *idx = malloc((j->n ? j->n : 1) * sizeof *idx);
+    char *dup = calloc(j->n ? j->n : 1, 1);
+    if (!idx || !dup) {
+        free(idx);
+        free(dup);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < j->n; i++)
+        idx[i] = i;
+    sort_base = j->r;
+    qsort(idx, j->n, sizeof *idx, cmp_by_rank);
+    for (size_t i = 1; i < j->n; i++)
+        dup[idx[i]] = j->r[idx[i]].p->rank == j->r[idx[i - 1]].p->rank;
+    size_t n = 0;
+    for (size_t i = 0; i < j->n; i++)
+        if (!dup[i])
+            j->r[n++] = j->r[i];
+    free(dup);
+    j->n = n;
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    sort_base = j->r;
+    qsort(idx, n, sizeof *idx, cmp_by_rank);
+    j->by_rank = idx;
+    return 0;
 }
 
 static void ranges(int *v, size_t n, char *buf, size_t size)
@@ -219,20 +271,37 @@ static const char *op_of(const rank_view *r)
 
 static int verdict_collective(const job *j, hdx_verdict *v)
 {
-    /* The collective most ranks wait in. */
+    /* The collective most ranks wait in; on a tie, the one met first. One pass that
+     * counts each distinct op (there are few), not a count per rank: 8192 ranks. */
     const char *major = NULL;
-    size_t best = 0;
+    struct op_count {
+        const char *op;
+        size_t n;
+    } *ops = NULL;
+    size_t n_ops = 0, best = 0;
     for (size_t i = 0; i < j->n; i++) {
         if (!waits_in(&j->r[i], HDX_WAIT_COLLECTIVE))
             continue;
-        size_t count = 0;
-        for (size_t k = 0; k < j->n; k++)
-            count += waits_in(&j->r[k], HDX_WAIT_COLLECTIVE) && !strcmp(op_of(&j->r[k]), op_of(&j->r[i]));
-        if (count > best) {
-            best = count;
-            major = op_of(&j->r[i]);
+        const char *op = op_of(&j->r[i]);
+        size_t k = 0;
+        while (k < n_ops && strcmp(ops[k].op, op) != 0)
+            k++;
+        if (k == n_ops) {
+            struct op_count *c = hdx_append((void **)&ops, &n_ops, sizeof *c);
+            if (!c) {
+                free(ops);
+                return -ENOMEM;
+            }
+            c->op = op;
         }
+        ops[k].n++;
     }
+    for (size_t k = 0; k < n_ops; k++)
+        if (ops[k].n > best) {
+            best = ops[k].n;
+            major = ops[k].op;
+        }
+    free(ops);
     int *in = NULL;
     size_t n_in = 0;
     char culprits[1024] = "";
@@ -307,12 +376,12 @@ nomem:
 
 int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v)
 {
-    job j = {NULL, 0, HDX_UNKNOWN};
+    job j = {NULL, 0, HDX_UNKNOWN, NULL};
     int rc = 0;
     size_t n_rdzv = 0, n_p2p = 0, n_coll = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
-        if (p->rank < 0 || p->alive == 0 || find_rank(&j, p->rank))
+        if (p->rank < 0 || p->alive == 0)
             continue;
         rank_view *r = hdx_append((void **)&j.r, &j.n, sizeof *r);
         if (!r) {
@@ -322,8 +391,15 @@ int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v)
         r->p = p;
         r->t = hdx_key_thread(p);
         r->wait = r->t ? r->t->wait : NULL;
-        if (p->world_size > j.world_size)
-            j.world_size = p->world_size;
+    }
+    if (index_ranks(&j) < 0) { /* the first process of each rank only */
+        free(j.r);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < j.n; i++) {
+        const rank_view *r = &j.r[i];
+        if (r->p->world_size > j.world_size)
+            j.world_size = r->p->world_size;
         n_rdzv += waits_in(r, HDX_WAIT_RENDEZVOUS);
         n_p2p += hdx_wait_is_p2p(r->wait);
         n_coll += waits_in(r, HDX_WAIT_COLLECTIVE);
@@ -334,6 +410,7 @@ int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v)
         rc = verdict_p2p(&j, v);
     else if (n_coll)
         rc = verdict_collective(&j, v);
+    free(j.by_rank);
     free(j.r);
     return rc;
 }
