@@ -379,7 +379,8 @@ static int add_consequences(const hdx_evidence *ev, hdx_verdict *v)
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
         const hdx_thread *t = hdx_key_thread(p);
-        if (p->rank < 0 || !t || !t->wait || !strcmp(t->wait, HDX_WAIT_BUILD_LOCK) || !is_distributed_wait(t->wait))
+        if (!p->is_rank_process || !t || !t->wait || !strcmp(t->wait, HDX_WAIT_BUILD_LOCK) ||
+            !is_distributed_wait(t->wait))
             continue;
         if (hdx_cls_add_int(&ranks, &n, p->rank)) {
             free(ranks);
@@ -432,10 +433,10 @@ static int all_busy(const hdx_evidence *ev)
 {
     int any_rank = 0, seen = 0;
     for (size_t i = 0; i < ev->n_procs; i++)
-        any_rank |= ev->procs[i].rank >= 0;
+        any_rank |= ev->procs[i].is_rank_process;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
-        if ((any_rank && p->rank < 0) || p->alive == 0)
+        if ((any_rank && !p->is_rank_process) || p->alive == 0)
             continue;
         if (!busy(ev, p))
             return 0;
@@ -464,6 +465,7 @@ static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
 int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
 {
     hdx_verdict_clear(v);
+    hdx_mark_rank_processes(ev);
     int any_progress = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         hdx_process *p = &ev->procs[i];

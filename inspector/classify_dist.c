@@ -381,7 +381,7 @@ int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v)
     size_t n_rdzv = 0, n_p2p = 0, n_coll = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
-        if (p->rank < 0 || p->alive == 0)
+        if (!p->is_rank_process || p->alive == 0)
             continue;
         rank_view *r = hdx_append((void **)&j.r, &j.n, sizeof *r);
         if (!r) {

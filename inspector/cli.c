@@ -75,7 +75,7 @@ int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture
 {
     hdx_capture_options co = {o->pids, o->n_pids, o->all, o->trace_dir, (int)o->samples, (int)o->interval_ms};
     ev->build_timeout_s = o->build_timeout;
-    fprintf(stderr, "hangdx: %s %s%s, %ld sample%s %ld ms apart...\n", cmd,
+    fprintf(stderr, "hangdx %s: looking at %s%s, %ld sample%s %ld ms apart...\n", cmd,
             o->n_pids ? "the given processes" : "", o->all ? (o->n_pids ? " and every rank on this host" : "every rank on this host") : "",
             o->samples, o->samples == 1 ? "" : "s", o->interval_ms);
     int rc = hdx_capture(ev, &co, failures);

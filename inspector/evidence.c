@@ -318,3 +318,47 @@ const hdx_local *hdx_frame_local(const hdx_frame *f, const char *name)
             return &f->locals[i];
     return NULL;
 }
+
+static int is_python(const hdx_process *p)
+{
+    if (p->python)
+        return 1;
+    if (!p->n_cmdline || !p->cmdline[0])
+        return 0;
+    const char *base = strrchr(p->cmdline[0], '/');
+    return !strncmp(base ? base + 1 : p->cmdline[0], "python", 6);
+}
+
+static int same_host(const hdx_process *a, const hdx_process *b)
+{
+    return !a->host || !b->host || !strcmp(a->host, b->host);
+}
+
+/* An ancestor of p (within the evidence, same host) with p's rank; with want_python, a Python one. */
+static int ancestor_with_rank(const hdx_evidence *ev, const hdx_process *p, int want_python)
+{
+    const hdx_process *a = p;
+    for (int depth = 0; depth < 64 && (a = hdx_evidence_find_process(ev, a->ppid)); depth++)
+        if (a != p && a->rank == p->rank && same_host(a, p) && (!want_python || is_python(a)))
+            return 1;
+    return 0;
+}
+
+void hdx_mark_rank_processes(hdx_evidence *ev)
+{
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        hdx_process *p = &ev->procs[i];
+        p->is_rank_process = 0;
+        if (p->rank < 0)
+            continue;
+        if (is_python(p)) {
+            p->is_rank_process = !ancestor_with_rank(ev, p, 1);
+            continue;
+        }
+        /* Not Python: the rank's process only when no Python process has the rank. */
+        int python_has_it = 0;
+        for (size_t k = 0; k < ev->n_procs && !python_has_it; k++)
+            python_has_it = ev->procs[k].rank == p->rank && is_python(&ev->procs[k]) && same_host(p, &ev->procs[k]);
+        p->is_rank_process = !python_has_it && !ancestor_with_rank(ev, p, 0);
+    }
+}

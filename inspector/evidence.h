@@ -98,6 +98,8 @@ typedef struct hdx_process {
     int alive;             /* 1 running now, 0 gone, HDX_UNKNOWN */
     int read_error;        /* 0, or a negative errno: what could not be read (see notes) */
     char *python;          /* "3.11 /usr/bin/python3.11" when Python frames were read, else NULL */
+    int is_rank_process;   /* set by classify: 1 when p is its rank's own process, not a launcher
+                              or child that inherited the rank variables (hdx_mark_rank_processes) */
     hdx_thread *threads;
     size_t n_threads;
 } hdx_process;
@@ -187,6 +189,15 @@ hdx_lock *hdx_evidence_find_lock(const hdx_evidence *ev, const char *path);
 int hdx_process_set_env(hdx_process *p, const char *name, const char *value);
 /* The value of an allowed env name kept for p (borrowed), or NULL. */
 const char *hdx_process_env(const hdx_process *p, const char *name);
+
+/*
+ * Mark each process's is_rank_process. Launchers (hangdx run, a shell, srun's
+ * task) and children (ninja, compilers) inherit a rank's variables: a rank's
+ * own process is its outermost Python process (Python frames were read, or
+ * argv[0] is python*); for a job without Python, its outermost process with
+ * that rank. Processes are matched per host.
+ */
+void hdx_mark_rank_processes(hdx_evidence *ev);
 
 /* Release what a process / thread / lock owns (not the struct itself). */
 void hdx_process_clear(hdx_process *p);

@@ -137,7 +137,7 @@ int hdx_groups_make(const hdx_evidence *ev, hdx_group **out, size_t *n_out)
         if (!pid)
             goto nomem;
         *pid = p->pid;
-        if (p->rank >= 0) {
+        if (p->is_rank_process) {
             int *r = hdx_append((void **)&grp->ranks, &grp->n_ranks, sizeof *r);
             if (!r)
                 goto nomem;

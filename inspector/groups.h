@@ -16,7 +16,7 @@
 typedef struct hdx_group {
     const hdx_process *first; /* the first member (borrowed from the evidence) */
     const hdx_thread *key;    /* its key thread, whose stack all members share (borrowed) */
-    int *ranks;               /* members' global ranks (members without one are left out) */
+    int *ranks;               /* members' global ranks (only rank processes: is_rank_process) */
     size_t n_ranks;
     int *pids;                /* all members */
     size_t n_pids;

@@ -45,6 +45,7 @@ int main(void)
 
     hdx_group *g = NULL;
     size_t n = 0;
+    hdx_mark_rank_processes(ev); /* as classify does */
     CHECK(hdx_groups_make(ev, &g, &n) == 0);
     CHECK(n == 2);
     char buf[64];

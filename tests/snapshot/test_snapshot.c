@@ -688,7 +688,7 @@ static void test_model_unchanged(void)
         const char *name;
         size_t have, known;
     } sizes[] = {
-        {"hdx_evidence", sizeof(hdx_evidence), 88}, {"hdx_process", sizeof(hdx_process), 184},
+        {"hdx_evidence", sizeof(hdx_evidence), 88}, {"hdx_process", sizeof(hdx_process), 192},
         {"hdx_thread", sizeof(hdx_thread), 184},     {"hdx_frame", sizeof(hdx_frame), 72},
         {"hdx_local", sizeof(hdx_local), 40},        {"hdx_lock", sizeof(hdx_lock), 88},
         {"hdx_waiter", sizeof(hdx_waiter), 32},
