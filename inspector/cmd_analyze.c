@@ -1,7 +1,8 @@
 /*
  * hangdx analyze: the verdict from captured evidence, after the job is gone.
  * Each input is recognised by its content: a trace directory (hangdx.trace/1),
- * a snapshot (hangdx.snapshot/1) or a report (hangdx.report/1), in any mix.
+ * a snapshot (hangdx.snapshot/1), a report (hangdx.report/1) or an ELF core
+ * file of a hung rank (core.h), in any mix.
  * Every input adds to one evidence set, which is then classified and reported
  * exactly as inspect does. Locks from snapshots and reports keep the state
  * their host saw when they were taken; only the others are resolved here.
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "classify.h"
+#include "core.h"
 #include "cmd.h"
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
@@ -32,7 +34,9 @@ static void usage(FILE *f)
             "INPUT is recognised by its content:\n"
             "  - a snapshot file written by 'hangdx snapshot' (hangdx.snapshot/1), one per host;\n"
             "  - a report written by 'hangdx inspect --json' (hangdx.report/1);\n"
-            "  - a trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process).\n"
+            "  - a trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process);\n"
+            "  - an ELF core file of a hung rank (gcore PID, or a kernel core), read with the\n"
+            "    executable and libraries of this machine (their build ids are checked).\n"
             "All inputs are merged into one job and one verdict; the same rank on two hosts is\n"
             "an error.\n\n"
             "  --json              print the hangdx.report/1 JSON object on stdout\n"
@@ -40,12 +44,13 @@ static void usage(FILE *f)
             "examples:\n"
             "  hangdx analyze traces/\n"
             "  hangdx analyze snap-node1.json snap-node2.json traces/\n"
+            "  hangdx analyze core.4123 traces/\n"
             "  hangdx analyze --json -o report.json traces/\n\n"
             "exit status: 0 report produced, 2 failure (an input could not be read),\n"
             "64 usage error.\n");
 }
 
-enum input_kind { INPUT_TRACE_DIR, INPUT_SNAPSHOT };
+enum input_kind { INPUT_TRACE_DIR, INPUT_SNAPSHOT, INPUT_CORE };
 
 /* What path holds, from its content. 0 with *kind, or -errno with *err. */
 static int recognise(const char *path, enum input_kind *kind, char **err)
@@ -81,12 +86,17 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
                             path, HDX_TRACE_SUFFIX, path);
         return -ENOENT;
     }
+    if (hdx_core_sniff(path)) {
+        *kind = INPUT_CORE;
+        return 0;
+    }
     if (hdx_snapshot_sniff(path) != HDX_INPUT_NOT_JSON) {
         *kind = INPUT_SNAPSHOT; /* the loader refuses a schema it does not know, by name */
         return 0;
     }
-    *err = hdx_asprintf("%s: neither a snapshot, a report nor a trace directory; analyze reads 'hangdx snapshot' "
-                        "files, 'hangdx inspect --json' reports and the trace directories of 'hangdx run'",
+    *err = hdx_asprintf("%s: neither a snapshot, a report, a core file nor a trace directory; analyze reads "
+                        "'hangdx snapshot' files, 'hangdx inspect --json' reports, ELF core files and the "
+                        "trace directories of 'hangdx run'",
                         path);
     return -EINVAL;
 }
@@ -224,6 +234,10 @@ int hdx_cmd_analyze(int argc, char **argv)
         case INPUT_SNAPSHOT:
             r = add_snapshot(ev, argv[i], &kept, &n_kept, &err);
             n_snapshots++;
+            break;
+        case INPUT_CORE:
+            r = hdx_core_load(argv[i], ev, &err);
+            n_snapshots++; /* stacks, as a snapshot has */
             break;
         }
         if (r < 0)
