@@ -18,6 +18,7 @@
 #include "classify.h"
 #include "core.h"
 #include "cmd.h"
+#include "foreign.h"
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
 #include "locks.h"
@@ -34,6 +35,9 @@ static void usage(FILE *f)
             "INPUT is recognised by its content:\n"
             "  - a snapshot file written by 'hangdx snapshot' (hangdx.snapshot/1), one per host;\n"
             "  - a report written by 'hangdx inspect --json' (hangdx.report/1);\n"
+            "  - another tool's stack dump of a rank: py-spy dump (text or --json), gdb\n"
+            "    'thread apply all bt' (and py-bt), eu-stack -p, or Python faulthandler output\n"
+            "    (a job log whose lines carry [rankN]: prefixes holds several ranks);\n"
             "  - a trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process);\n"
             "  - an ELF core file of a hung rank (gcore PID, or a kernel core), read with the\n"
             "    executable and libraries of this machine (their build ids are checked).\n"
@@ -44,13 +48,14 @@ static void usage(FILE *f)
             "examples:\n"
             "  hangdx analyze traces/\n"
             "  hangdx analyze snap-node1.json snap-node2.json traces/\n"
+            "  hangdx analyze --json pyspy-rank0.txt pyspy-rank1.txt pyspy-rank2.txt\n"
             "  hangdx analyze core.4123 traces/\n"
             "  hangdx analyze --json -o report.json traces/\n\n"
             "exit status: 0 report produced, 2 failure (an input could not be read),\n"
             "64 usage error.\n");
 }
 
-enum input_kind { INPUT_TRACE_DIR, INPUT_SNAPSHOT, INPUT_CORE };
+enum input_kind { INPUT_TRACE_DIR, INPUT_SNAPSHOT, INPUT_FOREIGN, INPUT_CORE };
 
 /* What path holds, from its content. 0 with *kind, or -errno with *err. */
 static int recognise(const char *path, enum input_kind *kind, char **err)
@@ -92,6 +97,10 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
     }
     if (hdx_snapshot_sniff(path) != HDX_INPUT_NOT_JSON) {
         *kind = INPUT_SNAPSHOT; /* the loader refuses a schema it does not know, by name */
+        return 0;
+    }
+    if (hdx_foreign_sniff_file(path) != HDX_FOREIGN_NONE) {
+        *kind = INPUT_FOREIGN; /* py-spy, gdb, eu-stack or faulthandler text (foreign.h) */
         return 0;
     }
     *err = hdx_asprintf("%s: neither a snapshot, a report, a core file nor a trace directory; analyze reads "
@@ -234,6 +243,10 @@ int hdx_cmd_analyze(int argc, char **argv)
         case INPUT_SNAPSHOT:
             r = add_snapshot(ev, argv[i], &kept, &n_kept, &err);
             n_snapshots++;
+            break;
+        case INPUT_FOREIGN:
+            r = hdx_foreign_load(argv[i], ev, &err);
+            n_snapshots++; /* stacks, as a snapshot has */
             break;
         case INPUT_CORE:
             r = hdx_core_load(argv[i], ev, &err);
