@@ -190,21 +190,37 @@ cJSON *hdx_report_process_json(const hdx_process *p)
 
 static const char *const confidence_names[] = {"low", "medium", "high"};
 
-cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
+/* The report; its "processes" array stays empty unless with_procs (hdx_report_write
+ * prints them one by one, so that a job of thousands of ranks is never one tree). */
+static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with_procs)
 {
     cJSON *r = cJSON_CreateObject();
     if (!r)
         return NULL;
     cJSON_AddStringToObject(r, "schema", HDX_REPORT_SCHEMA);
     cJSON *hosts = cJSON_AddArrayToObject(r, "hosts");
+    /* Each host once, in the order met. A host's processes usually come together, so the
+     * previous process's host is checked first; the list of hosts seen is a plain array
+     * (cJSON_GetArrayItem walks the list: quadratic in the hosts for each process). */
+    const char **seen_hosts = malloc((ev->n_procs ? ev->n_procs : 1) * sizeof *seen_hosts);
+    size_t n_seen = 0;
+    if (!seen_hosts) {
+        cJSON_Delete(r);
+        return NULL;
+    }
     for (size_t i = 0; i < ev->n_procs; i++) {
         const char *h = ev->procs[i].host;
+        if (!h || (i > 0 && ev->procs[i - 1].host && !strcmp(ev->procs[i - 1].host, h)))
+            continue;
         int seen = 0;
-        for (int j = 0; h && j < cJSON_GetArraySize(hosts); j++)
-            seen |= !strcmp(cJSON_GetArrayItem(hosts, j)->valuestring, h);
-        if (h && !seen)
+        for (size_t j = 0; !seen && j < n_seen; j++)
+            seen = !strcmp(seen_hosts[j], h);
+        if (!seen) {
+            seen_hosts[n_seen++] = h;
             cJSON_AddItemToArray(hosts, cJSON_CreateString(h));
+        }
     }
+    free(seen_hosts);
     if (!cJSON_GetArraySize(hosts) && ev->host)
         cJSON_AddItemToArray(hosts, cJSON_CreateString(ev->host));
     cJSON_AddItemToObject(r, "taken_at", time_or_null(ev->taken_ns));
@@ -215,6 +231,9 @@ cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
     cJSON_AddItemToObject(vo, "culprit_ranks", int_array(v->culprit_ranks, v->n_culprit_ranks));
     cJSON_AddItemToObject(vo, "culprit_pids", int_array(v->culprit_pids, v->n_culprit_pids));
     cJSON_AddItemToObject(vo, "missing_ranks", int_array(v->missing_ranks, v->n_missing_ranks));
+    cJSON_AddItemToObject(vo, "missing_count", v->missing_count > 0 ? cJSON_CreateNumber(v->missing_count)
+                                               : v->n_missing_ranks ? cJSON_CreateNumber((double)v->n_missing_ranks)
+                                                                    : cJSON_CreateNull());
     cJSON_AddItemToObject(vo, "remedy", str_or_null(v->remedy));
     cJSON_AddStringToObject(vo, "confidence", confidence_names[v->confidence]);
 
@@ -244,12 +263,70 @@ cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
     hdx_groups_free(g, ng);
 
     cJSON *procs = cJSON_AddArrayToObject(r, "processes");
-    for (size_t i = 0; i < ev->n_procs; i++)
+    for (size_t i = 0; with_procs && i < ev->n_procs; i++)
         cJSON_AddItemToArray(procs, hdx_report_process_json(&ev->procs[i]));
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
     for (size_t i = 0; i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
     return r;
+}
+
+cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
+{
+    return report_json(ev, v, 1);
+}
+
+/* Where the empty "processes" array of report_json(.., 0) is in its cJSON_Print text:
+ * a key at depth 1 starts a line, so a string value cannot hold this. */
+#define PROCS_EMPTY "\n\t\"processes\":\t[]"
+
+/* s (cJSON_Print of an object) as the element of an array at depth 2: each line after
+ * the first indented by two more tabs. 0 or -EIO. */
+static int put_indented(FILE *f, const char *s)
+{
+    for (const char *nl; (nl = strchr(s, '\n')); s = nl + 1)
+        if (fwrite(s, 1, (size_t)(nl - s), f) != (size_t)(nl - s) || fputs("\n\t\t", f) < 0)
+            return -EIO;
+    return fputs(s, f) < 0 ? -EIO : 0;
+}
+
+/* The JSON report, byte for byte cJSON_Print(hdx_report_json(ev, v)), printed one
+ * process at a time: the whole tree of 8192 ranks' stacks took ~5 GB. 0 or -errno. */
+static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
+{
+    cJSON *r = report_json(ev, v, 0);
+    char *s = r ? cJSON_Print(r) : NULL;
+    cJSON_Delete(r);
+    if (!s)
+        return -ENOMEM;
+    int rc = 0;
+    char *at = strstr(s, PROCS_EMPTY);
+    if (!at) { /* cannot happen: print it whole */
+        free(s);
+        r = hdx_report_json(ev, v);
+        s = r ? cJSON_Print(r) : NULL;
+        cJSON_Delete(r);
+        rc = !s ? -ENOMEM : fprintf(f, "%s\n", s) < 0 ? -EIO : 0;
+        free(s);
+        return rc;
+    }
+    size_t head = (size_t)(at - s) + strlen(PROCS_EMPTY) - 1; /* up to and with the '[' */
+    if (fwrite(s, 1, head, f) != head)
+        rc = -EIO;
+    for (size_t i = 0; !rc && i < ev->n_procs; i++) {
+        cJSON *p = hdx_report_process_json(&ev->procs[i]);
+        char *ps = p ? cJSON_Print(p) : NULL;
+        cJSON_Delete(p);
+        if (!ps)
+            rc = -ENOMEM;
+        else if ((i && fputs(", ", f) < 0) || put_indented(f, ps) < 0)
+            rc = -EIO;
+        free(ps);
+    }
+    if (!rc && fprintf(f, "%s\n", s + head) < 0)
+        rc = -EIO;
+    free(s);
+    return rc;
 }
 
 /* "rank 1 pid 123" / "pid 123". */
@@ -447,14 +524,7 @@ int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, int json, con
         return -errno;
     int rc = 0;
     if (json) {
-        cJSON *r = hdx_report_json(ev, v);
-        char *s = r ? cJSON_Print(r) : NULL;
-        cJSON_Delete(r);
-        if (!s)
-            rc = -ENOMEM;
-        else if (fprintf(f, "%s\n", s) < 0)
-            rc = -EIO;
-        free(s);
+        rc = report_json_write(f, ev, v);
     } else {
         rc = hdx_report_text(f, ev, v);
     }
