@@ -659,15 +659,44 @@ static hdx_thread *thread_of(hdx_process *p, int tid)
     return NULL;
 }
 
+struct walk {
+    struct core *c;
+    Dwfl *d;
+    hdx_process *p;
+    int rc;
+};
+
+static int thread_cb(Dwfl_Thread *th, void *arg)
+{
+    struct walk *w = arg;
+    hdx_thread *t = thread_of(w->p, (int)dwfl_thread_tid(th));
+    struct raw_stack *raw = malloc(sizeof *raw);
+    if (!raw) {
+        w->rc = -ENOMEM;
+        return DWARF_CB_ABORT;
+    }
+    raw->n = 0;
+    if (t && dwfl_thread_getframes(th, frame_cb, raw) != 0 && raw->n == 0)
+        t->stack_error = -EIO;
+    for (int k = 0; t && k < raw->n; k++) {
+        hdx_frame *f = hdx_thread_add_frame(t);
+        if (!f || (f->kind = HDX_FRAME_NATIVE, f->pc = raw->pc[k], symbolize(w->c, w->d, f, raw->exact[k])) < 0) {
+            w->rc = -ENOMEM;
+            break;
+        }
+    }
+    free(raw);
+    return w->rc ? DWARF_CB_ABORT : DWARF_CB_OK;
+}
+
 /* The executable comes from NT_FILE (libdwfl checks its build id). */
 static int native_stacks(struct core *c, int fd, hdx_process *p, hdx_evidence *ev)
 {
     int rc = 0;
     Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     Dwfl *d = elf ? dwfl_begin(&core_callbacks) : NULL;
-    struct raw_stack *raw = malloc(sizeof *raw);
     struct missing miss = {0};
-    if (!elf || !d || !raw) {
+    if (!elf || !d) {
         rc = elf && d ? -ENOMEM : 0;
         hdx_evidence_note(ev, "%s: no native stacks: %s", c->name, elf ? dwfl_errmsg(-1) : elf_errmsg(-1));
         goto out;
@@ -691,24 +720,14 @@ static int native_stacks(struct core *c, int fd, hdx_process *p, hdx_evidence *e
                           c->name, miss.n, miss.n == 1 ? "" : "s", miss.n == 1 ? "is" : "are", miss.list,
                           miss.len >= 600 ? ", ..." : "", miss.n == 1 ? "it" : "them");
     }
-    for (size_t i = 0; attached && i < p->n_threads; i++) {
-        hdx_thread *t = &p->threads[i];
-        raw->n = 0;
-        if (dwfl_getthread_frames(d, t->tid, frame_cb, raw) != 0 && raw->n == 0) {
-            t->stack_error = -EIO;
-            continue;
-        }
-        for (int k = 0; k < raw->n; k++) {
-            hdx_frame *f = hdx_thread_add_frame(t);
-            if (!f || (f->kind = HDX_FRAME_NATIVE, f->pc = raw->pc[k], symbolize(c, d, f, raw->exact[k])) < 0) {
-                rc = -ENOMEM;
-                goto out;
-            }
-        }
-    }
+    /* dwfl_getthreads, as eu-stack does: elfutils 0.188's dwfl_getthread_frames
+     * leaks a little per thread. */
+    struct walk w = {c, d, p, 0};
+    if (attached && dwfl_getthreads(d, thread_cb, &w) != 0 && w.rc == 0 && dwfl_errno() != 0)
+        hdx_evidence_note(ev, "%s: the native stacks stop early: %s", c->name, dwfl_errmsg(-1));
+    rc = w.rc;
 out:
     free(miss.list);
-    free(raw);
     if (d)
         dwfl_end(d);
     if (elf)
