@@ -5,6 +5,7 @@
  *     whose build is stuck → compile_stall; held by a process that is itself
  *     stuck → build_lock; held by a process that makes progress → not_hung
  *     (a build is running). Collective waits behind it are its consequences;
+ *  1b. job logs, when no stack evidence decides (classify_logs.c; with stacks they add notes);
  *  2. every rank busy (CPU time grows, and no distributed wait) → not_hung;
  *  3. ranks in process-group initialisation → rendezvous_wait;
  *  4. ranks in send/recv → p2p_mismatch, from the waits-for graph;
@@ -21,6 +22,7 @@
 
 #include "classify_impl.h"
 #include "groups.h"
+#include "logs.h"
 #include "util.h"
 #include "waits.h"
 
@@ -109,6 +111,11 @@ int hdx_cls_add_int(int **arr, size_t *n, int v)
         return -ENOMEM;
     *slot = v;
     return 0;
+}
+
+int hdx_cls_add_pid(hdx_verdict *v, int pid)
+{
+    return pid > 0 ? hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, pid) : 0;
 }
 
 int hdx_cls_set_text(char **dst, const char *fmt, ...)
@@ -226,7 +233,7 @@ static int culprits_from_waiters(hdx_verdict *v, const hdx_lock *l)
     for (size_t i = 0; i < l->n_waiters; i++) {
         if (l->waiters[i].rank >= 0 && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, l->waiters[i].rank))
             return -ENOMEM;
-        if (hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, l->waiters[i].pid))
+        if (hdx_cls_add_pid(v, l->waiters[i].pid))
             return -ENOMEM;
     }
     return 0;
@@ -268,7 +275,7 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
     hdx_cls_who(holder, l->holder_pid, HDX_UNKNOWN, h, sizeof h);
     if (holder && holder->rank >= 0 && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, holder->rank))
         return -ENOMEM;
-    if (hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, l->holder_pid))
+    if (hdx_cls_add_pid(v, l->holder_pid))
         return -ENOMEM;
     if (!holder) { /* holder seen in /proc/locks but not readable */
         v->cls = HDX_CLASS_BUILD_LOCK;
@@ -289,7 +296,7 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
         v->cls = HDX_CLASS_COMPILE_STALL;
         v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_LOW;
         v->n_culprit_pids = 0;
-        if (hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, holder->pid))
+        if (hdx_cls_add_pid(v, holder->pid))
             return -ENOMEM;
         if (hdx_cls_set_text(&v->summary, "%s holds %s and its build is stuck (%s): %s; %s wait%s", h, l->path,
                      timed_out ? "past --build-timeout" : "no CPU progress", child, waiters,
@@ -479,10 +486,14 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
     const hdx_lock *l = deciding_lock(ev);
     if (l) {
         int rc = l->state == HDX_LOCK_STALE ? verdict_stale(ev, l, v) : verdict_held(ev, l, v);
-        if (rc || v->cls == HDX_CLASS_NOT_HUNG)
+        if (rc || v->cls == HDX_CLASS_NOT_HUNG || (rc = hdx_cls_logs(ev, v, 0)) < 0)
             return rc;
         return add_consequences(ev, v);
     }
+    /* Job logs (classify_logs.c): they decide when no stack evidence does, else they add notes. */
+    int lr = hdx_cls_logs(ev, v, 1);
+    if (lr != 0)
+        return lr < 0 ? lr : 0;
     if (all_busy(ev))
         return verdict_not_hung(ev, v);
     int r = hdx_cls_distributed(ev, v);

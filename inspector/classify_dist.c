@@ -221,7 +221,7 @@ static int verdict_p2p(const job *j, hdx_verdict *v)
             for (int k = 0; k < len && used < sizeof text; k++) {
                 const rank_view *r = find_rank(j, cycle[k]);
                 if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, cycle[k]) ||
-                    hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, r->p->pid))
+                    hdx_cls_add_pid(v, r->p->pid))
                     return -ENOMEM;
                 used += (size_t)snprintf(text + used, sizeof text - used, "%srank %d %s rank %d", k ? ", " : "",
                                          cycle[k], p2p_verb(r), r->t->wait_peer);
@@ -242,17 +242,16 @@ static int verdict_p2p(const job *j, hdx_verdict *v)
         }
         if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, peer))
             return -ENOMEM;
-        if (b && hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, b->p->pid))
+        if (b && hdx_cls_add_pid(v, b->p->pid))
             return -ENOMEM;
     }
     v->cls = HDX_CLASS_P2P_MISMATCH;
     v->confidence = v->n_culprit_ranks ? HDX_CONF_HIGH : HDX_CONF_LOW;
-    if (!used)
-        snprintf(text, sizeof text, "ranks wait in send/recv, but their peers could not be read");
     if (unknown_peers && used < sizeof text)
-        snprintf(text + used, sizeof text - used, "; %d wait%s with an unknown peer (batched ops: the peer "
-                                                  "is not readable)",
-                 unknown_peers, unknown_peers == 1 ? "" : "s");
+        snprintf(text + used, sizeof text - used,
+                 "%s%d wait%s with an unknown peer (no src/dst/peer local could be read: a batched op, or an "
+                 "input without locals)",
+                 used ? "; " : "", unknown_peers, unknown_peers == 1 ? "" : "s");
     if (hdx_cls_set_text(&v->summary, "pipeline send/recv that cannot match: %s", text))
         return -ENOMEM;
     if (hdx_cls_set_text(&v->remedy, "make each send meet a recv on its peer in the same order on both stages "
@@ -306,7 +305,7 @@ static int verdict_collective(const job *j, hdx_verdict *v)
     size_t n_in = 0;
     char culprits[1024] = "";
     size_t used = 0;
-    int all_locked = 1, any_busy = 0;
+    int all_locked = 1, any_busy = 0; /* all_locked: every culprit waits on a build lock */
     for (size_t i = 0; i < j->n; i++) {
         const rank_view *r = &j->r[i];
         if (waits_in(r, HDX_WAIT_COLLECTIVE) && !strcmp(op_of(r), major)) {
@@ -315,7 +314,7 @@ static int verdict_collective(const job *j, hdx_verdict *v)
             continue;
         }
         if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, r->p->rank) ||
-            hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, r->p->pid))
+            hdx_cls_add_pid(v, r->p->pid))
             goto nomem;
         all_locked &= waits_in(r, HDX_WAIT_BUILD_LOCK);
         any_busy |= r->p->progressing == 1;
@@ -363,7 +362,7 @@ static int verdict_collective(const job *j, hdx_verdict *v)
                               waiting, major);
     }
     if (!rc)
-        rc = hdx_cls_set_text(&v->remedy, all_locked ? "see why the culprit ranks wait on a build lock (hangdx inspect them)"
+        rc = hdx_cls_set_text(&v->remedy, all_locked && v->n_culprit_ranks ? "see why the culprit ranks wait on a build lock (hangdx inspect them)"
                                                      : "look at the culprit ranks where they are: a skipped or "
                                                        "reordered collective, an uneven loop, or a rank stopped "
                                                        "or stuck elsewhere");

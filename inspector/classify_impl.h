@@ -30,6 +30,9 @@ const char *hdx_cls_proc_name(const hdx_process *p);
 /* Add v to a heap set of ints (once). 0 or -ENOMEM. */
 int hdx_cls_add_int(int **arr, size_t *n, int v);
 
+/* Add pid to v's culprit pids, unless it is unknown (a dump without pids). 0 or -ENOMEM. */
+int hdx_cls_add_pid(hdx_verdict *v, int pid);
+
 /* Replace *dst with a formatted heap string. 0 or -ENOMEM. */
 int hdx_cls_set_text(char **dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
