@@ -918,7 +918,7 @@ int hdx_core_load(const char *path, hdx_evidence *ev, char **err)
         goto out;
     p->pid = c.pid;
     p->ppid = c.ppid;
-    p->alive = 0;
+    p->alive = HDX_UNKNOWN; /* it was alive when dumped (gcore), or died with this core: the classifier judges its stacks either way */
     p->state = 0;
     for (size_t i = 0; i < c.n_tids; i++) {
         if (thread_of(p, c.tids[i]))

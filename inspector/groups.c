@@ -145,7 +145,8 @@ int hdx_groups_make(const hdx_evidence *ev, hdx_group **out, size_t *n_out)
         }
     }
     free(table);
-    qsort(g, n, sizeof *g, cmp_group);
+    if (n)
+        qsort(g, n, sizeof *g, cmp_group);
     for (size_t i = 1; i < n; i++)
         g[i].diverges_at = divergence(g[i].key, g[0].key);
     *out = g;
