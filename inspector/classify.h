@@ -32,6 +32,8 @@ typedef struct hdx_verdict {
     size_t n_culprit_pids;
     int *missing_ranks;
     size_t n_missing_ranks;
+    int missing_count; /* rendezvous_wait: how many ranks are missing when a log tells the count
+                          but maybe not which (report: this, else n_missing_ranks, else null); 0 unknown */
     enum hdx_confidence confidence;
 } hdx_verdict;
 

@@ -22,6 +22,7 @@
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
 #include "locks.h"
+#include "logs.h"
 #include "report.h"
 #include "snapshot.h"
 #include "traces.h"
@@ -39,6 +40,9 @@ static void usage(FILE *f)
             "    'thread apply all bt' (and py-bt), eu-stack -p, or Python faulthandler output\n"
             "    (a job log whose lines carry [rankN]: prefixes holds several ranks);\n"
             "  - a trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process);\n"
+            "  - a job log: a combined launcher log ([rank3]: or [default0]: prefixes, torchrun's\n"
+            "    failure summary) or one file per rank, read with the patterns of\n"
+            "    share/hangdx/patterns/logs.json (add your own in a file named by HANGDX_PATTERNS);"
             "  - an ELF core file of a hung rank (gcore PID, or a kernel core), read with the\n"
             "    executable and libraries of this machine (their build ids are checked).\n"
             "All inputs are merged into one job and one verdict; the same rank on two hosts is\n"
@@ -55,7 +59,21 @@ static void usage(FILE *f)
             "64 usage error.\n");
 }
 
-enum input_kind { INPUT_TRACE_DIR, INPUT_SNAPSHOT, INPUT_FOREIGN, INPUT_CORE };
+enum input_kind { INPUT_TRACE_DIR, INPUT_SNAPSHOT, INPUT_FOREIGN, INPUT_CORE, INPUT_LOG };
+
+/* The log patterns, loaded at the first text input that is not a snapshot (logs.h). */
+static hdx_log_patterns *log_patterns;
+
+/* Is path a job log? 1, 0, or -errno with *err (the patterns could not be loaded). */
+static int sniff_log(const char *path, char **err)
+{
+    if (!log_patterns) {
+        int r = hdx_log_patterns_load_default(NULL, &log_patterns, err);
+        if (r < 0)
+            return r;
+    }
+    return hdx_log_sniff(log_patterns, path) > 0;
+}
 
 /* What path holds, from its content. 0 with *kind, or -errno with *err. */
 static int recognise(const char *path, enum input_kind *kind, char **err)
@@ -99,10 +117,19 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
         *kind = INPUT_SNAPSHOT; /* the loader refuses a schema it does not know, by name */
         return 0;
     }
+    int lr = sniff_log(path, err); /* a missing pattern file matters only when nothing else fits */
+    if (lr > 0) {
+        *kind = INPUT_LOG; /* a job log (logs.h); a stack dump in it is read too */
+        return 0;
+    }
     if (hdx_foreign_sniff_file(path) != HDX_FOREIGN_NONE) {
+        free(*err);
+        *err = NULL;
         *kind = INPUT_FOREIGN; /* py-spy, gdb, eu-stack or faulthandler text (foreign.h) */
         return 0;
     }
+    if (lr < 0)
+        return lr; /* *err says the log patterns are missing */
     *err = hdx_asprintf("%s: neither a snapshot, a report, a core file nor a trace directory; analyze reads "
                         "'hangdx snapshot' files, 'hangdx inspect --json' reports, ELF core files and the "
                         "trace directories of 'hangdx run'",
@@ -224,7 +251,7 @@ int hdx_cmd_analyze(int argc, char **argv)
 
     int status = HDX_EXIT_FAILURE, r;
     char *err = NULL, *host = NULL, **kept = NULL;
-    size_t n_kept = 0, n_snapshots = 0;
+    size_t n_kept = 0, n_snapshots = 0, n_logs = 0;
     hdx_verdict v;
     memset(&v, 0, sizeof v);
     hdx_evidence *ev = hdx_evidence_new();
@@ -251,6 +278,14 @@ int hdx_cmd_analyze(int argc, char **argv)
         case INPUT_CORE:
             r = hdx_core_load(argv[i], ev, &err);
             n_snapshots++; /* stacks, as a snapshot has */
+            break;
+        case INPUT_LOG:
+            r = hdx_log_load(log_patterns, argv[i], ev, &err);
+            n_logs++;
+            if (r == 0 && hdx_foreign_sniff_file(argv[i]) != HDX_FOREIGN_NONE) {
+                r = hdx_foreign_load(argv[i], ev, &err);
+                n_snapshots++;
+            }
             break;
         }
         if (r < 0)
@@ -281,7 +316,9 @@ int hdx_cmd_analyze(int argc, char **argv)
         ev->host = host;
         host = NULL;
     }
-    if (!n_snapshots)
+    if (!n_snapshots && n_logs)
+        hdx_evidence_note(ev, "no stacks: post-mortem from job logs%s", ev->n_procs ? " and traces" : "");
+    else if (!n_snapshots)
         hdx_evidence_note(ev, "no stacks: post-mortem from traces only (collectives, point-to-point and "
                               "rendezvous waits cannot be seen without stacks or logs)");
     if (!ev->samples)
@@ -310,6 +347,8 @@ out:
     free(err);
     free(host);
     hdx_verdict_clear(&v);
+    hdx_log_patterns_free(log_patterns);
+    log_patterns = NULL;
     hdx_evidence_free(ev);
     return status;
 }

@@ -103,7 +103,45 @@ void hdx_evidence_free(hdx_evidence *ev)
     for (size_t i = 0; i < ev->n_notes; i++)
         free(ev->notes[i]);
     free(ev->notes);
+    for (size_t i = 0; i < ev->n_log_facts; i++)
+        hdx_log_fact_clear(&ev->log_facts[i]);
+    free(ev->log_facts);
+    for (size_t i = 0; i < ev->n_log_ranks; i++)
+        hdx_log_rank_clear(&ev->log_ranks[i]);
+    free(ev->log_ranks);
     free(ev);
+}
+
+void hdx_log_fact_clear(hdx_log_fact *f)
+{
+    if (!f)
+        return;
+    free(f->pattern);
+    free(f->proves);
+    free(f->cls);
+    free(f->pg);
+    free(f->file);
+    free(f->text);
+    for (size_t i = 0; i < f->n_fields; i++) {
+        free(f->fields[i].name);
+        free(f->fields[i].value);
+    }
+    free(f->fields);
+    memset(f, 0, sizeof *f);
+}
+
+void hdx_log_rank_clear(hdx_log_rank *r)
+{
+    if (!r)
+        return;
+    free(r->file);
+    free(r->last_line);
+    free(r->last_time);
+    free(r->last_pattern);
+    free(r->timed_out_op);
+    free(r->exit_cause);
+    free(r->rank_from);
+    memset(r, 0, sizeof *r);
 }
 
 hdx_process *hdx_evidence_add_process(hdx_evidence *ev)

@@ -132,6 +132,52 @@ typedef struct hdx_lock {
     size_t n_waiters;
 } hdx_lock;
 
+/* ---- Job logs (logs.c reads them; classify_logs.c decides from them) ---- */
+
+enum hdx_log_strength { HDX_LOG_WEAK = 0, HDX_LOG_STRONG = 1 };
+
+/* One named value a log pattern captured: {"seq", "812"}. */
+typedef struct hdx_log_field {
+    char *name;
+    char *value;
+} hdx_log_field;
+
+/* One log line that a pattern (inspector/patterns/logs.json) matched. */
+typedef struct hdx_log_fact {
+    char *pattern;    /* the pattern's name ("nccl_work_progress") */
+    char *proves;     /* what a match proves, from the pattern */
+    char *cls;        /* a user pattern's "class", or NULL */
+    enum hdx_log_strength strength;
+    int rank;         /* the global rank the line belongs to, HDX_UNKNOWN */
+    int group_rank;   /* the rank in the [PG ... Rank n] prefix, HDX_UNKNOWN */
+    char *pg;         /* that prefix's process group ("0", "default_pg"...), NULL when none */
+    int default_pg;   /* 1 the default group (its group ranks are global), 0 another, HDX_UNKNOWN */
+    int in_traceback; /* 1 when the line is inside a Python traceback */
+    int traceback;    /* the traceback it belongs to (counted per file from 1), 0 none */
+    char *file;       /* the log file */
+    long line;        /* its line number in that file (1 = first) */
+    char *text;       /* the line without its launcher prefix */
+    hdx_log_field *fields;
+    size_t n_fields;
+} hdx_log_fact;
+
+/* What the logs tell about one global rank. */
+typedef struct hdx_log_rank {
+    int rank;
+    char *file;            /* the file of its last line */
+    long last_line_no;     /* that line's number */
+    char *last_line;       /* its last line, prefix removed */
+    char *last_time;       /* the time stamp on that line as written, or NULL */
+    char *last_pattern;    /* the pattern its last line matched, or NULL */
+    long long seq_timed_out;  /* default group: SeqNum of the work its watchdog timed out, HDX_UNKNOWN */
+    long long seq_enqueued;   /* default group: last enqueued NCCL work, HDX_UNKNOWN */
+    long long seq_completed;  /* default group: last completed NCCL work, HDX_UNKNOWN */
+    char *timed_out_op;    /* OpType of the timed-out work, or NULL */
+    char *exit_cause;      /* "exit code 1", "signal 9 (SIGKILL)", "RuntimeError: ...", or NULL */
+    int root_cause;        /* 1: torch elastic's first observed failure */
+    char *rank_from;       /* how its rank was known: "prefix", "file name", "traceback", "line" */
+} hdx_log_rank;
+
 typedef struct hdx_evidence {
     char *host;
     int64_t taken_ns;   /* CLOCK_REALTIME ns of the first sample */
@@ -145,6 +191,12 @@ typedef struct hdx_evidence {
     size_t n_locks;
     char **notes;       /* what could not be checked, and why */
     size_t n_notes;
+    /* Job logs (logs.c): every pattern match in input order, and the summary per
+     * rank. Logs are an input, not part of a snapshot: snapshot.c does not carry them. */
+    hdx_log_fact *log_facts;
+    size_t n_log_facts;
+    hdx_log_rank *log_ranks;
+    size_t n_log_ranks;
 } hdx_evidence;
 
 /* Allocate an empty evidence set. Returns NULL with errno=ENOMEM. */
@@ -203,6 +255,8 @@ void hdx_mark_rank_processes(hdx_evidence *ev);
 void hdx_process_clear(hdx_process *p);
 void hdx_thread_clear(hdx_thread *t);
 void hdx_lock_clear(hdx_lock *l);
+void hdx_log_fact_clear(hdx_log_fact *f);
+void hdx_log_rank_clear(hdx_log_rank *r);
 void hdx_frame_clear(hdx_frame *f);
 /* Clear n frames and free the array. Accepts NULL. */
 void hdx_frames_free(hdx_frame *frames, size_t n);
