@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """hangdx inspect on every real distributed hang of launch.CASES (gloo, localhost): the
 class, the culprit ranks and the missing ranks it must give. All cases hang at once, each
-on its own port; three more checks reuse them:
+on its own port; more checks reuse them:
+  - live and post-mortem agree: `hangdx snapshot` of each case, then the ranks are killed,
+    then `hangdx analyze` of the snapshot gives the verdict inspect gave;
   - a single rank's pid brings its sibling ranks (collective_skip, from rank 0 alone);
   - a launcher's pid brings its ranks (a case started under `hangdx run`);
   - the verdicts name where the culprit is (its Python function).
@@ -48,6 +50,21 @@ def check_case(name, report, spec):
         print("      summary:", v["summary"])
 
 
+def snapshot(pids, path):
+    out = subprocess.run([HANGDX, "snapshot", "-o", path] + [str(p) for p in pids],
+                         capture_output=True, text=True, timeout=120)
+    return out.returncode in (0, 1) and os.path.exists(path)
+
+
+def analyze(path):
+    out = subprocess.run([HANGDX, "analyze", "--json", path], capture_output=True, text=True, timeout=120)
+    try:
+        return json.loads(out.stdout)
+    except ValueError:
+        print(out.stderr[-3000:])
+        return {"verdict": {"class": f"(no JSON, exit {out.returncode})", "culprit_ranks": [], "summary": ""}}
+
+
 def start_under_run(case, tmp):
     """A case launched by `hangdx run -- launch.py CASE`: the launcher is hangdx run."""
     p = subprocess.Popen([HANGDX, "run", "-d", os.path.join(tmp, "traces"), "--", launch.PYTHON,
@@ -70,14 +87,19 @@ def main():
         sys.exit(77)
     t0 = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="hdx-verdicts-")
+    snapshots = {}
     launcher = start_under_run("collective_skip", tmp)
     jobs = [launch.spawn_case(c) for c in launch.CASES]
     try:
         launch.wait_ready_all(jobs)
         print(f"{len(jobs)} cases hung after {time.monotonic() - t0:.0f} s", flush=True)
+        snapshots = {}
         for job in jobs:
             report = inspect(sorted(job.pids.values()))
             check_case(job.case, report, job.spec)
+            path = os.path.join(tmp, job.case + ".snapshot.json")
+            check(snapshot(sorted(job.pids.values()), path), f"{job.case}: snapshot written")
+            snapshots[job.case] = (path, report["verdict"])
             if job.case == "collective_skip":
                 check("skip_and_sleep" in report["verdict"]["summary"],
                       "collective_skip: the culprit is shown in skip_and_sleep")
@@ -93,6 +115,12 @@ def main():
         except ProcessLookupError:
             pass
         launcher.wait(timeout=30)
+    # The job is gone: the snapshots alone must give what inspect gave live.
+    for case, (path, live) in snapshots.items():
+        post = analyze(path)["verdict"]
+        check(post["class"] == live["class"] and sorted(post["culprit_ranks"]) == sorted(live["culprit_ranks"]),
+              f"{case}: after the kill, analyze of the snapshot says {post['class']} {post['culprit_ranks']} "
+              f"(live: {live['class']} {live['culprit_ranks']})")
     print(f"{len(failures)} failed, in {time.monotonic() - t0:.0f} s")
     sys.exit(1 if failures else 0)
 
