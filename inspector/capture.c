@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "groups.h"
 #include "hangdx/trace.h"
@@ -60,8 +61,8 @@ static int add_tree(hdx_evidence *ev, int pid, const hdx_process *rank_of)
     /* rank_of points into ev->procs, which add_process may move: keep its index. */
     size_t ref = rank_of ? (size_t)(rank_of - ev->procs) : 0;
     for (size_t j = 0; j < n && rc != -ENOMEM; j++) {
-        if (hdx_evidence_find_process(ev, pids[j]))
-            continue;
+        if (pids[j] == getpid() || hdx_evidence_find_process(ev, pids[j]))
+            continue; /* hangdx itself, when it runs under the inspected process */
         rc = add_process(ev, pids[j]);
         hdx_process *added = &ev->procs[ev->n_procs - 1];
         if (rc == 0 && rank_of && added->pid == pids[j] &&

@@ -262,7 +262,9 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
                  waiters, l->n_waiters == 1 ? "s" : "", site, l->path, creator))
         return -ENOMEM;
     return hdx_cls_set_text(&v->remedy,
-                    "check that no build is running on any node that shares this directory, then delete the lock: rm %s",
+                    "stop the ranks that wait on it first (a waiter that wakes up loads a half-built module), and "
+                    "check that no build runs on any node that shares this directory (processes left from a killed "
+                    "builder included); then delete the lock and relaunch: rm %s",
                     l->path);
 }
 
@@ -290,7 +292,10 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
     char child[256] = "";
     if (b.child)
         snprintf(child, sizeof child, "%s (pid %d) has run %.0f s, %s", hdx_cls_proc_name(b.child), b.child->pid,
-                 b.child->age_s, hdx_cls_progressing(ev, b.child) ? "CPU-busy" : "idle");
+                 b.child->age_s,
+                 b.child->state == 'T' || b.child->state == 't' ? "stopped (state T)"
+                 : hdx_cls_progressing(ev, b.child)                ? "CPU-busy"
+                                                                   : "idle");
 
     if (b.n_children && (timed_out || (!b.progressing && ev->samples != 0))) {
         v->cls = HDX_CLASS_COMPILE_STALL;
@@ -308,6 +313,7 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
                         b.child->pid, h);
     }
     if (b.progressing) {
+        v->n_culprit_ranks = v->n_culprit_pids = 0; /* not_hung names no culprit */
         v->cls = HDX_CLASS_NOT_HUNG;
         v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
         if (hdx_cls_set_text(&v->summary, "a build is running: %s holds %s%s%s; %s wait%s for it%s", h, l->path,
@@ -504,7 +510,15 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
 
     v->cls = HDX_CLASS_UNKNOWN;
     v->confidence = HDX_CONF_LOW;
-    return hdx_cls_set_text(&v->summary, "%s",
-                            ev->n_procs ? "stuck, but no rule matched: read the stack groups below"
-                                        : "no process to judge: the input held no process");
+    int alive = 0, stacks = 0;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        alive |= ev->procs[i].alive != 0;
+        for (size_t k = 0; k < ev->procs[i].n_threads; k++)
+            stacks |= ev->procs[i].threads[k].n_frames > 0;
+    }
+    const char *why = !ev->n_procs ? "no process to judge: the input held no process"
+                      : !alive     ? "every process has exited or was killed, and nothing it left says it was stuck"
+                      : !stacks    ? "no rule matched, and no stack could be read: see the notes for what is missing"
+                                   : "stuck, but no rule matched: read the stack groups below";
+    return hdx_cls_set_text(&v->summary, "%s", why);
 }

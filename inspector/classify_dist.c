@@ -123,13 +123,42 @@ static const char *env_of(const job *j, const char *name)
     return NULL;
 }
 
+/* Where a rank that is not in the wait is: "rank 2 (pid 7) is in load_dataset (w.py:6)". */
+static size_t tell_where(const rank_view *r, char *buf, size_t size)
+{
+    char where[256];
+    if (r->p->state == 'T' || r->p->state == 't' || waits_in(r, "stopped"))
+        snprintf(where, sizeof where, "stopped (state T)");
+    else {
+        char at[240];
+        hdx_cls_where(r->t, at, sizeof at);
+        snprintf(where, sizeof where, "in %s", at);
+    }
+    int n = snprintf(buf, size, "rank %d (pid %d) is %s", r->p->rank, r->p->pid, where);
+    return n < 0 ? 0 : (size_t)n;
+}
+
 static int verdict_rendezvous(const job *j, hdx_verdict *v)
 {
-    int *present = NULL;
-    size_t n_present = 0;
-    for (size_t i = 0; i < j->n; i++)
-        if (hdx_cls_add_int(&present, &n_present, j->r[i].p->rank))
+    int *waiting = NULL;
+    size_t n_waiting = 0;
+    char elsewhere[1024] = "";
+    size_t used = 0;
+    /* The ranks that wait, and the ranks present but elsewhere: those never arrive either. */
+    for (size_t i = 0; i < j->n; i++) {
+        const rank_view *r = &j->r[i];
+        if (waits_in(r, HDX_WAIT_RENDEZVOUS)) {
+            if (hdx_cls_add_int(&waiting, &n_waiting, r->p->rank))
+                goto nomem;
+            continue;
+        }
+        if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, r->p->rank) || hdx_cls_add_pid(v, r->p->pid))
             goto nomem;
+        if (used + 2 < sizeof elsewhere) {
+            used += (size_t)snprintf(elsewhere + used, sizeof elsewhere - used, "; ");
+            used += tell_where(r, elsewhere + used, sizeof elsewhere - used);
+        }
+    }
     if (missing_ranks(j, v))
         goto nomem;
     for (size_t i = 0; i < v->n_missing_ranks; i++)
@@ -146,31 +175,28 @@ static int verdict_rendezvous(const job *j, hdx_verdict *v)
         snprintf(store, sizeof store, "%s, store %s:%s", op, addr ? addr : "?", port ? port : "?");
     else
         snprintf(store, sizeof store, "%s, store address unknown: no MASTER_ADDR/MASTER_PORT", op);
-    ranges(present, n_present, have, sizeof have);
+    ranges(waiting, n_waiting, have, sizeof have);
     ranges(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
     v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
-    v->confidence = v->n_missing_ranks ? HDX_CONF_HIGH : HDX_CONF_LOW;
-    int rc;
+    v->confidence = v->n_culprit_ranks ? HDX_CONF_HIGH : HDX_CONF_LOW;
+    char missing[400] = "";
     if (v->n_missing_ranks)
-        rc = hdx_cls_set_text(&v->summary,
-                              "rank%s %s wait%s in process-group initialisation (%s) for rank%s %s, which never "
-                              "arrived (world size %d)",
-                              n_present == 1 ? "" : "s", have, n_present == 1 ? "s" : "", store,
-                              v->n_missing_ranks == 1 ? "" : "s", miss, j->world_size);
-    else
-        rc = hdx_cls_set_text(&v->summary,
-                              "rank%s %s wait%s in process-group initialisation (%s); the world size is %s, "
-                              "so which ranks are missing cannot be told from here",
-                              n_present == 1 ? "" : "s", have, n_present == 1 ? "s" : "", store,
-                              j->world_size > 0 ? "all present here" : "unknown");
+        snprintf(missing, sizeof missing, "; rank%s %s of world size %d never arrived", v->n_missing_ranks == 1 ? "" : "s",
+                 miss, j->world_size);
+    int rc = hdx_cls_set_text(&v->summary, "rank%s %s wait%s in process-group initialisation (%s)%s%s%s",
+                              n_waiting == 1 ? "" : "s", have, n_waiting == 1 ? "s" : "", store, missing, elsewhere,
+                              v->n_culprit_ranks ? ""
+                                                 : "; no rank is missing or elsewhere here: ranks on other hosts are "
+                                                   "not seen (give their snapshots)");
     if (!rc)
         rc = hdx_cls_set_text(&v->remedy,
                               "start the missing ranks, or fix the launch so that WORLD_SIZE (nodes × processes per "
-                              "node, or TP×PP×DP) matches what is started; look for a rank that crashed at start-up");
-    free(present);
+                              "node, or TP×PP×DP) matches what is started; look at the ranks that are elsewhere, and "
+                              "for a rank that crashed at start-up");
+    free(waiting);
     return rc ? rc : 1;
 nomem:
-    free(present);
+    free(waiting);
     return -ENOMEM;
 }
 
@@ -305,7 +331,7 @@ static int verdict_collective(const job *j, hdx_verdict *v)
     size_t n_in = 0;
     char culprits[1024] = "";
     size_t used = 0;
-    int all_locked = 1, any_busy = 0; /* all_locked: every culprit waits on a build lock */
+    int all_locked = 1, any_busy = 0;
     for (size_t i = 0; i < j->n; i++) {
         const rank_view *r = &j->r[i];
         if (waits_in(r, HDX_WAIT_COLLECTIVE) && !strcmp(op_of(r), major)) {
@@ -318,26 +344,24 @@ static int verdict_collective(const job *j, hdx_verdict *v)
             goto nomem;
         all_locked &= waits_in(r, HDX_WAIT_BUILD_LOCK);
         any_busy |= r->p->progressing == 1;
-        char where[256];
+        if (used + 2 >= sizeof culprits)
+            continue;
+        if (used)
+            used += (size_t)snprintf(culprits + used, sizeof culprits - used, "; ");
         if (waits_in(r, HDX_WAIT_COLLECTIVE))
-            snprintf(where, sizeof where, "in another collective, %s", op_of(r));
-        else if (r->p->state == 'T' || r->p->state == 't' || waits_in(r, "stopped"))
-            snprintf(where, sizeof where, "stopped (state T)");
+            used += (size_t)snprintf(culprits + used, sizeof culprits - used,
+                                     "rank %d (pid %d) is in another collective, %s", r->p->rank, r->p->pid, op_of(r));
         else
-            hdx_cls_where(r->t, where, sizeof where);
-        if (used < sizeof culprits)
-            used += (size_t)snprintf(culprits + used, sizeof culprits - used, "%srank %d (pid %d) is %s%s",
-                                     used ? "; " : "", r->p->rank, r->p->pid,
-                                     strncmp(where, "in another", 10) && strncmp(where, "stopped", 7) ? "in " : "",
-                                     where);
+            used += tell_where(r, culprits + used, sizeof culprits - used);
     }
+    int locked = all_locked && v->n_culprit_ranks; /* every culprit waits on a build lock */
     if (missing_ranks(j, v))
         goto nomem;
     char waiting[256];
     ranges(in, n_in, waiting, sizeof waiting);
     int rc;
     if (v->n_culprit_ranks) {
-        v->cls = all_locked ? HDX_CLASS_BUILD_LOCK : HDX_CLASS_COLLECTIVE_WAIT;
+        v->cls = locked ? HDX_CLASS_BUILD_LOCK : HDX_CLASS_COLLECTIVE_WAIT;
         v->confidence = any_busy ? HDX_CONF_MEDIUM : HDX_CONF_HIGH;
         rc = hdx_cls_set_text(&v->summary, "rank%s %s wait%s in %s; %s%s", n_in == 1 ? "" : "s", waiting,
                               n_in == 1 ? "s" : "", major, culprits,
@@ -350,9 +374,11 @@ static int verdict_collective(const job *j, hdx_verdict *v)
         ranges(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
         v->cls = HDX_CLASS_COLLECTIVE_WAIT;
         v->confidence = HDX_CONF_MEDIUM;
-        rc = hdx_cls_set_text(&v->summary, "ranks %s wait in %s; rank%s %s of world size %d %s not among the "
-                                           "inspected processes (another host, or gone)",
-                              waiting, major, v->n_missing_ranks == 1 ? "" : "s", miss, j->world_size,
+        rc = hdx_cls_set_text(&v->summary, "rank%s %s wait%s in %s; rank%s %s of world size %d %s not among the "
+                                           "inspected processes (another host, or gone): inspect every rank's pid, "
+                                           "the launcher's, or use --all, and give other hosts' snapshots",
+                              n_in == 1 ? "" : "s", waiting, n_in == 1 ? "s" : "", major,
+                              v->n_missing_ranks == 1 ? "" : "s", miss, j->world_size,
                               v->n_missing_ranks == 1 ? "is" : "are");
     } else {
         v->cls = HDX_CLASS_COLLECTIVE_WAIT;
@@ -362,7 +388,7 @@ static int verdict_collective(const job *j, hdx_verdict *v)
                               waiting, major);
     }
     if (!rc)
-        rc = hdx_cls_set_text(&v->remedy, all_locked && v->n_culprit_ranks ? "see why the culprit ranks wait on a build lock (hangdx inspect them)"
+        rc = hdx_cls_set_text(&v->remedy, locked ? "see why the culprit ranks wait on a build lock (hangdx inspect them)"
                                                      : "look at the culprit ranks where they are: a skipped or "
                                                        "reordered collective, an uneven loop, or a rank stopped "
                                                        "or stuck elsewhere");
