@@ -38,18 +38,6 @@ static int add_process(hdx_evidence *ev, int pid)
     return rc;
 }
 
-/* Do a and b belong to one job? Every job variable that both have agrees. */
-static int same_job(const hdx_process *a, const hdx_process *b)
-{
-    static const char *const keys[] = {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        const char *x = hdx_process_env(a, keys[i]), *y = hdx_process_env(b, keys[i]);
-        if (x && y && strcmp(x, y))
-            return 0;
-    }
-    return 1;
-}
-
 /* pid and its descendants; with `rank_of`, only rank processes of that rank's job. */
 static int add_tree(hdx_evidence *ev, int pid, const hdx_process *rank_of)
 {
@@ -66,7 +54,7 @@ static int add_tree(hdx_evidence *ev, int pid, const hdx_process *rank_of)
         rc = add_process(ev, pids[j]);
         hdx_process *added = &ev->procs[ev->n_procs - 1];
         if (rc == 0 && rank_of && added->pid == pids[j] &&
-            (added->rank < 0 || !same_job(&ev->procs[ref], added))) {
+            (added->rank < 0 || !hdx_process_same_job(&ev->procs[ref], added))) {
             hdx_process_clear(added);
             ev->n_procs--;
         }

@@ -383,17 +383,26 @@ static int is_distributed_wait(const char *w)
                  !strcmp(w, HDX_WAIT_BUILD_LOCK));
 }
 
-/* The ranks that wait in a distributed call behind a lock verdict: its consequences. */
-static int add_consequences(const hdx_evidence *ev, hdx_verdict *v)
+/* The ranks of the lock waiters' job that wait in a distributed call behind a
+ * lock verdict: its consequences. None when no waiter is a rank. */
+static int add_consequences(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
 {
+    const hdx_process *waiter = NULL;
+    for (size_t i = 0; i < l->n_waiters && !waiter; i++) {
+        const hdx_process *w = hdx_evidence_find_process(ev, l->waiters[i].pid);
+        if (w && w->is_rank_process)
+            waiter = w;
+    }
+    if (!waiter)
+        return 0;
     int *ranks = NULL;
     size_t n = 0;
     const char *op = NULL;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
         const hdx_thread *t = hdx_key_thread(p);
-        if (!p->is_rank_process || !t || !t->wait || !strcmp(t->wait, HDX_WAIT_BUILD_LOCK) ||
-            !is_distributed_wait(t->wait))
+        if (!p->is_rank_process || !hdx_process_same_job(p, waiter) || !t || !t->wait ||
+            !strcmp(t->wait, HDX_WAIT_BUILD_LOCK) || !is_distributed_wait(t->wait))
             continue;
         if (hdx_cls_add_int(&ranks, &n, p->rank)) {
             free(ranks);
@@ -479,6 +488,11 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
 {
     hdx_verdict_clear(v);
     hdx_mark_rank_processes(ev);
+    size_t other_jobs = hdx_keep_largest_job(ev);
+    if (other_jobs)
+        hdx_evidence_note(ev, "%zu rank process%s of other jobs (another MASTER_ADDR/MASTER_PORT) were set aside: the "
+                              "verdict is about the job with the most ranks here; inspect each job's pids alone",
+                          other_jobs, other_jobs == 1 ? "" : "es");
     int any_progress = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         hdx_process *p = &ev->procs[i];
@@ -494,7 +508,7 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
         int rc = l->state == HDX_LOCK_STALE ? verdict_stale(ev, l, v) : verdict_held(ev, l, v);
         if (rc || v->cls == HDX_CLASS_NOT_HUNG || (rc = hdx_cls_logs(ev, v, 0)) < 0)
             return rc;
-        return add_consequences(ev, v);
+        return add_consequences(ev, l, v);
     }
     /* Job logs (classify_logs.c): they decide when no stack evidence does, else they add notes. */
     int lr = hdx_cls_logs(ev, v, 1);

@@ -400,3 +400,50 @@ void hdx_mark_rank_processes(hdx_evidence *ev)
         p->is_rank_process = !python_has_it && !ancestor_with_rank(ev, p, 0);
     }
 }
+
+int hdx_process_same_job(const hdx_process *a, const hdx_process *b)
+{
+    static const char *const keys[] = {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *x = hdx_process_env(a, keys[i]), *y = hdx_process_env(b, keys[i]);
+        if (x && y && strcmp(x, y))
+            return 0;
+    }
+    return 1;
+}
+
+size_t hdx_keep_largest_job(hdx_evidence *ev)
+{
+    const hdx_process *first = NULL;
+    int one_job = 1;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        if (!p->is_rank_process)
+            continue;
+        if (!first)
+            first = p;
+        else if (!hdx_process_same_job(first, p))
+            one_job = 0;
+    }
+    if (one_job) /* the common case, in one pass even at 8192 ranks */
+        return 0;
+    const hdx_process *best = NULL;
+    size_t best_n = 0, set_aside = 0;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        size_t n = 0;
+        for (size_t k = 0; p->is_rank_process && k < ev->n_procs; k++)
+            n += ev->procs[k].is_rank_process && hdx_process_same_job(p, &ev->procs[k]);
+        if (n > best_n) {
+            best_n = n;
+            best = p;
+        }
+    }
+    const hdx_process keep = *best; /* a copy: is_rank_process changes below */
+    for (size_t i = 0; i < ev->n_procs; i++)
+        if (ev->procs[i].is_rank_process && !hdx_process_same_job(&keep, &ev->procs[i])) {
+            ev->procs[i].is_rank_process = 0;
+            set_aside++;
+        }
+    return set_aside;
+}

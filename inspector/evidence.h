@@ -251,6 +251,18 @@ const char *hdx_process_env(const hdx_process *p, const char *name);
  */
 void hdx_mark_rank_processes(hdx_evidence *ev);
 
+/* Do a and b belong to one job? Every job variable that both have (MASTER_ADDR,
+ * MASTER_PORT, TORCHELASTIC_RUN_ID, SLURM_JOB_ID) agrees. */
+int hdx_process_same_job(const hdx_process *a, const hdx_process *b);
+
+/*
+ * When the rank processes belong to several jobs (inspect --all on a shared
+ * host), keep is_rank_process only for the job with the most of them, and
+ * return how many rank processes of other jobs were set aside (0: one job).
+ * Call after hdx_mark_rank_processes.
+ */
+size_t hdx_keep_largest_job(hdx_evidence *ev);
+
 /* Release what a process / thread / lock owns (not the struct itself). */
 void hdx_process_clear(hdx_process *p);
 void hdx_thread_clear(hdx_thread *t);
