@@ -256,6 +256,19 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
     v->confidence = l->has_creator && l->creator_alive == 0 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
     if (culprits_from_waiters(v, l))
         return -ENOMEM;
+    if (l->unchecked > 0) { /* a holder may hide among processes hangdx could not read */
+        v->confidence = HDX_CONF_LOW;
+        if (hdx_cls_set_text(&v->summary,
+                             "%s wait%s%s on %s, which looks stale (%s), but %d process%s of other users could not be "
+                             "checked for a holder",
+                             waiters, l->n_waiters == 1 ? "s" : "", site, l->path, creator, l->unchecked,
+                             l->unchecked == 1 ? "" : "es"))
+            return -ENOMEM;
+        return hdx_cls_set_text(&v->remedy,
+                                "run hangdx as root (or as the lock's owner) to see whether a live process holds %s "
+                                "before deleting it",
+                                l->path);
+    }
     if (hdx_cls_set_text(&v->summary,
                  "%s wait%s%s on the stale build lock %s (%s); no process holds or has it open, so nothing will "
                  "release it",

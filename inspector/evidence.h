@@ -122,6 +122,8 @@ typedef struct hdx_lock {
     int exists;       /* the lock file exists now: 1, 0, HDX_UNKNOWN */
     int64_t mtime_ns; /* lock file's mtime (≈ creation of a baton), HDX_UNKNOWN */
     int holder_pid;   /* live process holding it, HDX_UNKNOWN */
+    int unchecked;    /* processes that could not be read when looking for a holder (another
+                         user's, without root): a state "stale" is then unverified */
     int has_creator;  /* 1 when created_by is known (from a trace) */
     int creator_pid;
     int creator_rank;

@@ -517,7 +517,7 @@ static int is_waiter(const hdx_lock *l, int pid)
 }
 
 /* A live process that has the file open and does not wait on it (the creator first). */
-static int find_opener(hdx_evidence *ev, const hdx_lock *l, const struct stat *st)
+static int find_opener(hdx_evidence *ev, hdx_lock *l, const struct stat *st)
 {
     int *pids = NULL;
     size_t n = 0, unreadable = 0;
@@ -538,6 +538,7 @@ static int find_opener(hdx_evidence *ev, const hdx_lock *l, const struct stat *s
             holder = pids[i];
     }
     free(pids);
+    l->unchecked = holder == HDX_UNKNOWN ? (int)unreadable : 0;
     if (holder == HDX_UNKNOWN && unreadable)
         hdx_evidence_note(ev, "%s: %zu process%s could not be read to see whether they have it open (run as "
                               "root to check all)",

@@ -115,6 +115,7 @@ static cJSON *lock_json(const hdx_lock *l)
     cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
     cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
     cJSON_AddItemToObject(o, "holder_pid", int_or_null(l->holder_pid));
+    cJSON_AddNumberToObject(o, "unchecked", l->unchecked);
     if (l->has_creator) {
         cJSON *c = cJSON_AddObjectToObject(o, "created_by");
         cJSON_AddItemToObject(c, "pid", int_or_null(l->creator_pid));

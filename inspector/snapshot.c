@@ -244,6 +244,7 @@ static cJSON *lock_json(const hdx_lock *l)
     cJSON_AddItemToObject(o, "exists", bool_or_null(l->exists));
     cJSON_AddItemToObject(o, "mtime", time_or_null(l->mtime_ns));
     cJSON_AddItemToObject(o, "holder_pid", int_or_null(l->holder_pid));
+    cJSON_AddNumberToObject(o, "unchecked", l->unchecked);
     if (l->has_creator) {
         cJSON *c = cJSON_AddObjectToObject(o, "created_by");
         cJSON_AddItemToObject(c, "pid", int_or_null(l->creator_pid));
@@ -845,6 +846,7 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
     l->exists = get_bool(r, o, "exists");
     l->mtime_ns = get_time(r, o, "mtime");
     l->holder_pid = (int)get_int(r, o, "holder_pid", 0, INT_MAX, HDX_UNKNOWN);
+    l->unchecked = (int)get_int(r, o, "unchecked", 0, INT_MAX, 0);
     const cJSON *c = member(o, "created_by");
     if (c) {
         if (!cJSON_IsObject(c))

@@ -122,6 +122,23 @@ static void stale_baton_no_trace(void)
     hdx_evidence_free(ev);
 }
 
+/* Run without root: other users' processes could not be checked for a holder. */
+static void stale_baton_unverified(void)
+{
+    hdx_evidence *ev = evidence(2);
+    proc(ev, 300, 1, HDX_UNKNOWN, "python3", 'S', 230, 50, 50);
+    hdx_lock *l = lock(ev, "/w/build/lock", HDX_LOCK_BATON, HDX_LOCK_STALE, HDX_UNKNOWN);
+    l->unchecked = 97;
+    waiter(l, 300, HDX_UNKNOWN);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_BUILD_LOCK && v.confidence == HDX_CONF_LOW);
+    CHECK(strstr(v.summary, "looks stale") && strstr(v.summary, "97 processes"));
+    CHECK(strstr(v.remedy, "run hangdx as root") && !strstr(v.remedy, "rm "));
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
 /* B4: the holder's compiler burns CPU: a running build, not a hang. */
 static void held_baton_busy_compiler(void)
 {
@@ -230,6 +247,7 @@ int main(void)
 {
     stale_baton_from_trace();
     stale_baton_no_trace();
+    stale_baton_unverified();
     held_baton_busy_compiler();
     held_baton_idle_compiler();
     held_baton_past_timeout();

@@ -231,6 +231,7 @@ static hdx_evidence *full_evidence(void)
     l->kind = HDX_LOCK_FLOCK;
     l->state = HDX_LOCK_HELD;
     l->holder_pid = 4200;
+    l->unchecked = 3;
     l->exists = 0;
     l->has_creator = 1; /* known to exist, every detail unknown */
 
@@ -324,7 +325,8 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
     for (size_t i = 0; i < a->n_locks && i < b->n_locks; i++) {
         const hdx_lock *l = &a->locks[i], *m = &b->locks[i];
         CHECK(streq(l->path, m->path) && l->kind == m->kind && l->state == m->state);
-        CHECK(l->exists == m->exists && l->mtime_ns == m->mtime_ns && l->holder_pid == m->holder_pid);
+        CHECK(l->exists == m->exists && l->mtime_ns == m->mtime_ns && l->holder_pid == m->holder_pid &&
+              l->unchecked == m->unchecked);
         CHECK(l->has_creator == m->has_creator && l->creator_pid == m->creator_pid);
         CHECK(l->creator_rank == m->creator_rank && l->creator_alive == m->creator_alive);
         CHECK(l->created_ns == m->created_ns && streq(l->source, m->source));
