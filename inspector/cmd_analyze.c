@@ -81,7 +81,7 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
     struct stat st;
     if (stat(path, &st) != 0) {
         int e = errno;
-        *err = e == ENOENT ? hdx_asprintf("%s: no such directory", path)
+        *err = e == ENOENT ? hdx_asprintf("%s: no such file or directory", path)
                            : hdx_asprintf("%s: %s", path, strerror(e));
         return -e;
     }

@@ -55,7 +55,7 @@ check "-o writes the report" $PY -c "import json,sys; assert json.load(open(sys.
 
 "$HANGDX" analyze "$T/nope/" >/dev/null 2>"$T/err"; rc=$?
 check "a missing dir fails with 2 (got $rc)" test $rc -eq 2
-check "a missing dir is named" grep -q "analyze: $T/nope/: no such directory" "$T/err"
+check "a missing dir is named" grep -q "analyze: $T/nope/: no such file or directory" "$T/err"
 "$HANGDX" analyze "$T/empty" >/dev/null 2>"$T/err"; rc=$?
 check "a dir without traces fails with 2 (got $rc)" test $rc -eq 2
 check "a dir without traces says so" grep -q "not a hangdx trace directory" "$T/err"
