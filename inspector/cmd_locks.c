@@ -14,8 +14,10 @@
 #include "cmd.h"
 #include "evidence.h"
 #include "hangdx/report.h"
+#include "jsonout.h"
 #include "locks.h"
 #include "proc.h"
+#include "report.h"
 #include "traces.h"
 #include "util.h"
 
@@ -146,56 +148,14 @@ static void print_text(const hdx_lock *l, int deleted)
     printf("\n");
 }
 
-static cJSON *int_or_null(long long v)
-{
-    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateNumber((double)v);
-}
-
-static cJSON *time_or_null(int64_t ns)
-{
-    if (ns == HDX_UNKNOWN)
-        return cJSON_CreateNull();
-    char buf[40];
-    hdx_format_time(ns, buf, sizeof buf);
-    return cJSON_CreateString(buf);
-}
-
-static cJSON *bool_or_null(int v)
-{
-    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateBool(v);
-}
-
 /* The lock object of design.md "Formats", with what this command adds. */
 static cJSON *lock_json(const hdx_lock *l, int deleted)
 {
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    cJSON_AddStringToObject(o, "path", l->path);
-    cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
-    cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
-    cJSON_AddItemToObject(o, "holder_pid", int_or_null(l->holder_pid));
-    if (l->has_creator) {
-        cJSON *c = cJSON_AddObjectToObject(o, "created_by");
-        cJSON_AddItemToObject(c, "pid", int_or_null(l->creator_pid));
-        cJSON_AddItemToObject(c, "rank", int_or_null(l->creator_rank));
-        cJSON_AddItemToObject(c, "alive", bool_or_null(l->creator_alive));
-        cJSON_AddItemToObject(c, "at", time_or_null(l->created_ns));
-    } else {
-        cJSON_AddNullToObject(o, "created_by");
+    cJSON *o = hdx_report_lock_json(l);
+    if (o) {
+        cJSON_AddItemToObject(o, "exists", hdx_json_bool(l->exists));
+        cJSON_AddBoolToObject(o, "deleted", deleted);
     }
-    cJSON *w = cJSON_AddArrayToObject(o, "waiters");
-    for (size_t i = 0; w && i < l->n_waiters; i++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddItemToObject(e, "pid", int_or_null(l->waiters[i].pid));
-        cJSON_AddItemToObject(e, "rank", int_or_null(l->waiters[i].rank));
-        cJSON_AddItemToObject(e, "since", time_or_null(l->waiters[i].since_ns));
-        cJSON_AddItemToArray(w, e);
-    }
-    cJSON_AddItemToObject(o, "exists", bool_or_null(l->exists));
-    cJSON_AddItemToObject(o, "mtime", time_or_null(l->mtime_ns));
-    cJSON_AddItemToObject(o, "source", l->source ? cJSON_CreateString(l->source) : cJSON_CreateNull());
-    cJSON_AddBoolToObject(o, "deleted", deleted);
     return o;
 }
 

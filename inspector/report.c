@@ -9,35 +9,12 @@
 
 #include "hangdx/report.h"
 #include "groups.h"
+#include "jsonout.h"
 #include "proc.h" /* hdx_syscall_name */
 #include "util.h"
 
 /* Most frames a group's stack or a text report shows per thread. */
 #define TEXT_FRAMES_MAX 24
-
-static cJSON *str_or_null(const char *s)
-{
-    return s ? cJSON_CreateString(s) : cJSON_CreateNull();
-}
-
-static cJSON *int_or_null(long long v)
-{
-    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateNumber((double)v);
-}
-
-static cJSON *time_or_null(int64_t ns)
-{
-    if (ns == HDX_UNKNOWN)
-        return cJSON_CreateNull();
-    char buf[40];
-    hdx_format_time(ns, buf, sizeof buf);
-    return cJSON_CreateString(buf);
-}
-
-static cJSON *bool_or_null(int v)
-{
-    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateBool(v);
-}
 
 static cJSON *int_array(const int *v, size_t n)
 {
@@ -77,14 +54,12 @@ static cJSON *frame_json(const hdx_frame *f)
     if (!o)
         return NULL;
     cJSON_AddStringToObject(o, "kind", f->kind == HDX_FRAME_PYTHON ? "python" : "native");
-    cJSON_AddItemToObject(o, "function", str_or_null(f->function));
-    cJSON_AddItemToObject(o, "file", str_or_null(f->file));
+    cJSON_AddItemToObject(o, "function", hdx_json_str(f->function));
+    cJSON_AddItemToObject(o, "file", hdx_json_str(f->file));
     cJSON_AddItemToObject(o, "line", f->line > 0 ? cJSON_CreateNumber(f->line) : cJSON_CreateNull());
-    cJSON_AddItemToObject(o, "module", str_or_null(f->module));
+    cJSON_AddItemToObject(o, "module", hdx_json_str(f->module));
     if (f->kind == HDX_FRAME_NATIVE) {
-        char off[24];
-        snprintf(off, sizeof off, "0x%llx", (unsigned long long)f->offset);
-        cJSON_AddStringToObject(o, "offset", off);
+        cJSON_AddItemToObject(o, "offset", hdx_json_hex(f->offset));
     } else {
         cJSON_AddNullToObject(o, "offset");
     }
@@ -106,7 +81,7 @@ static cJSON *frames_json(const hdx_frame *frames, size_t n)
     return a;
 }
 
-static cJSON *lock_json(const hdx_lock *l)
+cJSON *hdx_report_lock_json(const hdx_lock *l)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -114,26 +89,26 @@ static cJSON *lock_json(const hdx_lock *l)
     cJSON_AddStringToObject(o, "path", l->path);
     cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
     cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
-    cJSON_AddItemToObject(o, "holder_pid", int_or_null(l->holder_pid));
+    cJSON_AddItemToObject(o, "holder_pid", hdx_json_int(l->holder_pid));
     cJSON_AddNumberToObject(o, "unchecked", l->unchecked);
     if (l->has_creator) {
         cJSON *c = cJSON_AddObjectToObject(o, "created_by");
-        cJSON_AddItemToObject(c, "pid", int_or_null(l->creator_pid));
-        cJSON_AddItemToObject(c, "rank", int_or_null(l->creator_rank));
-        cJSON_AddItemToObject(c, "alive", bool_or_null(l->creator_alive));
-        cJSON_AddItemToObject(c, "at", time_or_null(l->created_ns));
+        cJSON_AddItemToObject(c, "pid", hdx_json_int(l->creator_pid));
+        cJSON_AddItemToObject(c, "rank", hdx_json_int(l->creator_rank));
+        cJSON_AddItemToObject(c, "alive", hdx_json_bool(l->creator_alive));
+        cJSON_AddItemToObject(c, "at", hdx_json_time(l->created_ns, 0));
     } else {
         cJSON_AddNullToObject(o, "created_by");
     }
-    cJSON_AddItemToObject(o, "mtime", time_or_null(l->mtime_ns));
-    cJSON_AddItemToObject(o, "source", str_or_null(l->source));
+    cJSON_AddItemToObject(o, "mtime", hdx_json_time(l->mtime_ns, 0));
+    cJSON_AddItemToObject(o, "source", hdx_json_str(l->source));
     cJSON *w = cJSON_AddArrayToObject(o, "waiters");
     for (size_t i = 0; w && i < l->n_waiters; i++) {
         cJSON *e = cJSON_CreateObject();
-        cJSON_AddItemToObject(e, "pid", int_or_null(l->waiters[i].pid));
-        cJSON_AddItemToObject(e, "rank", int_or_null(l->waiters[i].rank));
-        cJSON_AddItemToObject(e, "since", time_or_null(l->waiters[i].since_ns));
-        cJSON_AddItemToObject(e, "how", str_or_null(l->waiters[i].how));
+        cJSON_AddItemToObject(e, "pid", hdx_json_int(l->waiters[i].pid));
+        cJSON_AddItemToObject(e, "rank", hdx_json_int(l->waiters[i].rank));
+        cJSON_AddItemToObject(e, "since", hdx_json_time(l->waiters[i].since_ns, 0));
+        cJSON_AddItemToObject(e, "how", hdx_json_str(l->waiters[i].how));
         cJSON_AddItemToArray(w, e);
     }
     return o;
@@ -144,23 +119,22 @@ cJSON *hdx_report_process_json(const hdx_process *p)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    cJSON_AddItemToObject(o, "pid", int_or_null(p->pid));
-    cJSON_AddItemToObject(o, "ppid", int_or_null(p->ppid));
-    cJSON_AddItemToObject(o, "host", str_or_null(p->host));
-    cJSON_AddItemToObject(o, "rank", int_or_null(p->rank));
-    cJSON_AddItemToObject(o, "local_rank", int_or_null(p->local_rank));
-    cJSON_AddItemToObject(o, "world_size", int_or_null(p->world_size));
+    cJSON_AddItemToObject(o, "pid", hdx_json_int(p->pid));
+    cJSON_AddItemToObject(o, "ppid", hdx_json_int(p->ppid));
+    cJSON_AddItemToObject(o, "host", hdx_json_str(p->host));
+    cJSON_AddItemToObject(o, "rank", hdx_json_int(p->rank));
+    cJSON_AddItemToObject(o, "local_rank", hdx_json_int(p->local_rank));
+    cJSON_AddItemToObject(o, "world_size", hdx_json_int(p->world_size));
     cJSON *argv = cJSON_AddArrayToObject(o, "cmdline");
     for (size_t i = 0; argv && i < p->n_cmdline; i++)
         cJSON_AddItemToArray(argv, cJSON_CreateString(p->cmdline[i]));
-    char st[2] = {p->state, 0};
-    cJSON_AddItemToObject(o, "state", p->state ? cJSON_CreateString(st) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "state", hdx_json_char(p->state));
     cJSON_AddNumberToObject(o, "cpu_ms", p->cpu_ms);
-    cJSON_AddItemToObject(o, "progressing", bool_or_null(p->progressing));
-    cJSON_AddItemToObject(o, "stopped_us", int_or_null(p->stopped_us));
-    cJSON_AddItemToObject(o, "max_stop_us", int_or_null(p->stopped_us == HDX_UNKNOWN ? HDX_UNKNOWN : p->max_stop_us));
-    cJSON_AddItemToObject(o, "alive", bool_or_null(p->alive));
-    cJSON_AddItemToObject(o, "python", str_or_null(p->python));
+    cJSON_AddItemToObject(o, "progressing", hdx_json_bool(p->progressing));
+    cJSON_AddItemToObject(o, "stopped_us", hdx_json_int(p->stopped_us));
+    cJSON_AddItemToObject(o, "max_stop_us", hdx_json_int(p->stopped_us == HDX_UNKNOWN ? HDX_UNKNOWN : p->max_stop_us));
+    cJSON_AddItemToObject(o, "alive", hdx_json_bool(p->alive));
+    cJSON_AddItemToObject(o, "python", hdx_json_str(p->python));
     cJSON *env = cJSON_AddObjectToObject(o, "env");
     for (size_t i = 0; env && i < p->n_env; i++)
         cJSON_AddStringToObject(env, p->env[i].name, p->env[i].value);
@@ -168,16 +142,15 @@ cJSON *hdx_report_process_json(const hdx_process *p)
     for (size_t i = 0; threads && i < p->n_threads; i++) {
         const hdx_thread *t = &p->threads[i];
         cJSON *e = cJSON_CreateObject();
-        cJSON_AddItemToObject(e, "tid", int_or_null(t->tid));
-        cJSON_AddItemToObject(e, "name", str_or_null(t->name));
-        char ts[2] = {t->state, 0};
-        cJSON_AddItemToObject(e, "state", t->state ? cJSON_CreateString(ts) : cJSON_CreateNull());
-        cJSON_AddItemToObject(e, "wchan", str_or_null(t->wchan));
-        cJSON_AddItemToObject(e, "syscall", str_or_null(thread_syscall(t)));
-        cJSON_AddItemToObject(e, "wait", str_or_null(t->wait));
-        cJSON_AddItemToObject(e, "wait_op", str_or_null(t->wait_op));
-        cJSON_AddItemToObject(e, "peer", int_or_null(t->wait_peer));
-        cJSON_AddItemToObject(e, "polled_path", str_or_null(t->polled_path));
+        cJSON_AddItemToObject(e, "tid", hdx_json_int(t->tid));
+        cJSON_AddItemToObject(e, "name", hdx_json_str(t->name));
+        cJSON_AddItemToObject(e, "state", hdx_json_char(t->state));
+        cJSON_AddItemToObject(e, "wchan", hdx_json_str(t->wchan));
+        cJSON_AddItemToObject(e, "syscall", hdx_json_str(thread_syscall(t)));
+        cJSON_AddItemToObject(e, "wait", hdx_json_str(t->wait));
+        cJSON_AddItemToObject(e, "wait_op", hdx_json_str(t->wait_op));
+        cJSON_AddItemToObject(e, "peer", hdx_json_int(t->wait_peer));
+        cJSON_AddItemToObject(e, "polled_path", hdx_json_str(t->polled_path));
         cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(t->frames, t->n_frames)
                                                                          : cJSON_CreateNull());
         /* Python frames that could not be merged with the native ones stand apart, flagged. */
@@ -224,23 +197,23 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
     free(seen_hosts);
     if (!cJSON_GetArraySize(hosts) && ev->host)
         cJSON_AddItemToArray(hosts, cJSON_CreateString(ev->host));
-    cJSON_AddItemToObject(r, "taken_at", time_or_null(ev->taken_ns));
+    cJSON_AddItemToObject(r, "taken_at", hdx_json_time(ev->taken_ns, 0));
 
     cJSON *vo = cJSON_AddObjectToObject(r, "verdict");
     cJSON_AddStringToObject(vo, "class", hdx_class_name(v->cls));
-    cJSON_AddItemToObject(vo, "summary", str_or_null(v->summary));
+    cJSON_AddItemToObject(vo, "summary", hdx_json_str(v->summary));
     cJSON_AddItemToObject(vo, "culprit_ranks", int_array(v->culprit_ranks, v->n_culprit_ranks));
     cJSON_AddItemToObject(vo, "culprit_pids", int_array(v->culprit_pids, v->n_culprit_pids));
     cJSON_AddItemToObject(vo, "missing_ranks", int_array(v->missing_ranks, v->n_missing_ranks));
     cJSON_AddItemToObject(vo, "missing_count", v->missing_count > 0 ? cJSON_CreateNumber(v->missing_count)
                                                : v->n_missing_ranks ? cJSON_CreateNumber((double)v->n_missing_ranks)
                                                                     : cJSON_CreateNull());
-    cJSON_AddItemToObject(vo, "remedy", str_or_null(v->remedy));
+    cJSON_AddItemToObject(vo, "remedy", hdx_json_str(v->remedy));
     cJSON_AddStringToObject(vo, "confidence", confidence_names[v->confidence]);
 
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; i < ev->n_locks; i++)
-        cJSON_AddItemToArray(locks, lock_json(&ev->locks[i]));
+        cJSON_AddItemToArray(locks, hdx_report_lock_json(&ev->locks[i]));
 
     cJSON *groups = cJSON_AddArrayToObject(r, "groups");
     hdx_group *g = NULL;
@@ -253,7 +226,7 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
             cJSON_AddItemToObject(o, "ranks", g[i].n_ranks ? cJSON_CreateString(ranks) : cJSON_CreateNull());
             cJSON_AddItemToObject(o, "pids", int_array(g[i].pids, g[i].n_pids));
             cJSON_AddNumberToObject(o, "count", (double)g[i].n_pids);
-            cJSON_AddItemToObject(o, "wait", str_or_null(g[i].key->wait));
+            cJSON_AddItemToObject(o, "wait", hdx_json_str(g[i].key->wait));
             cJSON_AddItemToObject(o, "diverges_at", g[i].diverges_at >= 0
                                                         ? frame_json(&g[i].key->frames[g[i].diverges_at])
                                                         : cJSON_CreateNull());

@@ -15,6 +15,10 @@ struct cJSON;
 /* The hangdx.report/1 object for ev and v. Caller frees with cJSON_Delete. NULL on ENOMEM. */
 struct cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v);
 
+/* One lock as the report's "locks" entry (design.md). Caller frees with
+ * cJSON_Delete. NULL on ENOMEM. */
+struct cJSON *hdx_report_lock_json(const hdx_lock *l);
+
 /* One process as the report's "processes" entry (threads with their frames).
  * Caller frees with cJSON_Delete. NULL on ENOMEM. */
 struct cJSON *hdx_report_process_json(const hdx_process *p);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jsonout.h"
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
 #include "proc.h" /* hdx_syscall_name */
@@ -35,56 +36,9 @@ static int env_allowed(const char *name)
 
 /* ---- writing -------------------------------------------------------------- */
 
-static cJSON *str_or_null(const char *s)
-{
-    return s ? cJSON_CreateString(s) : cJSON_CreateNull();
-}
-
-static cJSON *int_or_null(long long v)
-{
-    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateNumber((double)v);
-}
-
-static cJSON *bool_or_null(int v)
-{
-    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateBool(v != 0);
-}
-
 static cJSON *num_or_null(double v)
 {
     return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
-}
-
-static cJSON *char_or_null(char c)
-{
-    char s[2] = {c, 0};
-    return c ? cJSON_CreateString(s) : cJSON_CreateNull();
-}
-
-static cJSON *hex(uint64_t v)
-{
-    char buf[24];
-    snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)v);
-    return cJSON_CreateString(buf);
-}
-
-/* RFC 3339 UTC with nanoseconds: a snapshot keeps times exactly. */
-static cJSON *time_or_null(int64_t ns)
-{
-    if (ns == HDX_UNKNOWN)
-        return cJSON_CreateNull();
-    int64_t s = ns / 1000000000, frac = ns % 1000000000;
-    if (frac < 0) {
-        frac += 1000000000;
-        s--;
-    }
-    time_t t = (time_t)s;
-    struct tm tm;
-    char buf[64], date[40];
-    if (!gmtime_r(&t, &tm) || !strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm))
-        return cJSON_CreateNull();
-    snprintf(buf, sizeof buf, "%s.%09lldZ", date, (long long)frac);
-    return cJSON_CreateString(buf);
 }
 
 /* Negative errno as a positive one, 0 as null. */
@@ -123,7 +77,7 @@ static cJSON *local_json(const hdx_local *v)
     }
     o = cJSON_CreateObject();
     if (o)
-        cJSON_AddItemToObject(o, "type", str_or_null(v->s));
+        cJSON_AddItemToObject(o, "type", hdx_json_str(v->s));
     return o;
 }
 
@@ -134,12 +88,12 @@ static cJSON *frame_json(const hdx_frame *f)
         return NULL;
     int native = f->kind != HDX_FRAME_PYTHON;
     cJSON_AddStringToObject(o, "kind", native ? "native" : "python");
-    cJSON_AddItemToObject(o, "function", str_or_null(f->function));
-    cJSON_AddItemToObject(o, "file", str_or_null(f->file));
+    cJSON_AddItemToObject(o, "function", hdx_json_str(f->function));
+    cJSON_AddItemToObject(o, "file", hdx_json_str(f->file));
     cJSON_AddItemToObject(o, "line", f->line > 0 ? cJSON_CreateNumber(f->line) : cJSON_CreateNull());
-    cJSON_AddItemToObject(o, "module", str_or_null(f->module));
-    cJSON_AddItemToObject(o, "offset", native || f->offset ? hex(f->offset) : cJSON_CreateNull());
-    cJSON_AddItemToObject(o, "pc", native || f->pc ? hex(f->pc) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "module", hdx_json_str(f->module));
+    cJSON_AddItemToObject(o, "offset", native || f->offset ? hdx_json_hex(f->offset) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "pc", native || f->pc ? hdx_json_hex(f->pc) : cJSON_CreateNull());
     if (f->locals) {
         cJSON *l = cJSON_AddObjectToObject(o, "locals");
         for (size_t i = 0; l && i < f->n_locals; i++)
@@ -163,26 +117,26 @@ static cJSON *thread_json(const hdx_thread *t)
     cJSON *e = cJSON_CreateObject();
     if (!e)
         return NULL;
-    cJSON_AddItemToObject(e, "tid", int_or_null(t->tid));
-    cJSON_AddItemToObject(e, "name", str_or_null(t->name));
-    cJSON_AddItemToObject(e, "state", char_or_null(t->state));
-    cJSON_AddItemToObject(e, "wchan", str_or_null(t->wchan));
+    cJSON_AddItemToObject(e, "tid", hdx_json_int(t->tid));
+    cJSON_AddItemToObject(e, "name", hdx_json_str(t->name));
+    cJSON_AddItemToObject(e, "state", hdx_json_char(t->state));
+    cJSON_AddItemToObject(e, "wchan", hdx_json_str(t->wchan));
     const char *sc = t->syscall == HDX_SYSCALL_RUNNING ? "running"
                      : t->syscall >= 0                 ? hdx_syscall_name(t->syscall)
                                                        : NULL;
-    cJSON_AddItemToObject(e, "syscall", str_or_null(sc));
+    cJSON_AddItemToObject(e, "syscall", hdx_json_str(sc));
     cJSON_AddItemToObject(e, "syscall_nr", t->syscall >= 0 ? cJSON_CreateNumber((double)t->syscall)
                                                           : cJSON_CreateNull());
     cJSON *args = cJSON_AddArrayToObject(e, "syscall_args");
     for (size_t i = 0; args && i < 6; i++)
-        cJSON_AddItemToArray(args, hex(t->syscall_args[i]));
+        cJSON_AddItemToArray(args, hdx_json_hex(t->syscall_args[i]));
     cJSON_AddItemToObject(e, "cpu_ms_first", num_or_null(t->cpu_ms_first));
     cJSON_AddItemToObject(e, "cpu_ms", num_or_null(t->cpu_ms));
     cJSON_AddItemToObject(e, "stack_error", errno_or_null(t->stack_error));
-    cJSON_AddItemToObject(e, "polled_path", str_or_null(t->polled_path));
-    cJSON_AddItemToObject(e, "wait", str_or_null(t->wait));
-    cJSON_AddItemToObject(e, "wait_op", str_or_null(t->wait_op));
-    cJSON_AddItemToObject(e, "peer", int_or_null(t->wait_peer));
+    cJSON_AddItemToObject(e, "polled_path", hdx_json_str(t->polled_path));
+    cJSON_AddItemToObject(e, "wait", hdx_json_str(t->wait));
+    cJSON_AddItemToObject(e, "wait_op", hdx_json_str(t->wait_op));
+    cJSON_AddItemToObject(e, "peer", hdx_json_int(t->wait_peer));
     cJSON_AddItemToObject(e, "wait_frame", t->wait_frame >= 0 ? cJSON_CreateNumber((double)t->wait_frame)
                                                               : cJSON_CreateNull());
     cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(t->frames, t->n_frames)
@@ -198,12 +152,12 @@ static cJSON *process_json(const hdx_process *p)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    cJSON_AddItemToObject(o, "pid", int_or_null(p->pid));
-    cJSON_AddItemToObject(o, "ppid", int_or_null(p->ppid));
-    cJSON_AddItemToObject(o, "host", str_or_null(p->host));
-    cJSON_AddItemToObject(o, "rank", int_or_null(p->rank));
-    cJSON_AddItemToObject(o, "local_rank", int_or_null(p->local_rank));
-    cJSON_AddItemToObject(o, "world_size", int_or_null(p->world_size));
+    cJSON_AddItemToObject(o, "pid", hdx_json_int(p->pid));
+    cJSON_AddItemToObject(o, "ppid", hdx_json_int(p->ppid));
+    cJSON_AddItemToObject(o, "host", hdx_json_str(p->host));
+    cJSON_AddItemToObject(o, "rank", hdx_json_int(p->rank));
+    cJSON_AddItemToObject(o, "local_rank", hdx_json_int(p->local_rank));
+    cJSON_AddItemToObject(o, "world_size", hdx_json_int(p->world_size));
     cJSON *argv = cJSON_AddArrayToObject(o, "cmdline");
     for (size_t i = 0; argv && i < p->n_cmdline; i++)
         cJSON_AddItemToArray(argv, cJSON_CreateString(p->cmdline[i] ? p->cmdline[i] : ""));
@@ -211,22 +165,22 @@ static cJSON *process_json(const hdx_process *p)
     for (size_t i = 0; env && i < p->n_env; i++) /* what leaves the host: the design's list only */
         if (env_allowed(p->env[i].name) && p->env[i].value && !cJSON_GetObjectItemCaseSensitive(env, p->env[i].name))
             cJSON_AddStringToObject(env, p->env[i].name, p->env[i].value);
-    cJSON_AddItemToObject(o, "exe", str_or_null(p->exe));
-    cJSON_AddItemToObject(o, "cwd", str_or_null(p->cwd));
-    cJSON_AddItemToObject(o, "state", char_or_null(p->state));
+    cJSON_AddItemToObject(o, "exe", hdx_json_str(p->exe));
+    cJSON_AddItemToObject(o, "cwd", hdx_json_str(p->cwd));
+    cJSON_AddItemToObject(o, "state", hdx_json_char(p->state));
     cJSON_AddItemToObject(o, "start_ticks", p->start_ticks ? cJSON_CreateNumber((double)p->start_ticks)
                                                            : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "age_s", num_or_null(p->age_s));
     cJSON_AddItemToObject(o, "cpu_ms_first", num_or_null(p->cpu_ms_first));
     cJSON_AddItemToObject(o, "cpu_ms", num_or_null(p->cpu_ms));
     cJSON_AddNumberToObject(o, "window_ms", (double)p->window_ms);
-    cJSON_AddItemToObject(o, "progressing", bool_or_null(p->progressing));
-    cJSON_AddItemToObject(o, "stack_changed", bool_or_null(p->stack_changed));
-    cJSON_AddItemToObject(o, "stopped_us", int_or_null(p->stopped_us));
+    cJSON_AddItemToObject(o, "progressing", hdx_json_bool(p->progressing));
+    cJSON_AddItemToObject(o, "stack_changed", hdx_json_bool(p->stack_changed));
+    cJSON_AddItemToObject(o, "stopped_us", hdx_json_int(p->stopped_us));
     cJSON_AddNumberToObject(o, "max_stop_us", (double)p->max_stop_us);
-    cJSON_AddItemToObject(o, "alive", bool_or_null(p->alive));
+    cJSON_AddItemToObject(o, "alive", hdx_json_bool(p->alive));
     cJSON_AddItemToObject(o, "read_error", errno_or_null(p->read_error));
-    cJSON_AddItemToObject(o, "python", str_or_null(p->python));
+    cJSON_AddItemToObject(o, "python", hdx_json_str(p->python));
     cJSON *threads = cJSON_AddArrayToObject(o, "threads");
     for (size_t i = 0; threads && i < p->n_threads; i++)
         cJSON_AddItemToArray(threads, thread_json(&p->threads[i]));
@@ -238,32 +192,32 @@ static cJSON *lock_json(const hdx_lock *l)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    cJSON_AddItemToObject(o, "path", str_or_null(l->path));
+    cJSON_AddItemToObject(o, "path", hdx_json_str(l->path));
     cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
     cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
-    cJSON_AddItemToObject(o, "exists", bool_or_null(l->exists));
-    cJSON_AddItemToObject(o, "mtime", time_or_null(l->mtime_ns));
-    cJSON_AddItemToObject(o, "holder_pid", int_or_null(l->holder_pid));
+    cJSON_AddItemToObject(o, "exists", hdx_json_bool(l->exists));
+    cJSON_AddItemToObject(o, "mtime", hdx_json_time(l->mtime_ns, 1));
+    cJSON_AddItemToObject(o, "holder_pid", hdx_json_int(l->holder_pid));
     cJSON_AddNumberToObject(o, "unchecked", l->unchecked);
     if (l->has_creator) {
         cJSON *c = cJSON_AddObjectToObject(o, "created_by");
-        cJSON_AddItemToObject(c, "pid", int_or_null(l->creator_pid));
-        cJSON_AddItemToObject(c, "rank", int_or_null(l->creator_rank));
-        cJSON_AddItemToObject(c, "alive", bool_or_null(l->creator_alive));
-        cJSON_AddItemToObject(c, "at", time_or_null(l->created_ns));
+        cJSON_AddItemToObject(c, "pid", hdx_json_int(l->creator_pid));
+        cJSON_AddItemToObject(c, "rank", hdx_json_int(l->creator_rank));
+        cJSON_AddItemToObject(c, "alive", hdx_json_bool(l->creator_alive));
+        cJSON_AddItemToObject(c, "at", hdx_json_time(l->created_ns, 1));
     } else {
         cJSON_AddNullToObject(o, "created_by");
     }
-    cJSON_AddItemToObject(o, "source", str_or_null(l->source));
+    cJSON_AddItemToObject(o, "source", hdx_json_str(l->source));
     cJSON *w = cJSON_AddArrayToObject(o, "waiters");
     for (size_t i = 0; w && i < l->n_waiters; i++) {
         const hdx_waiter *x = &l->waiters[i];
         cJSON *e = cJSON_CreateObject();
-        cJSON_AddItemToObject(e, "pid", int_or_null(x->pid));
-        cJSON_AddItemToObject(e, "tid", int_or_null(x->tid));
-        cJSON_AddItemToObject(e, "rank", int_or_null(x->rank));
-        cJSON_AddItemToObject(e, "since", time_or_null(x->since_ns));
-        cJSON_AddItemToObject(e, "how", str_or_null(x->how));
+        cJSON_AddItemToObject(e, "pid", hdx_json_int(x->pid));
+        cJSON_AddItemToObject(e, "tid", hdx_json_int(x->tid));
+        cJSON_AddItemToObject(e, "rank", hdx_json_int(x->rank));
+        cJSON_AddItemToObject(e, "since", hdx_json_time(x->since_ns, 1));
+        cJSON_AddItemToObject(e, "how", hdx_json_str(x->how));
         cJSON_AddItemToArray(w, e);
     }
     return o;
@@ -279,8 +233,8 @@ cJSON *hdx_snapshot_json(const hdx_evidence *ev)
     if (!r)
         goto nomem;
     cJSON_AddStringToObject(r, "schema", HDX_SNAPSHOT_SCHEMA);
-    cJSON_AddItemToObject(r, "host", str_or_null(ev->host));
-    cJSON_AddItemToObject(r, "taken_at", time_or_null(ev->taken_ns));
+    cJSON_AddItemToObject(r, "host", hdx_json_str(ev->host));
+    cJSON_AddItemToObject(r, "taken_at", hdx_json_time(ev->taken_ns, 1));
     cJSON_AddNumberToObject(r, "samples", ev->samples);
     cJSON_AddNumberToObject(r, "interval_ms", ev->interval_ms);
     cJSON_AddNumberToObject(r, "build_timeout_s", (double)ev->build_timeout_s);

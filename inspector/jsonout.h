@@ -1,0 +1,23 @@
+/*
+ * Small cJSON constructors shared by every JSON writer (report, snapshot,
+ * locks): unknown values become null, never left out (design.md "Formats").
+ * Each returns a new item the caller adds to a tree (cJSON frees it with
+ * the tree), or NULL on ENOMEM.
+ */
+#ifndef HDX_JSONOUT_H
+#define HDX_JSONOUT_H
+
+#include <stdint.h>
+
+struct cJSON;
+
+struct cJSON *hdx_json_str(const char *s);   /* NULL → null */
+struct cJSON *hdx_json_int(long long v);     /* HDX_UNKNOWN → null */
+struct cJSON *hdx_json_bool(int v);          /* HDX_UNKNOWN → null, else true/false */
+struct cJSON *hdx_json_char(char c);         /* 0 → null, else a one-letter string (a state) */
+struct cJSON *hdx_json_hex(uint64_t v);      /* "0x1f" */
+/* ns since the epoch (CLOCK_REALTIME) as RFC 3339 UTC, with nanoseconds when
+ * `nanos` ("2026-11-29T18:40:27.000123456Z") else whole seconds; HDX_UNKNOWN → null. */
+struct cJSON *hdx_json_time(int64_t ns, int nanos);
+
+#endif
