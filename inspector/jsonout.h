@@ -7,7 +7,10 @@
 #ifndef HDX_JSONOUT_H
 #define HDX_JSONOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "evidence.h"
 
 struct cJSON;
 
@@ -19,5 +22,11 @@ struct cJSON *hdx_json_hex(uint64_t v);      /* "0x1f" */
 /* ns since the epoch (CLOCK_REALTIME) as RFC 3339 UTC, with nanoseconds when
  * `nanos` ("2026-11-29T18:40:27.000123456Z") else whole seconds; HDX_UNKNOWN → null. */
 struct cJSON *hdx_json_time(int64_t ns, int nanos);
+
+/* A frame as design.md's `frame` object ("kind", "function", "file", "line",
+ * "module", "offset", "pc", "locals"). */
+struct cJSON *hdx_json_frame(const hdx_frame *f);
+/* An array of n frames, innermost first. */
+struct cJSON *hdx_json_frames(const hdx_frame *frames, size_t n);
 
 #endif

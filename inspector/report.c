@@ -31,56 +31,6 @@ static const char *thread_syscall(const hdx_thread *t)
     return t->syscall >= 0 ? hdx_syscall_name(t->syscall) : NULL;
 }
 
-/* Ints, floats, bools, None and strings as themselves; other objects as {"type": name}. */
-static cJSON *local_json(const hdx_local *v)
-{
-    switch (v->kind) {
-    case HDX_VAL_NONE: return cJSON_CreateNull();
-    case HDX_VAL_BOOL: return cJSON_CreateBool(v->i != 0);
-    case HDX_VAL_INT: return cJSON_CreateNumber((double)v->i);
-    case HDX_VAL_FLOAT: return cJSON_CreateNumber(v->f);
-    case HDX_VAL_STR: return cJSON_CreateString(v->s ? v->s : "");
-    case HDX_VAL_OTHER: break;
-    }
-    cJSON *o = cJSON_CreateObject();
-    if (o)
-        cJSON_AddStringToObject(o, "type", v->s ? v->s : "?");
-    return o;
-}
-
-static cJSON *frame_json(const hdx_frame *f)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    cJSON_AddStringToObject(o, "kind", f->kind == HDX_FRAME_PYTHON ? "python" : "native");
-    cJSON_AddItemToObject(o, "function", hdx_json_str(f->function));
-    cJSON_AddItemToObject(o, "file", hdx_json_str(f->file));
-    cJSON_AddItemToObject(o, "line", f->line > 0 ? cJSON_CreateNumber(f->line) : cJSON_CreateNull());
-    cJSON_AddItemToObject(o, "module", hdx_json_str(f->module));
-    if (f->kind == HDX_FRAME_NATIVE) {
-        cJSON_AddItemToObject(o, "offset", hdx_json_hex(f->offset));
-    } else {
-        cJSON_AddNullToObject(o, "offset");
-    }
-    if (f->locals) {
-        cJSON *l = cJSON_AddObjectToObject(o, "locals");
-        for (size_t i = 0; l && i < f->n_locals; i++)
-            cJSON_AddItemToObject(l, f->locals[i].name, local_json(&f->locals[i]));
-    } else {
-        cJSON_AddNullToObject(o, "locals");
-    }
-    return o;
-}
-
-static cJSON *frames_json(const hdx_frame *frames, size_t n)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; a && i < n; i++)
-        cJSON_AddItemToArray(a, frame_json(&frames[i]));
-    return a;
-}
-
 cJSON *hdx_report_lock_json(const hdx_lock *l)
 {
     cJSON *o = cJSON_CreateObject();
@@ -151,12 +101,12 @@ cJSON *hdx_report_process_json(const hdx_process *p)
         cJSON_AddItemToObject(e, "wait_op", hdx_json_str(t->wait_op));
         cJSON_AddItemToObject(e, "peer", hdx_json_int(t->wait_peer));
         cJSON_AddItemToObject(e, "polled_path", hdx_json_str(t->polled_path));
-        cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(t->frames, t->n_frames)
+        cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? hdx_json_frames(t->frames, t->n_frames)
                                                                          : cJSON_CreateNull());
         /* Python frames that could not be merged with the native ones stand apart, flagged. */
         cJSON_AddBoolToObject(e, "unmerged", t->unmerged);
         if (t->unmerged)
-            cJSON_AddItemToObject(e, "python_frames", frames_json(t->py_frames, t->n_py_frames));
+            cJSON_AddItemToObject(e, "python_frames", hdx_json_frames(t->py_frames, t->n_py_frames));
         cJSON_AddItemToArray(threads, e);
     }
     return o;
@@ -228,9 +178,9 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
             cJSON_AddNumberToObject(o, "count", (double)g[i].n_pids);
             cJSON_AddItemToObject(o, "wait", hdx_json_str(g[i].key->wait));
             cJSON_AddItemToObject(o, "diverges_at", g[i].diverges_at >= 0
-                                                        ? frame_json(&g[i].key->frames[g[i].diverges_at])
+                                                        ? hdx_json_frame(&g[i].key->frames[g[i].diverges_at])
                                                         : cJSON_CreateNull());
-            cJSON_AddItemToObject(o, "stack", frames_json(g[i].key->frames, g[i].key->n_frames));
+            cJSON_AddItemToObject(o, "stack", hdx_json_frames(g[i].key->frames, g[i].key->n_frames));
             cJSON_AddItemToArray(groups, o);
         }
     }

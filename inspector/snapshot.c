@@ -47,71 +47,6 @@ static cJSON *errno_or_null(int e)
     return e ? cJSON_CreateNumber(e < 0 ? -(double)e : (double)e) : cJSON_CreateNull();
 }
 
-static cJSON *local_json(const hdx_local *v)
-{
-    cJSON *o;
-    char buf[64];
-    switch (v->kind) {
-    case HDX_VAL_NONE: return cJSON_CreateNull();
-    case HDX_VAL_BOOL: return cJSON_CreateBool(v->i != 0);
-    case HDX_VAL_INT:
-        if (v->i >= -EXACT_MAX && v->i <= EXACT_MAX)
-            return cJSON_CreateNumber((double)v->i);
-        snprintf(buf, sizeof buf, "%lld", v->i);
-        o = cJSON_CreateObject();
-        if (o)
-            cJSON_AddStringToObject(o, "int", buf);
-        return o;
-    case HDX_VAL_FLOAT:
-        /* cJSON prints a double so that it parses back to the same double; an integral
-         * one would read back as an int, and inf/nan are not JSON. */
-        if (isfinite(v->f) && v->f != floor(v->f))
-            return cJSON_CreateNumber(v->f);
-        snprintf(buf, sizeof buf, "%.17g", v->f);
-        o = cJSON_CreateObject();
-        if (o)
-            cJSON_AddStringToObject(o, "float", buf);
-        return o;
-    case HDX_VAL_STR: return cJSON_CreateString(v->s ? v->s : "");
-    case HDX_VAL_OTHER: break;
-    }
-    o = cJSON_CreateObject();
-    if (o)
-        cJSON_AddItemToObject(o, "type", hdx_json_str(v->s));
-    return o;
-}
-
-static cJSON *frame_json(const hdx_frame *f)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    int native = f->kind != HDX_FRAME_PYTHON;
-    cJSON_AddStringToObject(o, "kind", native ? "native" : "python");
-    cJSON_AddItemToObject(o, "function", hdx_json_str(f->function));
-    cJSON_AddItemToObject(o, "file", hdx_json_str(f->file));
-    cJSON_AddItemToObject(o, "line", f->line > 0 ? cJSON_CreateNumber(f->line) : cJSON_CreateNull());
-    cJSON_AddItemToObject(o, "module", hdx_json_str(f->module));
-    cJSON_AddItemToObject(o, "offset", native || f->offset ? hdx_json_hex(f->offset) : cJSON_CreateNull());
-    cJSON_AddItemToObject(o, "pc", native || f->pc ? hdx_json_hex(f->pc) : cJSON_CreateNull());
-    if (f->locals) {
-        cJSON *l = cJSON_AddObjectToObject(o, "locals");
-        for (size_t i = 0; l && i < f->n_locals; i++)
-            cJSON_AddItemToObject(l, f->locals[i].name ? f->locals[i].name : "?", local_json(&f->locals[i]));
-    } else {
-        cJSON_AddNullToObject(o, "locals");
-    }
-    return o;
-}
-
-static cJSON *frames_json(const hdx_frame *frames, size_t n)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; a && i < n; i++)
-        cJSON_AddItemToArray(a, frame_json(&frames[i]));
-    return a;
-}
-
 static cJSON *thread_json(const hdx_thread *t)
 {
     cJSON *e = cJSON_CreateObject();
@@ -139,11 +74,11 @@ static cJSON *thread_json(const hdx_thread *t)
     cJSON_AddItemToObject(e, "peer", hdx_json_int(t->wait_peer));
     cJSON_AddItemToObject(e, "wait_frame", t->wait_frame >= 0 ? cJSON_CreateNumber((double)t->wait_frame)
                                                               : cJSON_CreateNull());
-    cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(t->frames, t->n_frames)
+    cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? hdx_json_frames(t->frames, t->n_frames)
                                                                      : cJSON_CreateNull());
     cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
     cJSON_AddItemToObject(e, "python_frames",
-                          t->py_frames ? frames_json(t->py_frames, t->n_py_frames) : cJSON_CreateNull());
+                          t->py_frames ? hdx_json_frames(t->py_frames, t->n_py_frames) : cJSON_CreateNull());
     return e;
 }
 
