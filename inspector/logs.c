@@ -607,6 +607,10 @@ int hdx_log_load(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev,
         *err = hdx_asprintf("%s: cannot read: %s", path, strerror(e));
         return -e;
     }
+    /* NUL runs (what a node crash leaves at the end of a file on NFS or Lustre) end lines. */
+    for (size_t i = 0; i < len; i++)
+        if (!buf[i])
+            buf[i] = '\n';
     reader rd;
     int r = reader_init(&rd, ps, ev, path);
     if (r < 0) {
@@ -628,40 +632,61 @@ int hdx_log_load(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev,
     return r;
 }
 
+/* Does a line of buf[0..n) (NUL-terminated, modified) match a pattern? A cut first or
+ * last line (cut_head, cut_tail) is not judged. */
+static int sniff_lines(const hdx_log_patterns *ps, const regex_t *pre, char *buf, size_t n, int cut_head,
+                       int cut_tail)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!buf[i])
+            buf[i] = '\n'; /* NUL runs end lines, as hdx_log_load reads them */
+    char *line = buf;
+    if (cut_head && (line = strchr(buf, '\n')))
+        line++;
+    for (char *next; line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        else if (cut_tail)
+            break;
+        regmatch_t m[1];
+        const char *text = line;
+        if (regexec(pre, line, 1, m, 0) == 0) {
+            text = line + m[0].rm_eo;
+            if (*text == ' ')
+                text++;
+        }
+        for (size_t i = 0; i < ps->n; i++)
+            if (!ps->p[i].in_traceback && regexec(&ps->p[i].re, text, 0, NULL, 0) == 0)
+                return 1;
+    }
+    return 0;
+}
+
 int hdx_log_sniff(const hdx_log_patterns *ps, const char *path)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return -errno;
     char *buf = malloc(SNIFF_BYTES + 1);
-    if (!buf) {
+    regex_t pre;
+    if (!buf || regcomp(&pre, PREFIX_RE, REG_EXTENDED) != 0) {
+        free(buf);
         fclose(f);
         return -ENOMEM;
     }
+    /* The head, then the tail: a run's watchdog lines come at its end, after megabytes of
+     * training output. */
     size_t n = fread(buf, 1, SNIFF_BYTES, f);
-    fclose(f);
     buf[n] = 0;
-    int found = memchr(buf, 0, n) == NULL ? 0 : -1;
-    regex_t pre;
-    if (found == 0 && regcomp(&pre, PREFIX_RE, REG_EXTENDED) == 0) {
-        for (char *line = buf, *next; line && !found; line = next) {
-            next = strchr(line, '\n');
-            if (next)
-                *next++ = 0;
-            else if (n == SNIFF_BYTES)
-                break; /* a cut last line */
-            regmatch_t m[1];
-            const char *text = line;
-            if (regexec(&pre, line, 1, m, 0) == 0) {
-                text = line + m[0].rm_eo;
-                if (*text == ' ')
-                    text++;
-            }
-            for (size_t i = 0; i < ps->n && !found; i++)
-                found = !ps->p[i].in_traceback && regexec(&ps->p[i].re, text, 0, NULL, 0) == 0;
-        }
-        regfree(&pre);
+    int found = sniff_lines(ps, &pre, buf, n, 0, n == SNIFF_BYTES);
+    if (!found && n == SNIFF_BYTES && fseeko(f, -(off_t)SNIFF_BYTES, SEEK_END) == 0 && ftello(f) >= (off_t)SNIFF_BYTES) {
+        n = fread(buf, 1, SNIFF_BYTES, f);
+        buf[n] = 0;
+        found = sniff_lines(ps, &pre, buf, n, 1, 0);
     }
+    regfree(&pre);
+    fclose(f);
     free(buf);
-    return found > 0;
+    return found;
 }

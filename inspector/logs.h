@@ -46,9 +46,8 @@ const char *hdx_log_pattern_example(const hdx_log_patterns *ps, size_t i);
 int hdx_log_pattern_matches(const hdx_log_patterns *ps, size_t i, const char *line);
 
 /*
- * Is path a job log? 1 when it is a text file (no NUL in its first 64 KiB)
- * of which at least one line matches a pattern, 0 when not, -errno when it
- * cannot be read.
+ * Is path a job log? 1 when a line of its first or its last 64 KiB matches a
+ * pattern (NUL bytes end lines), 0 when not, -errno when it cannot be read.
  */
 int hdx_log_sniff(const hdx_log_patterns *ps, const char *path);
 
