@@ -105,8 +105,8 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
             return 0;
         }
         *err = hdx_asprintf("%s: not a hangdx trace directory (no <host>-<pid>%s files); 'hangdx run -d %s -- ...' "
-                            "writes one",
-                            path, HDX_TRACE_SUFFIX, path);
+                            "writes one. For a directory of per-rank logs or dumps, give its files: %s/*",
+                            path, HDX_TRACE_SUFFIX, path, path);
         return -ENOENT;
     }
     if (hdx_core_sniff(path)) {
@@ -130,10 +130,13 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
     }
     if (lr < 0)
         return lr; /* *err says the log patterns are missing */
-    *err = hdx_asprintf("%s: neither a snapshot, a report, a core file nor a trace directory; analyze reads "
-                        "'hangdx snapshot' files, 'hangdx inspect --json' reports, ELF core files and the "
-                        "trace directories of 'hangdx run'",
-                        path);
+    *err = st.st_size == 0
+               ? hdx_asprintf("%s: the file is empty", path)
+               : hdx_asprintf("%s: hangdx does not know what this is; analyze reads 'hangdx snapshot' files, "
+                              "'hangdx inspect --json' reports, trace directories of 'hangdx run', job logs with "
+                              "lines it knows (share/hangdx/patterns/logs.json), ELF core files, and py-spy, gdb, "
+                              "eu-stack or faulthandler dumps",
+                              path);
     return -EINVAL;
 }
 

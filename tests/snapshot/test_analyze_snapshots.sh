@@ -106,7 +106,7 @@ check "it says where" grep -q 'types.json: processes\[0\]: "pid" should be an in
 echo 'hello' >"$T/plain.txt"
 "$HANGDX" analyze "$T/plain.txt" >/dev/null 2>"$T/err"; rc=$?
 check "a text file fails with 2 (got $rc)" test $rc -eq 2
-check "it names the file" grep -q "plain.txt: neither a snapshot" "$T/err"
+check "it names the file" grep -q "plain.txt: hangdx does not know what this is" "$T/err"
 
 # snapshot's command line.
 "$HANGDX" snapshot --help >"$T/out"; rc=$?
