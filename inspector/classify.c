@@ -77,15 +77,17 @@ static int descendant_depth(const hdx_evidence *ev, const hdx_process *p, int an
     return 0;
 }
 
-/* "rank 1 (pid 123)" or "pid 123". */
+/* "rank 1 (pid 123)", "rank 1" (pid unknown: a dump without pids) or "pid 123". */
 void hdx_cls_who(const hdx_process *p, int pid, int rank, char *buf, size_t size)
 {
     if (p) {
         pid = p->pid;
         rank = p->rank;
     }
-    if (rank >= 0)
+    if (rank >= 0 && pid > 0)
         snprintf(buf, size, "rank %d (pid %d)", rank, pid);
+    else if (rank >= 0)
+        snprintf(buf, size, "rank %d", rank);
     else
         snprintf(buf, size, "pid %d", pid);
 }

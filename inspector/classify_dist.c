@@ -134,7 +134,9 @@ static size_t tell_where(const rank_view *r, char *buf, size_t size)
         hdx_cls_where(r->t, at, sizeof at);
         snprintf(where, sizeof where, "in %s", at);
     }
-    int n = snprintf(buf, size, "rank %d (pid %d) is %s", r->p->rank, r->p->pid, where);
+    char who[64];
+    hdx_cls_who(r->p, 0, 0, who, sizeof who);
+    int n = snprintf(buf, size, "%s is %s", who, where);
     return n < 0 ? 0 : (size_t)n;
 }
 
@@ -350,7 +352,7 @@ static int verdict_collective(const job *j, hdx_verdict *v)
             used += (size_t)snprintf(culprits + used, sizeof culprits - used, "; ");
         if (waits_in(r, HDX_WAIT_COLLECTIVE))
             used += (size_t)snprintf(culprits + used, sizeof culprits - used,
-                                     "rank %d (pid %d) is in another collective, %s", r->p->rank, r->p->pid, op_of(r));
+                                     "rank %d is in another collective, %s", r->p->rank, op_of(r));
         else
             used += tell_where(r, culprits + used, sizeof culprits - used);
     }
