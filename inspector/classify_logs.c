@@ -216,16 +216,21 @@ static int seqs_of(const hdx_evidence *ev, seqs *s)
 {
     memset(s, 0, sizeof *s);
     s->n = HDX_UNKNOWN;
+    const char *pg = NULL; /* the group of the work compared: sequence numbers count per group */
     for (size_t i = 0; i < ev->n_log_ranks; i++)
         if (ev->log_ranks[i].seq_timed_out > s->n) {
             s->n = ev->log_ranks[i].seq_timed_out;
             s->op = ev->log_ranks[i].timed_out_op;
+            pg = ev->log_ranks[i].seq_pg;
         }
     if (s->n == HDX_UNKNOWN)
         return 0;
     for (size_t i = 0; i < ev->n_log_ranks; i++) {
         const hdx_log_rank *r = &ev->log_ranks[i];
         int rc = 0;
+        int other_group = (r->seq_pg == NULL) != (pg == NULL) || (pg && strcmp(pg, r->seq_pg));
+        if (other_group && (r->seq_timed_out != HDX_UNKNOWN || r->seq_enqueued != HDX_UNKNOWN))
+            continue; /* its numbers count another group's work */
         if (r->seq_enqueued != HDX_UNKNOWN && r->seq_enqueued < s->n)
             rc = hdx_cls_add_int(&s->behind, &s->n_behind, r->rank);
         else if (r->seq_timed_out == s->n)

@@ -138,6 +138,7 @@ void hdx_log_rank_clear(hdx_log_rank *r)
     free(r->last_line);
     free(r->last_time);
     free(r->last_pattern);
+    free(r->seq_pg);
     free(r->timed_out_op);
     free(r->exit_cause);
     free(r->rank_from);

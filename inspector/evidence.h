@@ -171,9 +171,12 @@ typedef struct hdx_log_rank {
     char *last_line;       /* its last line, prefix removed */
     char *last_time;       /* the time stamp on that line as written, or NULL */
     char *last_pattern;    /* the pattern its last line matched, or NULL */
-    long long seq_timed_out;  /* default group: SeqNum of the work its watchdog timed out, HDX_UNKNOWN */
-    long long seq_enqueued;   /* default group: last enqueued NCCL work, HDX_UNKNOWN */
-    long long seq_completed;  /* default group: last completed NCCL work, HDX_UNKNOWN */
+    /* Sequence numbers count per process group: these are of one group, seq_pg (NULL: the
+     * default group, or lines of PyTorch before 2.3 that name none). */
+    long long seq_timed_out;  /* SeqNum of the work its watchdog timed out, HDX_UNKNOWN */
+    long long seq_enqueued;   /* last enqueued NCCL work, HDX_UNKNOWN */
+    long long seq_completed;  /* last completed NCCL work, HDX_UNKNOWN */
+    char *seq_pg;             /* "2 (TENSOR_MODEL_PARALLEL_GROUP)", or NULL */
     char *timed_out_op;    /* OpType of the timed-out work, or NULL */
     char *exit_cause;      /* "exit code 1", "signal 9 (SIGKILL)", "RuntimeError: ...", or NULL */
     int root_cause;        /* 1: torch elastic's first observed failure */

@@ -331,7 +331,15 @@ static int summarise_fact(hdx_evidence *ev, const hdx_log_fact *f, reader *rd)
     if (!r)
         return -ENOMEM;
     const char *pn = f->pattern;
-    int group_ok = f->default_pg != 0; /* sequence numbers count per group: only the default one's */
+    /* Sequence numbers count per group: a rank's numbers are of one group, the first it
+     * logged; those of other groups are not mixed in. A non-default group's lines count
+     * when their global rank is known (a launcher prefix or the file name). */
+    const char *pg = f->default_pg == 0 ? f->pg : NULL;
+    int has_seq = r->seq_timed_out != HDX_UNKNOWN || r->seq_enqueued != HDX_UNKNOWN;
+    int group_ok = !has_seq || ((pg == NULL) == (r->seq_pg == NULL) && (!pg || !strcmp(pg, r->seq_pg)));
+    if (group_ok && !has_seq && pg && (!strcmp(pn, "nccl_watchdog_timeout") || !strcmp(pn, "nccl_work_progress")) &&
+        !(r->seq_pg = strdup(pg)))
+        return -ENOMEM;
     if (!strcmp(pn, "nccl_watchdog_timeout") && group_ok) {
         r->seq_timed_out = hdx_log_fact_int(f, "seq", HDX_UNKNOWN);
         free(r->timed_out_op);
