@@ -538,10 +538,25 @@ static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
     char t[RANKS_TEXT], c[RANKS_TEXT];
     ranks_text(timed, nt, t, sizeof t);
     if (!n && coll) {
+        /* The ranks the logs know that did not time out never joined the collective. */
+        for (size_t i = 0; i < ev->n_log_ranks && !rc; i++) {
+            int r = ev->log_ranks[i].rank, in = 0;
+            for (size_t k = 0; k < nt; k++)
+                in |= timed[k] == r;
+            if (!in)
+                rc = hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, r);
+        }
+        if (rc)
+            goto out;
         v->cls = HDX_CLASS_COLLECTIVE_WAIT;
-        v->confidence = HDX_CONF_MEDIUM;
-        rc = hdx_cls_set_text(&v->summary, "rank%s %s timed out in a gloo collective; the ranks absent from it are not "
-                              "in the logs", nt == 1 ? "" : "s", t);
+        v->confidence = v->n_culprit_ranks ? HDX_CONF_MEDIUM : HDX_CONF_LOW;
+        ranks_text(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
+        if (v->n_culprit_ranks)
+            rc = hdx_cls_set_text(&v->summary, "rank%s %s timed out in a gloo collective; rank%s %s logged no timeout, "
+                                  "so never joined it", nt == 1 ? "" : "s", t, v->n_culprit_ranks == 1 ? "" : "s", c);
+        else
+            rc = hdx_cls_set_text(&v->summary, "rank%s %s timed out in a gloo collective; the ranks absent from it are "
+                                  "not in the logs", nt == 1 ? "" : "s", t);
         goto out;
     }
     v->cls = HDX_CLASS_P2P_MISMATCH;
