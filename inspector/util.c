@@ -140,6 +140,8 @@ void hdx_format_ranges(int *vals, size_t n, char *buf, size_t size)
     size_t used = 0;
     if (size)
         buf[0] = 0;
+    if (!n)
+        return;
     qsort(vals, n, sizeof *vals, cmp_int);
     for (size_t i = 0; i < n;) {
         size_t j = i;
