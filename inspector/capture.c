@@ -10,6 +10,7 @@
 #include "locks.h"
 #include "proc.h"
 #include "sample.h"
+#include "stacks.h"
 #include "traces.h"
 #include "util.h"
 
@@ -186,6 +187,7 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
     }
     rc = hdx_locks_resolve(ev);
 out:
+    hdx_stacks_forget();
     free(first);
     if (failures)
         *failures = failed;

@@ -14,6 +14,7 @@
 #include "proc.h"
 #include "report.h"
 #include "sample.h"
+#include "stacks.h"
 #include "util.h"
 
 static void usage(FILE *f)
@@ -114,6 +115,7 @@ int hdx_cmd_dump(int argc, char **argv)
             fprintf(stderr, "note: %s\n", ev->notes[i]);
     }
     int status = !ev->n_procs ? HDX_EXIT_FAILURE : partial ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
+    hdx_stacks_forget();
     hdx_evidence_free(ev);
     return status;
 }

@@ -297,6 +297,50 @@ static void free_frames(hdx_thread *t)
     t->n_frames = 0;
 }
 
+/*
+ * Symbolizers kept across the samples of one capture: building one reads every module's
+ * symbol table and decompresses its debug info (about 0.2 s for python3.11), the same for
+ * each sample. Keyed by pid and start time, so a reused pid never gets another's symbols.
+ */
+#define SYM_CACHE 64
+static struct {
+    int pid;
+    uint64_t start_ticks;
+    hdx_symbolizer *sym;
+} sym_cache[SYM_CACHE];
+
+static hdx_symbolizer *symbolizer_for(const hdx_process *p)
+{
+    for (size_t i = 0; i < SYM_CACHE; i++)
+        if (sym_cache[i].sym && sym_cache[i].pid == p->pid && sym_cache[i].start_ticks == p->start_ticks)
+            return sym_cache[i].sym;
+    hdx_symbolizer *s = hdx_symbolizer_new(p->pid);
+    for (size_t i = 0; s && i < SYM_CACHE; i++)
+        if (!sym_cache[i].sym) {
+            sym_cache[i].pid = p->pid;
+            sym_cache[i].start_ticks = p->start_ticks;
+            sym_cache[i].sym = s;
+            return s;
+        }
+    return s; /* the cache is full: the caller frees it (see below) */
+}
+
+static int cached(const hdx_symbolizer *s)
+{
+    for (size_t i = 0; i < SYM_CACHE; i++)
+        if (sym_cache[i].sym == s)
+            return 1;
+    return 0;
+}
+
+void hdx_stacks_forget(void)
+{
+    for (size_t i = 0; i < SYM_CACHE; i++) {
+        hdx_symbolizer_free(sym_cache[i].sym);
+        sym_cache[i].sym = NULL;
+    }
+}
+
 int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
 {
     int rc = 0, n_ok = 0, n_perm = 0, n_gone = 0, first_err = 0;
@@ -436,7 +480,7 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
 
     /* Every thread runs again: now symbolize. */
     if (n_ok > 0) {
-        sym = hdx_symbolizer_new(p->pid);
+        sym = symbolizer_for(p);
         if (!sym)
             hdx_evidence_note(ev, "cannot read the symbols of %d%s (%s): frames have "
                               "addresses only", p->pid, rl, strerror(errno));
@@ -465,7 +509,8 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
     if (n_ok == 0)
         rc = n_perm ? (noted_perm ? -EPERM : -EBUSY) : first_err ? first_err : n_gone ? -ESRCH : -EIO;
 out:
-    hdx_symbolizer_free(sym);
+    if (!cached(sym))
+        hdx_symbolizer_free(sym);
     if (upt)
         _UPT_destroy(upt);
     if (as)

@@ -30,6 +30,13 @@
 int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms);
 
 /*
+ * Free the symbolizers that hdx_stacks_sample() keeps per process (pid and
+ * start time) so that the samples of one capture read each process's symbols
+ * once. Call when a capture is over.
+ */
+void hdx_stacks_forget(void);
+
+/*
  * Detach from every thread hangdx is tracing right now. Async-signal-safe;
  * installed by main() for SIGINT/SIGTERM/SIGHUP so a target is never left
  * stopped when hangdx is interrupted.

@@ -191,5 +191,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "%d failure(s)\n", live_failures);
     else
         fprintf(stderr, "ok\n");
+    hdx_stacks_forget();
     return live_failures ? 1 : 0;
 }
