@@ -99,7 +99,8 @@ static void ranges(int *v, size_t n, char *buf, size_t size)
         snprintf(buf, size, "?");
         return;
     }
-    memcpy(tmp, v, n * sizeof *tmp);
+    if (n) /* v may be NULL when there is nothing */
+        memcpy(tmp, v, n * sizeof *tmp);
     hdx_format_ranges(tmp, n, buf, size);
     free(tmp);
 }
