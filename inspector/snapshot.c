@@ -435,6 +435,9 @@ int hdx_snapshot_parse_time(const char *s, int64_t *ns)
         return -EINVAL;
     struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h, .tm_min = m, .tm_sec = sec};
     time_t t = timegm(&tm);
+    /* ns since the epoch fit in int64 until 2262: a later time is not one hangdx took. */
+    if ((int64_t)t - off > INT64_MAX / 1000000000 - 1 || (int64_t)t - off < INT64_MIN / 1000000000 + 1)
+        return -EINVAL;
     *ns = ((int64_t)t - off) * 1000000000 + frac;
     return 0;
 }
