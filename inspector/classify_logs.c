@@ -42,7 +42,8 @@ static void ranks_text(const int *r, size_t n, char *buf, size_t size)
         snprintf(buf, size, "?");
         return;
     }
-    memcpy(copy, r, n * sizeof *copy);
+    if (n) /* r may be NULL when there is nothing */
+        memcpy(copy, r, n * sizeof *copy);
     hdx_format_ranges(copy, n, buf, size);
     free(copy);
 }
