@@ -1,63 +1,122 @@
 /*
- * hangdx run [-d DIR] -- COMMAND...: run COMMAND with the lock-tracing shim
- * preloaded, tracing into DIR, and pass its exit status through.
+ * hangdx run [--hang-timeout SEC [--on-hang report|kill]] [-d DIR] -- COMMAND...:
+ * run COMMAND with the lock-tracing shim preloaded, tracing into DIR, and pass
+ * its exit status through. With --hang-timeout, watch the job (watch.h: CPU
+ * time, trace events; here: its output, passed through) and capture, classify
+ * and report it into DIR when nothing moved for SEC seconds.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pwd.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "capture.h"
+#include "classify.h"
 #include "cmd.h"
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
+#include "report.h"
+#include "watch.h"
+
+#define TICK_S 1.0        /* between two looks at the job */
+#define CPU_WINDOW_S 3.0  /* CPU growth is summed over this long (or SEC when shorter) */
+#define CPU_SHARE 0.05    /* of one core: what a hung job's pollers stay well below */
+#define KILL_GRACE_S 10.0 /* SIGTERM, then SIGKILL after this */
 
 struct run_opts {
     const char *trace_dir; /* -d, or NULL for ./hangdx-<date>-<time>/ */
-    char **command;        /* NULL-terminated, borrowed from argv */
+    double hang_timeout;   /* s; 0: no watch */
+    int on_hang_kill;
+    char **command; /* NULL-terminated, borrowed from argv */
 };
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hangdx run [-d DIR] -- COMMAND [ARGS...]\n\n"
+            "usage: hangdx run [--hang-timeout SEC [--on-hang report|kill]] [-d DIR] -- COMMAND [ARGS...]\n\n"
             "Run COMMAND with the hangdx shim (libhangdx-preload.so) preloaded. Every process of\n"
             "the job (the launcher, each rank, ninja, the compilers) records its build-lock and\n"
             "process activity into DIR/<host>-<pid>.jsonl; 'hangdx inspect' and 'hangdx analyze'\n"
             "read those traces to name the holder of a lock that ranks wait on.\n\n"
             "options:\n"
             "  -d, --trace-dir DIR   trace directory (created 0700; default ./hangdx-<date>-<time>/)\n"
+            "  --hang-timeout SEC    watch the job: when none of its processes made progress for\n"
+            "                        SEC seconds, capture them all, classify, write DIR/report.txt\n"
+            "                        and DIR/report.json and print the verdict on stderr\n"
+            "  --on-hang report|kill after a report: keep watching (report, the default; a new\n"
+            "                        report only after progress resumed and stopped again), or\n"
+            "                        end the job (kill: SIGTERM, SIGKILL 10 s later) and exit 124\n"
             "  -h, --help            this text\n\n"
-            "The exit status is COMMAND's own (128+N when a signal N killed it). SIGINT, SIGTERM\n"
-            "and SIGHUP sent to hangdx are passed on to COMMAND.\n\n"
+            "Progress is any of: the job's processes used at least 5%% of a core over the last\n"
+            "3 s (a hung job's pollers use less), a byte of output, a new trace event other than\n"
+            "a lock wait. With --hang-timeout, the job's stdout and stderr when they are not a\n"
+            "terminal pass through hangdx unchanged (a pipe instead of the file: programs that\n"
+            "ask isatty() see no difference); output to a terminal goes straight to it and is not\n"
+            "a progress signal there. hangdx adopts the processes whose parents exit (child\n"
+            "subreaper), so 'kill' ends the whole tree, new sessions included.\n\n"
+            "The exit status is COMMAND's own (128+N when a signal N killed it), or 124 when\n"
+            "--on-hang kill ended it. SIGINT, SIGTERM and SIGHUP sent to hangdx are passed on\n"
+            "to COMMAND.\n\n"
             "examples:\n"
             "  hangdx run -d traces/ -- torchrun --nproc-per-node 8 pretrain.py --tp 2\n"
             "  srun hangdx run -d /shared/traces/$SLURM_JOB_ID -- python train.py\n"
-            "  hangdx run -- python -c 'import my_ext'   # traces into ./hangdx-<date>-<time>/\n");
+            "  hangdx run -- python -c 'import my_ext'   # traces into ./hangdx-<date>-<time>/\n"
+            "  hangdx run --hang-timeout 600 -d hang/ -- torchrun --nproc-per-node 8 train.py\n"
+            "  srun hangdx run --hang-timeout 900 --on-hang kill -d /shared/hang/$SLURM_JOB_ID \\\n"
+            "       -- python train.py        # the report survives the job\n");
 }
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
     static const struct option longopts[] = {
         {"trace-dir", required_argument, NULL, 'd'},
+        {"hang-timeout", required_argument, NULL, 't'},
+        {"on-hang", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     optind = 1;
-    int c;
+    int c, has_on_hang = 0;
     /* "+": stop at the first non-option, so COMMAND's own options stay its own. */
     while ((c = getopt_long(argc, argv, "+d:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd':
             o->trace_dir = optarg;
+            break;
+        case 't': {
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(v >= 1 && v <= 30 * 86400.0)) {
+                fprintf(stderr, "hangdx run: --hang-timeout %s: give seconds, from 1 to 2592000 "
+                                "(e.g. --hang-timeout 600)\n", optarg);
+                return -1;
+            }
+            o->hang_timeout = v;
+            break;
+        }
+        case 'k':
+            if (!strcmp(optarg, "kill"))
+                o->on_hang_kill = 1;
+            else if (!strcmp(optarg, "report"))
+                o->on_hang_kill = 0;
+            else {
+                fprintf(stderr, "hangdx run: --on-hang %s: say 'report' or 'kill'\n", optarg);
+                return -1;
+            }
+            has_on_hang = 1;
             break;
         case 'h':
             usage(stdout);
@@ -71,6 +130,11 @@ static int parse(int argc, char **argv, struct run_opts *o)
     if (optind >= argc) {
         fprintf(stderr, "hangdx run: no command given — put it after '--', e.g. "
                         "'hangdx run -d traces -- python train.py'\n");
+        return -1;
+    }
+    if (has_on_hang && o->hang_timeout == 0) {
+        fprintf(stderr, "hangdx run: --on-hang needs --hang-timeout SEC, e.g. "
+                        "'hangdx run --hang-timeout 600 --on-hang kill -- python train.py'\n");
         return -1;
     }
     o->command = argv + optind;
@@ -220,6 +284,338 @@ static int run_child(char **command)
     return HDX_EXIT_FAILURE;
 }
 
+/* ------------------------------------------------------------ the watch */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void on_sigchld(int sig)
+{
+    (void)sig; /* only wakes ppoll */
+}
+
+/*
+ * The job's output streams: for each of stdout and stderr that is open and
+ * not a terminal, a pipe whose read end hangdx copies to the same fd. When
+ * both are the same file (2>&1), one pipe carries both, so that their order
+ * is kept.
+ */
+struct stream {
+    int out;     /* hangdx's fd the bytes go to (1 or 2) */
+    int rd, wr;  /* the pipe; -1 when closed */
+    int targets; /* bit 0: the job's stdout, bit 1: its stderr */
+};
+
+static int open_streams(struct stream *s, size_t *n)
+{
+    struct stat st[3];
+    int piped[3] = {0};
+    *n = 0;
+    for (int fd = 1; fd <= 2; fd++)
+        piped[fd] = fstat(fd, &st[fd]) == 0 && !isatty(fd);
+    for (int fd = 1; fd <= 2; fd++) {
+        if (!piped[fd])
+            continue;
+        if (fd == 2 && piped[1] && st[1].st_dev == st[2].st_dev && st[1].st_ino == st[2].st_ino &&
+            !S_ISCHR(st[2].st_mode)) {
+            s[0].targets |= 2;
+            continue;
+        }
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) != 0)
+            return -errno;
+        fcntl(p[0], F_SETFL, O_NONBLOCK);
+        s[*n] = (struct stream){.out = fd, .rd = p[0], .wr = p[1], .targets = fd == 1 ? 1 : 2};
+        (*n)++;
+    }
+    return 0;
+}
+
+/* Write all of buf to fd; -1 when fd is gone (EPIPE...). A full pipe downstream blocks us, as it
+ * would block the job. */
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len) {
+        ssize_t w = write(fd, buf, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN) {
+                struct pollfd p = {.fd = fd, .events = POLLOUT};
+                poll(&p, 1, 100);
+                continue;
+            }
+            return -1;
+        }
+        buf += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Copy what the job wrote; 1 when a byte came. A stream at EOF, or whose reader is gone, is
+ * closed (the job then gets EPIPE/SIGPIPE as it would have without hangdx). */
+static int pump(struct stream *s, size_t n)
+{
+    int got = 0;
+    char buf[65536];
+    for (size_t i = 0; i < n; i++) {
+        while (s[i].rd >= 0) {
+            ssize_t r = read(s[i].rd, buf, sizeof buf);
+            if (r > 0) {
+                got = 1;
+                if (write_all(s[i].out, buf, (size_t)r) != 0) {
+                    close(s[i].rd);
+                    s[i].rd = -1;
+                }
+                continue;
+            }
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r == 0 || errno != EAGAIN) {
+                close(s[i].rd);
+                s[i].rd = -1;
+            }
+            break;
+        }
+    }
+    return got;
+}
+
+/* Reap every child that ended (orphans adopted as subreaper too); the job's status into *status
+ * when it is among them. 1 when the job ended. */
+static int reap(pid_t job, int *status)
+{
+    int ended = 0, st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+        if (p == job) {
+            *status = st;
+            ended = 1;
+        }
+    return ended;
+}
+
+/* Capture the job, classify, write DIR/report.{txt,json} and say the verdict on stderr. */
+static void report_hang(const char *dir, double quiet_s)
+{
+    int *pids = NULL, failures = 0;
+    size_t n = 0;
+    hdx_evidence *ev = NULL;
+    hdx_verdict v = {0};
+    char txt[PATH_MAX + 32], json[PATH_MAX + 32], tmp[PATH_MAX + 32];
+    int rc = hdx_watch_job_pids(&pids, &n);
+    if (rc || n == 0) {
+        fprintf(stderr, "hangdx: no progress for %.0f s, but the job's processes are gone\n", quiet_s);
+        goto out;
+    }
+    fprintf(stderr, "hangdx: no progress for %.0f s; capturing the job's %zu process%s...\n",
+            quiet_s, n, n == 1 ? "" : "es");
+    hdx_capture_options co = {pids, n, 0, dir, 2, 250};
+    if (!(ev = hdx_evidence_new())) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    ev->build_timeout_s = 1800;
+    if ((rc = hdx_capture(ev, &co, &failures)) || (rc = hdx_classify(ev, &v)))
+        goto fail;
+    snprintf(txt, sizeof txt, "%s/report.txt", dir);
+    snprintf(json, sizeof json, "%s/report.json", dir);
+    /* Each file appears whole (a reader waiting for report.json never sees half of it). */
+    snprintf(tmp, sizeof tmp, "%s/.report.txt.tmp", dir);
+    if ((rc = hdx_report_write(ev, &v, 0, tmp)) || (rename(tmp, txt) && (rc = -errno)))
+        goto fail;
+    snprintf(tmp, sizeof tmp, "%s/.report.json.tmp", dir);
+    if ((rc = hdx_report_write(ev, &v, 1, tmp)) || (rename(tmp, json) && (rc = -errno)))
+        goto fail;
+    fprintf(stderr, "hangdx: %s: %s\n", hdx_class_name(v.cls), v.summary ? v.summary : "(no summary)");
+    fprintf(stderr, "hangdx: report in %s (and report.json)%s\n", txt,
+            failures ? "; some processes could not be read" : "");
+    goto out;
+fail:
+    fprintf(stderr, "hangdx: cannot report the hang into %s: %s\n", dir, strerror(-rc));
+out:
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+    free(pids);
+}
+
+/* Send sig to every process of the job: the job's process group when it is not ours, and each
+ * descendant of hangdx (ranks in sessions of their own, compilers in groups of their own). */
+static size_t signal_job(pid_t job, int sig)
+{
+    int *pids = NULL;
+    size_t n = 0;
+    pid_t pg = getpgid(job);
+    if (pg > 0 && pg != getpgrp())
+        kill(-pg, sig);
+    if (hdx_watch_job_pids(&pids, &n) == 0)
+        for (size_t i = 0; i < n; i++)
+            kill(pids[i], sig);
+    free(pids);
+    return n;
+}
+
+/* End the job: SIGTERM, then SIGKILL after the grace period, until nothing of it is left. */
+static void end_job(pid_t job, int *status, int *ended, struct stream *s, size_t ns)
+{
+    fprintf(stderr, "hangdx: ending the job (SIGTERM, SIGKILL in %.0f s)\n", KILL_GRACE_S);
+    signal_job(job, SIGTERM);
+    double deadline = now_s() + KILL_GRACE_S;
+    int *pids = NULL;
+    size_t n = 1;
+    while (now_s() < deadline) {
+        *ended |= reap(job, status);
+        pump(s, ns);
+        free(pids);
+        pids = NULL;
+        if (hdx_watch_job_pids(&pids, &n) == 0 && n == 0)
+            break;
+        usleep(100 * 1000);
+    }
+    free(pids);
+    for (int pass = 0; pass < 100 && n > 0; pass++) {
+        n = signal_job(job, SIGKILL);
+        usleep(50 * 1000);
+        *ended |= reap(job, status);
+    }
+    *ended |= reap(job, status);
+    pump(s, ns);
+}
+
+static int watch_child(const struct run_opts *o, const char *dir)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    struct stream s[2] = {{.rd = -1, .wr = -1}, {.rd = -1, .wr = -1}};
+    size_t ns = 0;
+    int rc = open_streams(s, &ns);
+    if (rc) {
+        fprintf(stderr, "hangdx run: cannot make a pipe for the job's output: %s\n", strerror(-rc));
+        return HDX_EXIT_FAILURE;
+    }
+    /* Orphans of the job (a launcher killed, ranks in new sessions) stay under us: watched,
+     * captured, ended and reaped here. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+
+    struct sigaction sa = {0}, chld = {0};
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    chld.sa_handler = on_sigchld;
+    sigemptyset(&chld.sa_mask);
+    struct sigaction old[3], old_chld;
+    sigset_t block, saved, waitmask;
+    sigemptyset(&block);
+    for (size_t i = 0; i < 3; i++)
+        sigaddset(&block, sigs[i]);
+    sigaddset(&block, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &block, &saved);
+    for (size_t i = 0; i < 3; i++)
+        sigaction(sigs[i], &sa, &old[i]);
+    sigaction(SIGCHLD, &chld, &old_chld);
+    /* A reader of our output that went away must not kill hangdx: the stream is closed instead. */
+    signal(SIGPIPE, SIG_IGN);
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "hangdx run: cannot start %s: %s\n", o->command[0], strerror(errno));
+        sigprocmask(SIG_SETMASK, &saved, NULL);
+        return HDX_EXIT_FAILURE;
+    }
+    if (pid == 0) {
+        for (size_t i = 0; i < ns; i++) {
+            if (s[i].targets & 1)
+                dup2(s[i].wr, 1);
+            if (s[i].targets & 2)
+                dup2(s[i].wr, 2);
+        }
+        for (size_t i = 0; i < 3; i++)
+            sigaction(sigs[i], &old[i], NULL);
+        sigaction(SIGCHLD, &old_chld, NULL);
+        signal(SIGQUIT, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &saved, NULL);
+        execvp(o->command[0], o->command);
+        int e = errno;
+        fprintf(stderr, "hangdx run: cannot run %s: %s\n", o->command[0], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    child_pid = pid;
+    for (size_t i = 0; i < ns; i++) {
+        close(s[i].wr);
+        s[i].wr = -1;
+    }
+    /* The mask as before, but SIGCHLD only inside ppoll (no lost wake-up). */
+    sigset_t runmask = saved;
+    sigaddset(&runmask, SIGCHLD);
+    sigprocmask(SIG_SETMASK, &runmask, NULL);
+    waitmask = saved;
+    sigdelset(&waitmask, SIGCHLD);
+
+    double window = o->hang_timeout < CPU_WINDOW_S ? o->hang_timeout : CPU_WINDOW_S;
+    hdx_watch *w = hdx_watch_new(dir, window, CPU_SHARE);
+    if (!w)
+        fprintf(stderr, "hangdx run: out of memory: the job runs unwatched\n");
+    double t = now_s(), last_progress = t, next_tick = t; /* first tick: the baseline */
+    int status = 0, ended = 0, reported = 0, killed = 0, output = 0;
+    while (!(ended |= reap(pid, &status))) {
+        struct pollfd pf[2];
+        nfds_t np = 0;
+        for (size_t i = 0; i < ns; i++)
+            if (s[i].rd >= 0)
+                pf[np++] = (struct pollfd){.fd = s[i].rd, .events = POLLIN};
+        double wait = next_tick - now_s();
+        struct timespec ts = {0, 0};
+        if (wait > 0) {
+            ts.tv_sec = (time_t)wait;
+            ts.tv_nsec = (long)((wait - (double)ts.tv_sec) * 1e9);
+        }
+        ppoll(pf, np, &ts, &waitmask);
+        output |= pump(s, ns);
+        t = now_s();
+        if (!w || t < next_tick)
+            continue;
+        next_tick = t + TICK_S;
+        if (hdx_watch_tick(w, t) || output) {
+            last_progress = t;
+            reported = 0;
+        }
+        output = 0;
+        if (reported || t - last_progress < o->hang_timeout)
+            continue;
+        report_hang(dir, t - last_progress);
+        reported = 1;
+        if (o->on_hang_kill) {
+            end_job(pid, &status, &ended, s, ns);
+            killed = 1;
+            break;
+        }
+        /* What the capture did (ptrace stops) is not the job's progress. */
+        hdx_watch_rebase(w);
+        pump(s, ns);
+        next_tick = now_s() + TICK_S;
+    }
+    child_pid = 0;
+    hdx_watch_free(w);
+    /* The job's last words: everything it wrote is in the pipes now. A descendant that outlives
+     * it and keeps a pipe open is not waited for. */
+    pump(s, ns);
+    for (size_t i = 0; i < ns; i++)
+        if (s[i].rd >= 0)
+            close(s[i].rd);
+    if (killed)
+        return HDX_EXIT_TIMEOUT;
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return HDX_EXIT_FAILURE;
+}
+
 int hdx_cmd_run(int argc, char **argv)
 {
     struct run_opts o;
@@ -233,5 +629,5 @@ int hdx_cmd_run(int argc, char **argv)
         fprintf(stderr, "hangdx run: cannot set LD_PRELOAD: %s\n", strerror(errno));
         return HDX_EXIT_FAILURE;
     }
-    return run_child(o.command);
+    return o.hang_timeout > 0 ? watch_child(&o, dir) : run_child(o.command);
 }
