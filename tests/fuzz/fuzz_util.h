@@ -1,0 +1,52 @@
+/*
+ * What the libFuzzer targets share: after a parser has filled an evidence,
+ * classify it and render the report, since the classifier and the report
+ * must survive whatever a parser lets through; and a memfd holding the input
+ * for the loaders that only take a path.
+ */
+#ifndef HDX_FUZZ_UTIL_H
+#define HDX_FUZZ_UTIL_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "classify.h"
+#include "evidence.h"
+#include "report.h"
+
+/* Classify ev and render its report; everything made here is freed here. */
+static inline void hdx_fuzz_classify(hdx_evidence *ev)
+{
+    hdx_verdict v = { 0 };
+    if (hdx_classify(ev, &v) == 0)
+        cJSON_Delete(hdx_report_json(ev, &v));
+    hdx_verdict_clear(&v);
+}
+
+/*
+ * A memfd holding data[0..size); its path (/proc/self/fd/N) goes into path.
+ * Returns the fd (the caller closes it) or -1.
+ */
+static inline int hdx_fuzz_memfd(const uint8_t *data, size_t size, char *path, size_t path_len)
+{
+    int fd = memfd_create("hdx-fuzz", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t off = 0;
+    while (off < size) {
+        ssize_t w = write(fd, data + off, size - off);
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    snprintf(path, path_len, "/proc/self/fd/%d", fd);
+    return fd;
+}
+
+#endif
