@@ -29,6 +29,11 @@ static int is_interpreter_glue(const hdx_frame *f)
 
 int hdx_merge_stacks(hdx_thread *t, hdx_frame *py, size_t n_py, const unsigned char *is_entry)
 {
+    /* A new sample replaces what an earlier one kept apart. */
+    hdx_frames_free(t->py_frames, t->n_py_frames);
+    t->py_frames = NULL;
+    t->n_py_frames = 0;
+    t->unmerged = 0;
     if (!t->n_frames) {
         hdx_frames_free(t->frames, 0);
         t->frames = py;

@@ -285,14 +285,10 @@ static void rank_label(const hdx_process *p, char *buf, size_t size)
         buf[0] = 0;
 }
 
+/* Drop an earlier sample's frames (merged Python frames with their locals included). */
 static void free_frames(hdx_thread *t)
 {
-    for (size_t i = 0; i < t->n_frames; i++) {
-        free(t->frames[i].function);
-        free(t->frames[i].file);
-        free(t->frames[i].module);
-    }
-    free(t->frames);
+    hdx_frames_free(t->frames, t->n_frames);
     t->frames = NULL;
     t->n_frames = 0;
 }
