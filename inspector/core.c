@@ -417,7 +417,7 @@ static int parse_core(struct core *c, char **err)
         *err = hdx_asprintf("%s: malformed core: no usable program headers", c->name);
         return -EBADMSG;
     }
-    if (need > c->size) {
+    if (eh.e_phoff > c->size || need > c->size) { /* e_phoff near 2^64 wraps need: test it alone too */
         *err = hdx_asprintf("%s: truncated core: its program headers end at byte %llu, the file has %zu "
                             "(the dump was cut short: disk full, or a core size limit such as 'ulimit -c')",
                             c->name, (unsigned long long)need, c->size);
