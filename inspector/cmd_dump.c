@@ -14,6 +14,7 @@
 #include "proc.h"
 #include "report.h"
 #include "sample.h"
+#include "snapshot.h"
 #include "stacks.h"
 #include "util.h"
 
@@ -97,7 +98,7 @@ int hdx_cmd_dump(int argc, char **argv)
         cJSON_AddStringToObject(o, "schema", "hangdx.dump/1");
         cJSON *procs = cJSON_AddArrayToObject(o, "processes");
         for (size_t i = 0; i < ev->n_procs; i++)
-            cJSON_AddItemToArray(procs, hdx_report_process_json(&ev->procs[i]));
+            cJSON_AddItemToArray(procs, hdx_snapshot_process_json(&ev->procs[i]));
         cJSON *notes = cJSON_AddArrayToObject(o, "notes");
         for (size_t i = 0; i < ev->n_notes; i++)
             cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));

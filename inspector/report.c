@@ -11,6 +11,7 @@
 #include "groups.h"
 #include "jsonout.h"
 #include "proc.h" /* hdx_syscall_name */
+#include "snapshot.h"
 #include "util.h"
 
 /* Most frames a group's stack or a text report shows per thread. */
@@ -60,54 +61,6 @@ cJSON *hdx_report_lock_json(const hdx_lock *l)
         cJSON_AddItemToObject(e, "since", hdx_json_time(l->waiters[i].since_ns, 0));
         cJSON_AddItemToObject(e, "how", hdx_json_str(l->waiters[i].how));
         cJSON_AddItemToArray(w, e);
-    }
-    return o;
-}
-
-cJSON *hdx_report_process_json(const hdx_process *p)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    cJSON_AddItemToObject(o, "pid", hdx_json_int(p->pid));
-    cJSON_AddItemToObject(o, "ppid", hdx_json_int(p->ppid));
-    cJSON_AddItemToObject(o, "host", hdx_json_str(p->host));
-    cJSON_AddItemToObject(o, "rank", hdx_json_int(p->rank));
-    cJSON_AddItemToObject(o, "local_rank", hdx_json_int(p->local_rank));
-    cJSON_AddItemToObject(o, "world_size", hdx_json_int(p->world_size));
-    cJSON *argv = cJSON_AddArrayToObject(o, "cmdline");
-    for (size_t i = 0; argv && i < p->n_cmdline; i++)
-        cJSON_AddItemToArray(argv, cJSON_CreateString(p->cmdline[i]));
-    cJSON_AddItemToObject(o, "state", hdx_json_char(p->state));
-    cJSON_AddNumberToObject(o, "cpu_ms", p->cpu_ms);
-    cJSON_AddItemToObject(o, "progressing", hdx_json_bool(p->progressing));
-    cJSON_AddItemToObject(o, "stopped_us", hdx_json_int(p->stopped_us));
-    cJSON_AddItemToObject(o, "max_stop_us", hdx_json_int(p->stopped_us == HDX_UNKNOWN ? HDX_UNKNOWN : p->max_stop_us));
-    cJSON_AddItemToObject(o, "alive", hdx_json_bool(p->alive));
-    cJSON_AddItemToObject(o, "python", hdx_json_str(p->python));
-    cJSON *env = cJSON_AddObjectToObject(o, "env");
-    for (size_t i = 0; env && i < p->n_env; i++)
-        cJSON_AddStringToObject(env, p->env[i].name, p->env[i].value);
-    cJSON *threads = cJSON_AddArrayToObject(o, "threads");
-    for (size_t i = 0; threads && i < p->n_threads; i++) {
-        const hdx_thread *t = &p->threads[i];
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddItemToObject(e, "tid", hdx_json_int(t->tid));
-        cJSON_AddItemToObject(e, "name", hdx_json_str(t->name));
-        cJSON_AddItemToObject(e, "state", hdx_json_char(t->state));
-        cJSON_AddItemToObject(e, "wchan", hdx_json_str(t->wchan));
-        cJSON_AddItemToObject(e, "syscall", hdx_json_str(thread_syscall(t)));
-        cJSON_AddItemToObject(e, "wait", hdx_json_str(t->wait));
-        cJSON_AddItemToObject(e, "wait_op", hdx_json_str(t->wait_op));
-        cJSON_AddItemToObject(e, "peer", hdx_json_int(t->wait_peer));
-        cJSON_AddItemToObject(e, "polled_path", hdx_json_str(t->polled_path));
-        cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? hdx_json_frames(t->frames, t->n_frames)
-                                                                         : cJSON_CreateNull());
-        /* Python frames that could not be merged with the native ones stand apart, flagged. */
-        cJSON_AddBoolToObject(e, "unmerged", t->unmerged);
-        if (t->unmerged)
-            cJSON_AddItemToObject(e, "python_frames", hdx_json_frames(t->py_frames, t->n_py_frames));
-        cJSON_AddItemToArray(threads, e);
     }
     return o;
 }
@@ -188,7 +141,7 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
 
     cJSON *procs = cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; with_procs && i < ev->n_procs; i++)
-        cJSON_AddItemToArray(procs, hdx_report_process_json(&ev->procs[i]));
+        cJSON_AddItemToArray(procs, hdx_snapshot_process_json(&ev->procs[i]));
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
     for (size_t i = 0; i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
@@ -238,7 +191,7 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     if (fwrite(s, 1, head, f) != head)
         rc = -EIO;
     for (size_t i = 0; !rc && i < ev->n_procs; i++) {
-        cJSON *p = hdx_report_process_json(&ev->procs[i]);
+        cJSON *p = hdx_snapshot_process_json(&ev->procs[i]);
         char *ps = p ? cJSON_Print(p) : NULL;
         cJSON_Delete(p);
         if (!ps)

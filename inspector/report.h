@@ -19,10 +19,6 @@ struct cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v);
  * cJSON_Delete. NULL on ENOMEM. */
 struct cJSON *hdx_report_lock_json(const hdx_lock *l);
 
-/* One process as the report's "processes" entry (threads with their frames).
- * Caller frees with cJSON_Delete. NULL on ENOMEM. */
-struct cJSON *hdx_report_process_json(const hdx_process *p);
-
 /* Every thread of p with its merged stack, as text (hangdx dump). 0 or -EIO. */
 int hdx_report_threads_text(FILE *f, const hdx_process *p);
 

@@ -82,7 +82,7 @@ static cJSON *thread_json(const hdx_thread *t)
     return e;
 }
 
-static cJSON *process_json(const hdx_process *p)
+cJSON *hdx_snapshot_process_json(const hdx_process *p)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -175,7 +175,7 @@ cJSON *hdx_snapshot_json(const hdx_evidence *ev)
     cJSON_AddNumberToObject(r, "build_timeout_s", (double)ev->build_timeout_s);
     cJSON *procs = cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; procs && i < ev->n_procs; i++)
-        cJSON_AddItemToArray(procs, process_json(&ev->procs[i]));
+        cJSON_AddItemToArray(procs, hdx_snapshot_process_json(&ev->procs[i]));
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; locks && i < ev->n_locks; i++)
         cJSON_AddItemToArray(locks, lock_json(&ev->locks[i]));

@@ -58,6 +58,11 @@ enum hdx_snapshot_kind {
     HDX_INPUT_OTHER_SCHEMA,  /* a JSON object with another or no "schema" in its first 4 KiB */
 };
 
+/* One process with its threads, frames and locals, as in a snapshot and in a report's
+ * "processes" (a report carries the same, so that analyze of a report decides as the
+ * snapshot would). Caller frees with cJSON_Delete. NULL on ENOMEM. */
+struct cJSON *hdx_snapshot_process_json(const hdx_process *p);
+
 /*
  * The whole of ev as a hangdx.snapshot/1 object. The caller frees it with
  * cJSON_Delete. NULL (errno ENOMEM) on failure.
