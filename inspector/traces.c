@@ -632,6 +632,48 @@ static int add_waiter(hdx_lock *l, int pid, int tid, int rank, int64_t since, co
     return 0;
 }
 
+/* Was image i started, directly or not, by process pid (by the headers' ppids)? */
+static int started_by(const hdx_trace_set *set, size_t i, int pid)
+{
+    int at = set->images[i].ppid;
+    for (int depth = 0; at > 1 && depth < 64; depth++) {
+        if (at == pid)
+            return 1;
+        size_t k = 0;
+        while (k < set->n_images && set->images[k].pid != at)
+            k++;
+        if (k == set->n_images)
+            return 0;
+        at = set->images[k].ppid;
+    }
+    return 0;
+}
+
+/* A dead builder's children that still run (ninja, a compiler), named in a note: they may
+ * still write into the build directory, so they must be stopped before the lock goes. */
+static int note_leftovers(const hdx_trace_set *set, size_t creator, const hdx_lock *l, hdx_evidence *ev)
+{
+    const char *boot = hdx_proc_boot_id();
+    char list[512] = "";
+    size_t used = 0, n = 0;
+    for (size_t i = 0; i < set->n_images; i++) {
+        const hdx_trace_image *img = &set->images[i];
+        if (i != last_image_of(set, i) || !img->boot_id || !boot[0] || strcmp(img->boot_id, boot) ||
+            !started_by(set, i, set->images[creator].pid) || hdx_proc_alive(img->pid, img->start_ticks) != 1)
+            continue;
+        const char *name = img->argc && img->argv[0] ? strrchr(img->argv[0], '/') : NULL;
+        name = name ? name + 1 : img->argc && img->argv[0] ? img->argv[0] : "?";
+        if (used + 64 < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s (pid %d)", n ? ", " : "", name, img->pid);
+        n++;
+    }
+    if (!n)
+        return 0;
+    return hdx_evidence_note(ev, "%s: its creator (pid %d) is gone, but %zu process%s it started still run%s: %s — "
+                                 "stop them before deleting the lock",
+                             l->path, set->images[creator].pid, n, n == 1 ? "" : "es", n == 1 ? "s" : "", list);
+}
+
 static int emit_lock(const hdx_trace_set *set, pstate *s, hdx_evidence *ev)
 {
     int any_wait = 0;
@@ -661,6 +703,8 @@ static int emit_lock(const hdx_trace_set *set, pstate *s, hdx_evidence *ev)
         l->creator_rank = ci->rank;
         l->created_ns = created;
         l->creator_alive = image_alive(set, (size_t)creator, ev);
+        if (l->creator_alive == 0 && note_leftovers(set, (size_t)creator, l, ev) < 0)
+            return -ENOMEM;
     }
     for (size_t i = 0; i < s->n_waits; i++) {
         const pwait *w = &s->waits[i];

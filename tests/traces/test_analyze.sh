@@ -1,6 +1,7 @@
 #!/bin/bash
 # hangdx analyze on a hand-written trace directory (B2 after the job is gone):
-# rank 0 created <dir>/build/lock and was killed; rank 1 waited on it. Needs $HANGDX.
+# rank 0 created <dir>/build/lock and was killed; rank 1 waited on it; the ninja rank 0
+# started still runs. Needs $HANGDX.
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
 PY=/usr/bin/python3
@@ -27,11 +28,20 @@ cat >"$T/traces/$host-$r1.jsonl" <<JSON
 {"type":"wait","t":1700000060000000000,"tid":$r1,"path":"$T/fused_kernels/build/lock","how":"stat","polls":512,"since":1700000002000000000}
 JSON
 
+# The dead builder's ninja still runs: a real process whose trace header names rank 0 as its parent.
+sleep 60 &
+left=$!
+trap 'kill $left 2>/dev/null; rm -rf "$T"' EXIT
+left_start=$(awk '{print $22}' /proc/$left/stat)
+cat >"$T/traces/$host-$left.jsonl" <<JSON
+{"schema":"hangdx.trace/1","type":"header","t":1700000001200000000,"pid":$left,"ppid":$r0,"host":"$host","boot_id":"$boot","start_time":$left_start,"cwd":"$T","exe":"/usr/bin/ninja","argv":["ninja","-v"],"env":{"RANK":"0"}}
+JSON
+
 out=$("$HANGDX" analyze --json "$T/traces" 2>"$T/err"); rc=$?
 check "analyze exits 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
-check "analyze gives build_lock, stale, created by the dead rank 0, rank 1 waiting" $PY - "$out" "$T" "$r0" "$r1" <<'PYEOF'
+check "analyze gives build_lock, stale, created by the dead rank 0, rank 1 waiting" $PY - "$out" "$T" "$r0" "$r1" "$left" <<'PYEOF'
 import json, sys
-doc = json.loads(sys.argv[1]); T = sys.argv[2]; r0 = int(sys.argv[3]); r1 = int(sys.argv[4])
+doc = json.loads(sys.argv[1]); T = sys.argv[2]; r0 = int(sys.argv[3]); r1 = int(sys.argv[4]); left = int(sys.argv[5])
 assert doc["schema"] == "hangdx.report/1", doc
 v = doc["verdict"]
 assert v["class"] == "build_lock", v
@@ -45,6 +55,7 @@ assert [(w["pid"], w["rank"]) for w in l["waiters"]] == [(r1, 1)], l
 assert l["waiters"][0]["since"].startswith("2023-11-14T22:13:22"), l
 assert any("no stacks" in n for n in doc["notes"]), doc["notes"]
 assert any("torn or malformed" in n for n in doc["notes"]), doc["notes"]
+assert any("still run" in n and f"ninja (pid {left})" in n for n in doc["notes"]), doc["notes"]
 PYEOF
 
 "$HANGDX" analyze "$T/traces" >"$T/out" 2>&1
