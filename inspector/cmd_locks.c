@@ -14,10 +14,9 @@
 #include "cmd.h"
 #include "evidence.h"
 #include "hangdx/report.h"
-#include "jsonout.h"
 #include "locks.h"
 #include "proc.h"
-#include "report.h"
+#include "snapshot.h"
 #include "traces.h"
 #include "util.h"
 
@@ -151,11 +150,9 @@ static void print_text(const hdx_lock *l, int deleted)
 /* The lock object of design.md "Formats", with what this command adds. */
 static cJSON *lock_json(const hdx_lock *l, int deleted)
 {
-    cJSON *o = hdx_report_lock_json(l);
-    if (o) {
-        cJSON_AddItemToObject(o, "exists", hdx_json_bool(l->exists));
+    cJSON *o = hdx_snapshot_lock_json(l);
+    if (o)
         cJSON_AddBoolToObject(o, "deleted", deleted);
-    }
     return o;
 }
 

@@ -32,39 +32,6 @@ static const char *thread_syscall(const hdx_thread *t)
     return t->syscall >= 0 ? hdx_syscall_name(t->syscall) : NULL;
 }
 
-cJSON *hdx_report_lock_json(const hdx_lock *l)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    cJSON_AddStringToObject(o, "path", l->path);
-    cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
-    cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
-    cJSON_AddItemToObject(o, "holder_pid", hdx_json_int(l->holder_pid));
-    cJSON_AddNumberToObject(o, "unchecked", l->unchecked);
-    if (l->has_creator) {
-        cJSON *c = cJSON_AddObjectToObject(o, "created_by");
-        cJSON_AddItemToObject(c, "pid", hdx_json_int(l->creator_pid));
-        cJSON_AddItemToObject(c, "rank", hdx_json_int(l->creator_rank));
-        cJSON_AddItemToObject(c, "alive", hdx_json_bool(l->creator_alive));
-        cJSON_AddItemToObject(c, "at", hdx_json_time(l->created_ns, 0));
-    } else {
-        cJSON_AddNullToObject(o, "created_by");
-    }
-    cJSON_AddItemToObject(o, "mtime", hdx_json_time(l->mtime_ns, 0));
-    cJSON_AddItemToObject(o, "source", hdx_json_str(l->source));
-    cJSON *w = cJSON_AddArrayToObject(o, "waiters");
-    for (size_t i = 0; w && i < l->n_waiters; i++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddItemToObject(e, "pid", hdx_json_int(l->waiters[i].pid));
-        cJSON_AddItemToObject(e, "rank", hdx_json_int(l->waiters[i].rank));
-        cJSON_AddItemToObject(e, "since", hdx_json_time(l->waiters[i].since_ns, 0));
-        cJSON_AddItemToObject(e, "how", hdx_json_str(l->waiters[i].how));
-        cJSON_AddItemToArray(w, e);
-    }
-    return o;
-}
-
 static const char *const confidence_names[] = {"low", "medium", "high"};
 
 /* The report; its "processes" array stays empty unless with_procs (hdx_report_write
@@ -116,7 +83,7 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
 
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; i < ev->n_locks; i++)
-        cJSON_AddItemToArray(locks, hdx_report_lock_json(&ev->locks[i]));
+        cJSON_AddItemToArray(locks, hdx_snapshot_lock_json(&ev->locks[i]));
 
     cJSON *groups = cJSON_AddArrayToObject(r, "groups");
     hdx_group *g = NULL;

@@ -15,10 +15,6 @@ struct cJSON;
 /* The hangdx.report/1 object for ev and v. Caller frees with cJSON_Delete. NULL on ENOMEM. */
 struct cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v);
 
-/* One lock as the report's "locks" entry (design.md). Caller frees with
- * cJSON_Delete. NULL on ENOMEM. */
-struct cJSON *hdx_report_lock_json(const hdx_lock *l);
-
 /* Every thread of p with its merged stack, as text (hangdx dump). 0 or -EIO. */
 int hdx_report_threads_text(FILE *f, const hdx_process *p);
 

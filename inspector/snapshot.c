@@ -122,7 +122,7 @@ cJSON *hdx_snapshot_process_json(const hdx_process *p)
     return o;
 }
 
-static cJSON *lock_json(const hdx_lock *l)
+cJSON *hdx_snapshot_lock_json(const hdx_lock *l)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -178,7 +178,7 @@ cJSON *hdx_snapshot_json(const hdx_evidence *ev)
         cJSON_AddItemToArray(procs, hdx_snapshot_process_json(&ev->procs[i]));
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; locks && i < ev->n_locks; i++)
-        cJSON_AddItemToArray(locks, lock_json(&ev->locks[i]));
+        cJSON_AddItemToArray(locks, hdx_snapshot_lock_json(&ev->locks[i]));
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
     for (size_t i = 0; notes && i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i] ? ev->notes[i] : ""));

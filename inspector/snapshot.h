@@ -63,6 +63,10 @@ enum hdx_snapshot_kind {
  * snapshot would). Caller frees with cJSON_Delete. NULL on ENOMEM. */
 struct cJSON *hdx_snapshot_process_json(const hdx_process *p);
 
+/* One lock (design.md's lock object, with exists, mtime and source), as in a snapshot, a
+ * report's "locks" and `hangdx locks --json`. Caller frees with cJSON_Delete. NULL on ENOMEM. */
+struct cJSON *hdx_snapshot_lock_json(const hdx_lock *l);
+
 /*
  * The whole of ev as a hangdx.snapshot/1 object. The caller frees it with
  * cJSON_Delete. NULL (errno ENOMEM) on failure.
