@@ -43,10 +43,10 @@ HDX_EXPORT pid_t fork(void)
     return r;
 }
 
-HDX_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
-                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+/* posix_spawn and posix_spawnp: the real call, then the child's pid and argv in the trace. */
+static int spawn(__typeof__(hdx_real.posix_spawn) fn, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
+                 char *const argv[], char *const envp[])
 {
-    __typeof__(hdx_real.posix_spawn) fn = REAL(posix_spawn);
     if (!fn)
         return ENOSYS;
     pid_t child;
@@ -61,22 +61,16 @@ HDX_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_
     return rc;
 }
 
+HDX_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+    return spawn(REAL(posix_spawn), pid, path, fa, attr, argv, envp);
+}
+
 HDX_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
                             const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-    __typeof__(hdx_real.posix_spawnp) fn = REAL(posix_spawnp);
-    if (!fn)
-        return ENOSYS;
-    pid_t child;
-    int rc = fn(&child, file, fa, attr, argv, envp);
-    int e = errno;
-    if (rc == 0) {
-        if (pid)
-            *pid = child;
-        spawn_event(child, "posix_spawn", argv);
-    }
-    errno = e;
-    return rc;
+    return spawn(REAL(posix_spawnp), pid, file, fa, attr, argv, envp);
 }
 
 /* 1 once this process wrote its exit event (not written in a vfork child). */
