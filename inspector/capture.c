@@ -126,6 +126,30 @@ static int take_stacks(hdx_evidence *ev, size_t from)
     return failures;
 }
 
+/*
+ * Inside a Slurm step (SLURM_JOB_ID in hangdx's own environment, as srun sets
+ * it), --all takes only that job's processes, and neither hangdx's own step
+ * nor the step of the hangdx that started this collection (HANGDX_SLURM_COLLECTOR,
+ * "JOBID.STEPID"): their tasks carry the job's rank variables but are no ranks.
+ * skip has room for 2 step ids.
+ */
+static void slurm_filter(hdx_evidence *ev, hdx_rank_filter *f, const char **skip)
+{
+    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+    const char *collector = getenv(HDX_SLURM_COLLECTOR_ENV);
+    if (!job || !*job)
+        return;
+    f->slurm_job_id = job;
+    f->skip_steps = skip;
+    if (step && *step)
+        skip[f->n_skip_steps++] = step;
+    size_t jl = strlen(job);
+    if (collector && !strncmp(collector, job, jl) && collector[jl] == '.' && collector[jl + 1])
+        skip[f->n_skip_steps++] = collector + jl + 1;
+    hdx_evidence_note(ev, "--all on %s: only the processes of Slurm job %s (hangdx runs in it), "
+                          "without the step that collects", ev->host, job);
+}
+
 int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
 {
     int rc = 0, failed = 0;
@@ -147,7 +171,10 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
     if (o->all) {
         int *ranks = NULL;
         size_t n = 0;
-        if (hdx_proc_find_ranks(&ranks, &n) == 0)
+        hdx_rank_filter f = {0};
+        const char *skip[2];
+        slurm_filter(ev, &f, skip);
+        if (hdx_proc_find_ranks_filtered(&f, &ranks, &n) == 0)
             for (size_t i = 0; i < n; i++)
                 if ((rc = add_process(ev, ranks[i])) == -ENOMEM)
                     break;

@@ -10,10 +10,18 @@
 
 #include "evidence.h"
 
+/* "JOBID.STEPID" of a hangdx that collects through srun from inside a step of
+ * the job it collects (hangdx inspect --slurm-job run in the allocation): that
+ * step's tasks are no ranks either. Set by the collector for the nodes. */
+#define HDX_SLURM_COLLECTOR_ENV "HANGDX_SLURM_COLLECTOR"
+
 typedef struct hdx_capture_options {
     const int *pids;       /* processes asked for; each is taken with its descendants */
     size_t n_pids;
-    int all;               /* also every rank process on this host (hdx_proc_find_ranks) */
+    int all;               /* also every rank process on this host (hdx_proc_find_ranks);
+                              inside a Slurm step (SLURM_JOB_ID set in hangdx's environment)
+                              only that job's, without the collecting steps: hangdx's own
+                              SLURM_STEP_ID and the step named by HDX_SLURM_COLLECTOR_ENV */
     const char *trace_dir; /* the shim's traces, or NULL: the processes' HANGDX_TRACE_DIR */
     int samples;           /* >= 1 */
     int interval_ms;

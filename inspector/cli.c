@@ -8,6 +8,7 @@
 
 #include "capture.h"
 #include "hangdx/report.h"
+#include "slurm.h"
 #include "util.h"
 
 void hdx_cli_capture_init(hdx_cli_capture *o)
@@ -30,6 +31,10 @@ int hdx_cli_capture_option(const char *cmd, int c, const char *arg, hdx_cli_capt
     switch (c) {
     case 'd': o->trace_dir = arg; return 1;
     case 'a': o->all = 1; return 1;
+    case 'J':
+        o->slurm = 1;
+        o->slurm_job = arg; /* NULL: the next word, or SLURM_JOB_ID (hdx_cli_capture_pids) */
+        return 1;
     case 's':
         if (!hdx_parse_long(arg, 1, 100, &o->samples))
             return 1;
@@ -49,8 +54,38 @@ int hdx_cli_capture_option(const char *cmd, int c, const char *arg, hdx_cli_capt
     }
 }
 
+/* --slurm-job: its id from the one word left, or from SLURM_JOB_ID. 0 or -1 (printed). */
+static int slurm_job_id(const char *cmd, int argc, char **argv, hdx_cli_capture *o)
+{
+    if (o->all || argc > 1 || (argc == 1 && o->slurm_job)) {
+        fprintf(stderr, "hangdx %s: --slurm-job takes the rank processes of every node of the job: give it "
+                        "no PID and no --all (hangdx %s --slurm-job JOBID)\n", cmd, cmd);
+        return -1;
+    }
+    if (argc == 1)
+        o->slurm_job = argv[0];
+    if (!o->slurm_job) {
+        const char *env = getenv("SLURM_JOB_ID");
+        if (!env || !*env) {
+            fprintf(stderr, "hangdx %s: --slurm-job without a job id, outside a Slurm allocation (SLURM_JOB_ID "
+                            "is not set): give the id, e.g. 'hangdx %s --slurm-job 1234' (squeue -u $USER "
+                            "lists yours)\n", cmd, cmd);
+            return -1;
+        }
+        o->slurm_job = env;
+    }
+    if (!hdx_slurm_job_id_valid(o->slurm_job)) {
+        fprintf(stderr, "hangdx %s: '%s' is not a Slurm job id (digits, as squeue's JOBID column shows them, "
+                        "e.g. 1234 or 1234_7)\n", cmd, o->slurm_job);
+        return -1;
+    }
+    return 0;
+}
+
 int hdx_cli_capture_pids(const char *cmd, int argc, char **argv, hdx_cli_capture *o)
 {
+    if (o->slurm)
+        return slurm_job_id(cmd, argc, argv, o);
     if (argc <= 0 && !o->all) {
         fprintf(stderr, "hangdx %s: no PID given (or --all for every rank on this host); see 'hangdx %s --help'\n",
                 cmd, cmd);
@@ -87,10 +122,15 @@ int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture
         if (!strncmp(ev->notes[i], "no process ", 11))
             fprintf(stderr, "hangdx %s: %s — check the PID (ps -ef | grep python)\n", cmd, ev->notes[i]);
     if (!ev->n_procs) {
-        fprintf(stderr, "hangdx %s: nothing to look at%s\n", cmd,
-                o->all ? ": no rank process on this host (none has RANK, LOCAL_RANK, SLURM_PROCID, "
-                         "OMPI_COMM_WORLD_RANK or PMI_RANK set, or they belong to another user)"
-                       : "");
+        const char *job = getenv("SLURM_JOB_ID");
+        if (o->all && job && *job)
+            fprintf(stderr, "hangdx %s: nothing to look at: no rank process of Slurm job %s on %s (hangdx runs "
+                            "in that job, so --all takes only its processes)\n", cmd, job, hdx_hostname());
+        else
+            fprintf(stderr, "hangdx %s: nothing to look at%s\n", cmd,
+                    o->all ? ": no rank process on this host (none has RANK, LOCAL_RANK, SLURM_PROCID, "
+                             "OMPI_COMM_WORLD_RANK or PMI_RANK set, or they belong to another user)"
+                           : "");
         return -1;
     }
     return 0;

@@ -40,6 +40,8 @@ static void usage(FILE *f)
             "    'thread apply all bt' (and py-bt), eu-stack -p, or Python faulthandler output\n"
             "    (a job log whose lines carry [rankN]: prefixes holds several ranks);\n"
             "  - a trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process);\n"
+            "  - a directory of snapshot files (*.json), such as 'hangdx snapshot --slurm-job -o DIR'\n"
+            "    writes, one per node;\n"
             "  - a job log: a combined launcher log ([rank3]: or [default0]: prefixes, torchrun's\n"
             "    failure summary) or one file per rank, read with the patterns of\n"
             "    share/hangdx/patterns/logs.json (add your own in a file named by HANGDX_PATTERNS);"
@@ -59,7 +61,7 @@ static void usage(FILE *f)
             "64 usage error.\n");
 }
 
-enum input_kind { INPUT_TRACE_DIR, INPUT_SNAPSHOT, INPUT_FOREIGN, INPUT_CORE, INPUT_LOG };
+enum input_kind { INPUT_TRACE_DIR, INPUT_SNAPSHOT, INPUT_FOREIGN, INPUT_CORE, INPUT_LOG, INPUT_SNAPSHOT_DIR };
 
 /* The log patterns, loaded at the first text input that is not a snapshot (logs.h). */
 static hdx_log_patterns *log_patterns;
@@ -73,6 +75,46 @@ static int sniff_log(const char *path, char **err)
             return r;
     }
     return hdx_log_sniff(log_patterns, path) > 0;
+}
+
+static int json_name(const struct dirent *de)
+{
+    size_t l = strlen(de->d_name);
+    return l > 5 && !strcmp(de->d_name + l - 5, ".json");
+}
+
+/* The hangdx.snapshot/1 files (*.json) directly in dir, sorted by name: how many, and with
+ * paths, a heap array of heap paths (the caller frees both). -errno when dir is unreadable. */
+static int snapshot_files(const char *dir, char ***paths)
+{
+    struct dirent **des = NULL;
+    int n = scandir(dir, &des, json_name, alphasort), found = 0;
+    if (n < 0)
+        return -errno;
+    size_t np = 0;
+    for (int i = 0; i < n; i++) {
+        char *p = found >= 0 ? hdx_asprintf("%s/%s", dir, des[i]->d_name) : NULL;
+        if (p && hdx_snapshot_sniff(p) == HDX_INPUT_SNAPSHOT) {
+            char **slot = paths ? hdx_append((void **)paths, &np, sizeof *slot) : NULL;
+            if (slot) {
+                *slot = p;
+                p = NULL;
+            }
+            found = paths && !slot ? -ENOMEM : found + 1;
+        } else if (!p && found >= 0) {
+            found = -ENOMEM;
+        }
+        free(p);
+        free(des[i]);
+    }
+    free(des);
+    if (found < 0 && paths) {
+        for (size_t k = 0; k < np; k++)
+            free((*paths)[k]);
+        free(*paths);
+        *paths = NULL;
+    }
+    return found;
 }
 
 /* What path holds, from its content. 0 with *kind, or -errno with *err. */
@@ -102,6 +144,10 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
         closedir(d);
         if (traces) {
             *kind = INPUT_TRACE_DIR;
+            return 0;
+        }
+        if (snapshot_files(path, NULL) > 0) {
+            *kind = INPUT_SNAPSHOT_DIR; /* e.g. what 'hangdx snapshot --slurm-job -o DIR' wrote */
             return 0;
         }
         *err = hdx_asprintf("%s: not a hangdx trace directory (no <host>-<pid>%s files); 'hangdx run -d %s -- ...' "
@@ -274,6 +320,20 @@ int hdx_cmd_analyze(int argc, char **argv)
             r = add_snapshot(ev, argv[i], &kept, &n_kept, &err);
             n_snapshots++;
             break;
+        case INPUT_SNAPSHOT_DIR: {
+            char **paths = NULL;
+            int np = snapshot_files(argv[i], &paths);
+            r = np < 0 ? np : 0;
+            for (int k = 0; k < np; k++) {
+                if (r == 0 && paths[k]) {
+                    r = add_snapshot(ev, paths[k], &kept, &n_kept, &err);
+                    n_snapshots++;
+                }
+                free(paths[k]);
+            }
+            free(paths);
+            break;
+        }
         case INPUT_FOREIGN:
             r = hdx_foreign_load(argv[i], ev, &err);
             n_snapshots++; /* stacks, as a snapshot has */

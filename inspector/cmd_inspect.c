@@ -19,12 +19,18 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: hangdx inspect [--json] [-o FILE] [-d TRACEDIR] [--samples N] [--interval MS]\n"
-            "                      [--build-timeout SEC] (PID...|--all)\n\n"
+            "                      [--build-timeout SEC] (PID...|--all|--slurm-job [JOBID])\n\n"
             "Attach to each PID and its descendants, read their native and Python stacks and\n"
             "/proc, find the locks they wait on, and say why they hang: the verdict first,\n"
             "then the evidence. A PID may be a launcher (torchrun, mpirun, srun, hangdx run)\n"
             "or any rank: a rank brings its sibling ranks.\n\n"
-            "  --all               every rank process on this host (hangdx's own excluded)\n"
+            "  --all               every rank process on this host (hangdx's own excluded);\n"
+            "                      inside a Slurm step, only the processes of its job\n"
+            "  --slurm-job [JOBID] every node of Slurm job JOBID (default: SLURM_JOB_ID, inside\n"
+            "                      an allocation): srun --overlap --jobid JOBID --ntasks-per-node 1\n"
+            "                      runs 'hangdx snapshot --all' on each node (this binary's path,\n"
+            "                      which must be the same on every node), brings the snapshots\n"
+            "                      back through srun's output, and analyzes them together\n"
             "  --json              print the hangdx.report/1 JSON object on stdout\n"
             "  -o, --output FILE   write the report to FILE instead of stdout\n"
             "  -d, --trace-dir DIR the shim's trace directory (default: the HANGDX_TRACE_DIR\n"
@@ -36,6 +42,8 @@ static void usage(FILE *f)
             "examples:\n"
             "  hangdx inspect 4123                   # a hung rank, or its launcher\n"
             "  hangdx inspect --all                  # every rank on this host\n"
+            "  hangdx inspect --slurm-job 1234       # every node of Slurm job 1234\n"
+            "  hangdx inspect --slurm-job --json     # inside the job's allocation\n"
             "  hangdx inspect --json -o report.json $(pgrep -f pretrain.py)\n"
             "  hangdx inspect -d traces/ --samples 4 --interval 500 4123\n\n"
             "exit status: 0 report produced, 1 partial (some processes unreadable), 2 failure,\n"
@@ -73,7 +81,10 @@ int hdx_cmd_inspect(int argc, char **argv)
         goto out;
     status = HDX_EXIT_FAILURE;
     int failures = 0;
-    if (!(ev = hdx_evidence_new()) || hdx_cli_capture_run("inspect", ev, &o, &failures) || hdx_classify(ev, &v))
+    if (!(ev = hdx_evidence_new()) ||
+        (o.slurm ? hdx_cli_slurm_merged("inspect", &o, ev, &failures)
+                 : hdx_cli_capture_run("inspect", ev, &o, &failures)) ||
+        hdx_classify(ev, &v))
         goto out;
     int rc = hdx_report_write(ev, &v, json, out);
     if (rc) {

@@ -18,7 +18,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: hangdx snapshot [-o FILE] [-d TRACEDIR] [--samples N] [--interval MS]\n"
-            "                       [--build-timeout SEC] (PID...|--all)\n\n"
+            "                       [--build-timeout SEC] [--frames] (PID...|--all)\n"
+            "       hangdx snapshot -o DIR [options] --slurm-job [JOBID]\n\n"
             "Capture what 'hangdx inspect' sees of each PID and its descendants (native and\n"
             "Python stacks with locals, /proc, the locks they wait on, CPU samples) without\n"
             "classifying, as one hangdx.snapshot/1 file for this host. 'hangdx analyze' gives\n"
@@ -28,7 +29,18 @@ static void usage(FILE *f)
             "  -d, --trace-dir DIR the shim's trace directory (default: the HANGDX_TRACE_DIR\n"
             "                      of the processes, when they run under hangdx run)\n"
             "  --all               every rank process on this host (RANK, LOCAL_RANK,\n"
-            "                      SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK set)\n"
+            "                      SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK set); inside\n"
+            "                      a Slurm step (SLURM_JOB_ID set), only that job's, without the\n"
+            "                      step that runs hangdx\n"
+            "  --slurm-job [JOBID] every node of Slurm job JOBID (default: SLURM_JOB_ID, inside\n"
+            "                      an allocation), one file per node in DIR (-o, made if missing):\n"
+            "                      srun --overlap --jobid JOBID --ntasks-per-node 1 runs\n"
+            "                      'hangdx snapshot --all --frames' on each node (this binary's\n"
+            "                      path, which must be the same on every node) and the snapshots\n"
+            "                      come back through srun's output\n"
+            "  --frames            write the snapshot to stdout as short tagged lines that survive\n"
+            "                      a launcher mixing the output of many nodes (what --slurm-job\n"
+            "                      runs on each node)\n"
             "  --samples N         samples to take (default 2)\n"
             "  --interval MS       time between samples (default 250)\n"
             "  --build-timeout SEC recorded for analyze's compile_stall rule (default 1800)\n\n"
@@ -37,7 +49,9 @@ static void usage(FILE *f)
             "  hangdx snapshot --all -o snap-$(hostname).json\n"
             "  srun --overlap --jobid 1234 --ntasks-per-node 1 \\\n"
             "      sh -c 'hangdx snapshot --all -o snap-$(hostname).json'\n"
-            "  hangdx analyze snap-*.json traces/\n\n"
+            "  hangdx analyze snap-*.json traces/\n"
+            "  hangdx snapshot --slurm-job 1234 -o snaps/   # snaps/snap-<node>.json, one per node\n"
+            "  hangdx analyze snaps/snap-*.json\n\n"
             "exit status: 0 snapshot written, 1 partial (some processes unreadable), 2 failure,\n"
             "64 usage error.\n");
 }
@@ -46,10 +60,11 @@ int hdx_cmd_snapshot(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'}, HDX_CLI_CAPTURE_OPTIONS,
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"frames", no_argument, NULL, 'F'},       {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *out = NULL;
-    int c, status = HDX_EXIT_USAGE;
+    int c, status = HDX_EXIT_USAGE, frames = 0;
     hdx_cli_capture o;
     hdx_cli_capture_init(&o);
     hdx_evidence *ev = NULL;
@@ -62,17 +77,26 @@ int hdx_cmd_snapshot(int argc, char **argv)
             continue;
         switch (c) {
         case 'o': out = optarg; break;
+        case 'F': frames = 1; break;
         case 'h': usage(stdout); status = HDX_EXIT_OK; goto out;
         default: usage(stderr); goto out;
         }
     }
     if (hdx_cli_capture_pids("snapshot", argc - optind, argv + optind, &o))
         goto out;
+    if (o.slurm) {
+        status = hdx_cli_slurm_snapshots("snapshot", &o, out, frames);
+        goto out;
+    }
+    if (frames && out) {
+        fprintf(stderr, "hangdx snapshot: --frames writes to stdout, not to a file: drop -o %s\n", out);
+        goto out;
+    }
     status = HDX_EXIT_FAILURE;
     int failures = 0;
     if (!(ev = hdx_evidence_new()) || hdx_cli_capture_run("snapshot", ev, &o, &failures))
         goto out;
-    int rc = hdx_snapshot_write(ev, out);
+    int rc = frames ? hdx_cli_write_frames(ev) : hdx_snapshot_write(ev, out);
     if (rc) {
         fprintf(stderr, "hangdx snapshot: cannot write the snapshot to %s: %s\n", out ? out : "stdout",
                 strerror(-rc));

@@ -647,7 +647,40 @@ static int is_ancestor(int pid)
     return 0;
 }
 
+/* The value of name in an environ block of len bytes (NUL-separated), pointing into buf; NULL when unset. */
+static const char *environ_value(const char *buf, size_t len, const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < len;) {
+        size_t l = strnlen(buf + i, len - i);
+        if (l > nl && buf[i + nl] == '=' && memcmp(buf + i, name, nl) == 0 && i + l < len)
+            return buf + i + nl + 1;
+        i += l + 1;
+    }
+    return NULL;
+}
+
+/* Does the environ block pass f (see hdx_rank_filter)? */
+static int passes_filter(const char *buf, size_t len, const hdx_rank_filter *f)
+{
+    if (!f || !f->slurm_job_id)
+        return 1;
+    const char *job = environ_value(buf, len, "SLURM_JOB_ID");
+    if (!job || strcmp(job, f->slurm_job_id) != 0)
+        return 0;
+    const char *step = environ_value(buf, len, "SLURM_STEP_ID");
+    for (size_t i = 0; step && i < f->n_skip_steps; i++)
+        if (f->skip_steps[i] && !strcmp(step, f->skip_steps[i]))
+            return 0;
+    return 1;
+}
+
 int hdx_proc_find_ranks(int **pids, size_t *n)
+{
+    return hdx_proc_find_ranks_filtered(NULL, pids, n);
+}
+
+int hdx_proc_find_ranks_filtered(const hdx_rank_filter *f, int **pids, size_t *n)
 {
     *pids = NULL;
     *n = 0;
@@ -674,7 +707,7 @@ int hdx_proc_find_ranks(int **pids, size_t *n)
         char *buf = hdx_read_file(path, BIG_FILE, &len);
         if (!buf)
             continue;
-        int yes = has_rank_env(buf, len);
+        int yes = has_rank_env(buf, len) && passes_filter(buf, len, f);
         free(buf);
         if (!yes || !hdx_proc_alive(pid, 0))
             continue;

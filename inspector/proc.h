@@ -79,6 +79,24 @@ int hdx_proc_openers(dev_t dev, ino_t ino, int **pids, size_t *n, size_t *unread
  */
 int hdx_proc_find_ranks(int **pids, size_t *n);
 
+/* Which rank processes hdx_proc_find_ranks_filtered() keeps. */
+typedef struct hdx_rank_filter {
+    const char *slurm_job_id;      /* only processes whose SLURM_JOB_ID is this (NULL: any) */
+    const char *const *skip_steps; /* SLURM_STEP_ID values (of that job) to leave out: the */
+    size_t n_skip_steps;           /* steps that collect, which carry the job's rank variables */
+} hdx_rank_filter;
+
+/*
+ * hdx_proc_find_ranks(), keeping only the processes that pass f (NULL: all):
+ * with f->slurm_job_id, those whose environment has SLURM_JOB_ID equal to it
+ * and a SLURM_STEP_ID that is none of f->skip_steps (processes of the job
+ * without SLURM_STEP_ID, such as a batch script's, are kept). Environments
+ * are read from /proc/PID/environ (readable as the same user or root); an
+ * unreadable one is left out. *pids is a heap array the caller frees.
+ * 0 or a negative errno.
+ */
+int hdx_proc_find_ranks_filtered(const hdx_rank_filter *f, int **pids, size_t *n);
+
 /* x86-64 syscall name for nr ("newfstatat"), or NULL. */
 const char *hdx_syscall_name(long nr);
 

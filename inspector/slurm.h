@@ -1,0 +1,105 @@
+/*
+ * Collecting the snapshots of every node of a Slurm job: `srun --overlap
+ * --jobid JOBID --ntasks-per-node 1 hangdx snapshot --all --frames` runs on
+ * each node of the job, and each node's snapshot comes back through srun's
+ * standard output as frames (below), which the collector takes apart again.
+ *
+ * Frames: srun passes a task's output on line by line, mixes the lines of
+ * different tasks, and splits a line longer than its buffer (labelling each
+ * piece), so a snapshot travels as short lines that survive all three:
+ *   hangdx.frames/1 ID SEQ CHUNK      SEQ = 0, 1, ...; CHUNK: at most
+ *                                     HDX_FRAMES_CHUNK bytes of compact JSON
+ *   hangdx.frames/1 ID end N BYTES    after the N chunks of BYTES bytes in all
+ * ID (host/pid of the writer) tells the documents apart. Anything before the
+ * tag on a line (srun's "3: " label, pdsh's "node7: ") is ignored, as are
+ * lines without the tag (other output of the task).
+ * No printing here: callers (cli_slurm.c) talk to the person.
+ */
+#ifndef HDX_SLURM_H
+#define HDX_SLURM_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define HDX_FRAMES_TAG "hangdx.frames/1"
+#define HDX_FRAMES_CHUNK 480 /* bytes of JSON per line; srun's buffers take lines of 1 KiB whole */
+
+/*
+ * Write text (len bytes, compact JSON without newlines) to f as the frames
+ * of document id (no spaces or newlines in id), then fflush(f).
+ * 0, -EINVAL for a text with a newline or an id with a space, or the
+ * negative errno of the failed write.
+ */
+int hdx_frames_write(FILE *f, const char *id, const char *text, size_t len);
+
+/* One document being put back together from its frames. */
+typedef struct hdx_frames_doc {
+    char *id;         /* heap */
+    char *text;       /* heap, NUL-terminated, len bytes */
+    size_t len;
+    size_t next_seq;  /* chunks taken so far */
+    int complete;     /* its end line came and agreed with what was taken */
+    int broken;       /* a chunk came out of order, or the end line disagreed */
+} hdx_frames_doc;
+
+typedef struct hdx_frames {
+    hdx_frames_doc *docs; /* heap, in the order their first frame came */
+    size_t n;
+} hdx_frames;
+
+/*
+ * Take one line of output (len bytes, without its newline; need not be
+ * NUL-terminated). Lines without HDX_FRAMES_TAG are ignored (returns 0);
+ * a frame is added to its document. 0, or -ENOMEM.
+ */
+int hdx_frames_feed(hdx_frames *fr, const char *line, size_t len);
+
+/* Free what fr holds and zero it. NULL is fine. */
+void hdx_frames_clear(hdx_frames *fr);
+
+/* A job as squeue sees it. */
+typedef struct hdx_slurm_job {
+    char *id;       /* the numeric job id (%A), heap: what srun --jobid takes */
+    char *state;    /* RUNNING, PENDING, ... heap */
+    char *nodelist; /* e.g. "node[1-4]", heap */
+    int nodes;      /* its node count */
+} hdx_slurm_job;
+
+void hdx_slurm_job_clear(hdx_slurm_job *j);
+
+/* Is s a job id that Slurm could know: digits, optionally "_N" (array task)
+ * or "+N" (heterogeneous component)? 1 or 0. */
+int hdx_slurm_job_id_valid(const char *s);
+
+/*
+ * Is prog found in $PATH (or, when it contains a '/', is it executable)?
+ * 1 or 0.
+ */
+int hdx_slurm_have(const char *prog);
+
+/*
+ * Ask `squeue -h -j id -o "%A %D %T %N"` about job id. Fills *j (caller
+ * clears with hdx_slurm_job_clear). 0; or a negative errno with *err, a heap
+ * message for a person that the caller frees: -ENOENT squeue is not in
+ * PATH; -ESRCH Slurm does not know the job (squeue's own words quoted);
+ * -EIO squeue failed otherwise or said nothing we understand; -ETIMEDOUT
+ * squeue gave no answer within 60 s; -ENOMEM.
+ */
+int hdx_slurm_job_query(const char *id, hdx_slurm_job *j, char **err);
+
+/*
+ * Run `srun --overlap --jobid J --nodes N --ntasks N --ntasks-per-node 1
+ * --label --job-name hangdx-collect -- node_argv...` for job j, with
+ * HANGDX_SLURM_COLLECTOR set to this process's "JOBID.STEPID" when it runs in
+ * a step of that job, and put the frames of its standard output into *fr.
+ * srun's standard error (and the nodes') goes to ours. Waits at most
+ * timeout_s seconds, then stops srun (SIGINT, which cancels the step, then
+ * SIGKILL). *srun_status: srun's exit status (128 + signal when killed).
+ * 0 when srun ran (whatever its status; see fr for what came back), or a
+ * negative errno with *err (heap, caller frees): -ENOENT srun not in PATH,
+ * -ETIMEDOUT, or the failed system call's.
+ */
+int hdx_slurm_collect(const hdx_slurm_job *j, char *const *node_argv, int timeout_s, hdx_frames *fr,
+                      int *srun_status, char **err);
+
+#endif
