@@ -152,7 +152,8 @@ int hdx_cli_slurm_collect(const char *cmd, const hdx_cli_capture *o, hdx_evidenc
         fprintf(stderr, "hangdx %s: snapshots from %zu of %d nodes (srun exit %d; the nodes' own messages are "
                         "above): the verdict is from those only\n", cmd, *n, job.nodes, status);
     } else {
-        fprintf(stderr, "hangdx %s: %s\n", cmd, job.nodes == 1 ? "the snapshot of the job's one node is in" : "snapshots from every node are in");
+        fprintf(stderr, "hangdx %s: snapshot%s received from %s\n", cmd, job.nodes == 1 ? "" : "s",
+                job.nodes == 1 ? "the job's one node" : "every node");
     }
     rc = *n ? 0 : -1;
 out:

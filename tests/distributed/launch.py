@@ -13,6 +13,8 @@ conclude (class, culprit ranks, missing ranks) and the Python frames each rank w
 
 Runnable as a script to keep one case up by hand:
     /usr/bin/python3 launch.py collective_skip      # prints the pids, waits for Ctrl-C
+or as every task of a Slurm job step, each becoming rank SLURM_PROCID of a case:
+    srun -n 3 /usr/bin/python3 launch.py --slurm-task collective_skip PORT DIR
 
 Safe to use from several threads and processes at once: each job has its own port (reserved
 with a lock file under the system temp dir, below the kernel's ephemeral port range so that
@@ -232,6 +234,42 @@ def _alive(pid):
     return proc_state(pid) not in (None, "Z", "X")
 
 
+# ----------------------------------------------------------------- one rank
+
+def rank_environment(rank, local_rank, world_size, local_world_size, port, workdir):
+    """The variables a rank of hangs.py gets from its launcher (added to the environment)."""
+    return {
+        "RANK": str(rank), "LOCAL_RANK": str(local_rank),
+        "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(local_world_size),
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+        "GLOO_SOCKET_IFNAME": "lo",
+        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+        "TORCH_EXTENSIONS_DIR": os.path.join(workdir, "torch_extensions"),
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+    }
+
+
+def rank_command(case, ready, workdir, rank=None, world_size=None, port=None):
+    """The command line of one rank of `case`; without rank, hangs.py takes RANK, WORLD_SIZE and
+    MASTER_PORT from its environment (as under torchrun or srun)."""
+    cmd = [PYTHON, HANGS, case]
+    if rank is not None:
+        cmd += ["--rank", str(rank), "--world-size", str(world_size), "--port", str(port)]
+    return cmd + ["--ready", ready, "--workdir", workdir]
+
+
+def exec_slurm_task(case, port, workdir):
+    """Inside a task of `srun -n W`: become rank SLURM_PROCID of `case` (world size SLURM_NTASKS,
+    local rank SLURM_LOCALID), its rank variables added to the task's environment (SLURM_JOB_ID
+    and the others stay), its ready file workdir/ready-<rank>. Replaces this process (exec), so
+    the task's pid is the rank's."""
+    rank, world = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
+    local = int(os.environ.get("SLURM_LOCALID", rank))
+    per_node = os.environ.get("SLURM_STEP_TASKS_PER_NODE", str(world)).split("(")[0].split(",")[0]
+    env = dict(os.environ, **rank_environment(rank, local, world, int(per_node), port, workdir))
+    os.execve(PYTHON, rank_command(case, os.path.join(workdir, "ready-{rank}"), workdir), env)
+
+
 # ----------------------------------------------------------------- jobs
 
 _jobs = set()
@@ -380,18 +418,9 @@ class Job:
                       "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_LOCALID",
                       "SLURM_NTASKS"):
                 env.pop(k, None)  # the test's own launcher, if any, must not leak into the ranks
-            env.update({
-                "RANK": str(r), "LOCAL_RANK": str(r),
-                "WORLD_SIZE": str(self.world_size), "LOCAL_WORLD_SIZE": str(self.world_size),
-                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(self.port),
-                "GLOO_SOCKET_IFNAME": "lo",
-                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                "TORCH_EXTENSIONS_DIR": os.path.join(self.dir, "torch_extensions"),
-                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-            })
+            env.update(rank_environment(r, r, self.world_size, self.world_size, self.port, self.dir))
             env.update(env_extra or {})
-            cmd = [PYTHON, HANGS, self.case, "--rank", str(r), "--world-size", str(self.world_size),
-                   "--port", str(self.port), "--ready", ready, "--workdir", self.dir]
+            cmd = rank_command(self.case, ready, self.dir, r, self.world_size, self.port)
             with open(self.logs[r], "w") as log:
                 p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                      env=env, cwd=self.dir, start_new_session=True)
@@ -562,6 +591,8 @@ def stack_matches(stack, want):
 
 def _main(argv):
     import argparse
+    if argv[:1] == ["--slurm-task"]:  # launch.py --slurm-task CASE PORT DIR, as each task of srun -n W
+        exec_slurm_task(argv[1], int(argv[2]), argv[3])
     ap = argparse.ArgumentParser(description="Start one case of hangs.py and keep it hung until Ctrl-C.")
     ap.add_argument("case", choices=sorted(CASES))
     ap.add_argument("--world-size", type=int)
