@@ -28,7 +28,11 @@ static atomic_int cached_pid;
 static atomic_int trace_fd = -1;
 static dev_t trace_dev;
 static ino_t trace_ino;
-static char trace_path[PATH_MAX];
+static char trace_dir_path[PATH_MAX];
+static char trace_name[NAME_MAX + 1];
+/* 1 after a write failed or was cut short (disk full): nothing more is written,
+ * so a torn line stays the file's last one. */
+static atomic_int trace_dead;
 
 void *hdx_resolve(void **slot, const char *name)
 {
@@ -126,23 +130,43 @@ size_t hdx_itoa(int64_t v, char *out)
 /* Output bytes allowed to each of the header's cwd and exe. */
 #define HDX_HEADER_PATH_MAX 1024
 
+/*
+ * Open (create 0600) trace_name in trace_dir_path and remember its identity.
+ * Refuses, with -1 and nothing created, a trace directory that another user
+ * owns (that user could read, forge or redirect our traces: trace.h), and a
+ * file that is not a regular file of ours. Raw system calls only: this runs
+ * in the constructor and the fork child.
+ */
 static int open_trace_file(void)
 {
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, trace_path,
+    uid_t me = (uid_t)syscall(SYS_geteuid);
+    struct stat st;
+    int dfd = (int)syscall(SYS_openat, AT_FDCWD, trace_dir_path,
+                        O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    if (syscall(SYS_fstat, dfd, &st) != 0 || st.st_uid != me) {
+        syscall(SYS_close, dfd);
+        return -1;
+    }
+    int fd = (int)syscall(SYS_openat, dfd, trace_name,
                           O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    syscall(SYS_close, dfd);
     if (fd < 0)
         return -1;
+    if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != me) {
+        syscall(SYS_close, fd);
+        return -1;
+    }
+    /* The program's umask may have taken bits off: the file is exactly 0600. */
+    if ((st.st_mode & 07777) != 0600)
+        syscall(SYS_fchmod, fd, 0600);
     if (fd < HDX_TRACE_FD_MIN) {
         int hi = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, HDX_TRACE_FD_MIN);
         if (hi >= 0) {
             syscall(SYS_close, fd);
             fd = hi;
         }
-    }
-    struct stat st;
-    if (syscall(SYS_fstat, fd, &st) != 0) {
-        syscall(SYS_close, fd);
-        return -1;
     }
     trace_dev = st.st_dev;
     trace_ino = st.st_ino;
@@ -152,7 +176,7 @@ static int open_trace_file(void)
 void hdx_trace_write(const char *line, size_t len)
 {
     int fd = atomic_load(&trace_fd);
-    if (fd < 0)
+    if (fd < 0 || atomic_load_explicit(&trace_dead, memory_order_relaxed))
         return;
     struct stat st;
     if (syscall(SYS_fstat, fd, &st) != 0 || st.st_dev != trace_dev || st.st_ino != trace_ino) {
@@ -170,8 +194,16 @@ void hdx_trace_write(const char *line, size_t len)
         }
         fd = atomic_load(&trace_fd);
     }
-    ssize_t r = syscall(SYS_write, fd, line, len);
-    (void)r; /* a full disk or a lost file makes the shim quiet, nothing more */
+    ssize_t r;
+    int tries = 0;
+    do
+        r = syscall(SYS_write, fd, line, len);
+    while (r < 0 && errno == EINTR && ++tries < 3);
+    if (r != (ssize_t)len) {
+        /* A full disk (or a lost file): go quiet for good, the program runs on. */
+        atomic_store(&trace_dead, 1);
+        atomic_store(&hdx_on, 0);
+    }
 }
 
 /* ---- the header ---- */
@@ -302,18 +334,18 @@ static void start_trace(void)
     char pid[24];
     hdx_itoa(raw_getpid(), pid);
     size_t dl = strlen(dir), hl = strlen(un.nodename), pl = strlen(pid);
-    if (dl + hl + pl + sizeof HDX_TRACE_SUFFIX + 3 > sizeof trace_path)
+    if (dl >= sizeof trace_dir_path || hl + pl + sizeof HDX_TRACE_SUFFIX + 1 > sizeof trace_name)
         return;
-    char *p = trace_path;
-    memcpy(p, dir, dl), p += dl;
-    *p++ = '/';
+    memcpy(trace_dir_path, dir, dl + 1);
+    char *p = trace_name;
     memcpy(p, un.nodename, hl), p += hl;
     *p++ = '-';
     memcpy(p, pid, pl), p += pl;
     memcpy(p, HDX_TRACE_SUFFIX, sizeof HDX_TRACE_SUFFIX);
+    atomic_store(&trace_dead, 0);
     int fd = open_trace_file();
     if (fd < 0)
-        return; /* missing or read-only trace dir: quiet */
+        return; /* missing, read-only or another user's trace dir: quiet */
     atomic_store(&trace_fd, fd);
     atomic_store(&hdx_on, 1);
     write_header();
@@ -322,6 +354,7 @@ static void start_trace(void)
 void hdx_after_fork_child(void)
 {
     /* Only the forking thread lives on; it is not inside the shim. */
+    int e = errno;
     in_shim = 1;
     atomic_store(&cached_pid, raw_getpid());
     int fd = atomic_load(&trace_fd);
@@ -332,13 +365,16 @@ void hdx_after_fork_child(void)
     hdx_wait_reset_all();
     start_trace();
     in_shim = 0;
+    errno = e;
 }
 
 __attribute__((constructor)) static void hdx_init(void)
 {
+    int e = errno; /* C: errno is 0 when main() starts; the shim keeps it so */
     resolve_all(); /* hdx_resolve() guards itself */
     atomic_store(&cached_pid, raw_getpid());
     in_shim = 1;
     start_trace();
     in_shim = 0;
+    errno = e;
 }

@@ -3,9 +3,12 @@
  * inspector reads. Shared by preload/ and inspector/; nothing else belongs here.
  *
  * A trace directory holds one file per process, named "<host>-<pid>.jsonl",
- * created mode 0600 and opened O_APPEND. Each line is one JSON object written
- * with a single write(2), so a line is either whole or, for the last line of a
- * process that died mid-write, torn (a reader skips a torn line).
+ * mode 0600 whatever the umask, owned by the process's effective user, opened
+ * O_APPEND. Each line is one JSON object written with a single write(2), so a
+ * line is either whole or, for the last line of a process that died mid-write
+ * or whose disk filled up, torn (a reader skips a torn line). After a write
+ * that failed or was cut short the shim writes nothing more into that file,
+ * so a torn line is always a file's last one.
  *
  * Every program image writes a header line first. An exec() keeps the pid, so
  * the same file then gets a second header: a reader treats each header as the
@@ -60,8 +63,10 @@
  *
  * Not traced: vfork children before exec (they share the parent's memory),
  * children forked by a raw clone(2) until they exec, calls made during the
- * shim's own start. The shim never creates the trace directory; without it
- * (or read-only) it writes nothing.
+ * shim's own start. The shim never creates the trace directory; without it,
+ * read-only, or owned by another user than the process's effective user (who
+ * could read, forge or replace the traces), it writes nothing there and the
+ * program runs on unchanged.
  */
 #ifndef HANGDX_TRACE_H
 #define HANGDX_TRACE_H

@@ -1,0 +1,529 @@
+#!/usr/bin/python3
+"""The shim under stress (issue 7): stress_test.py CASE SHIM_STRESS SHIM_HELPER.
+
+Each case runs real programs (shim_stress.c, subproc.py, shim_helper.c) once without the shim
+and once with it, each in a fresh directory, and requires the same exit status, stdout and
+stderr, byte for byte, within BOUND seconds (a run past it is reported as a deadlock of that
+case, with the state of its processes). Then it checks the values the programs print and what
+the shim recorded: every trace line parses, files are 0600, the events that must be there
+are (spawn trees, acquires, releases), and `hangdx analyze` reads the directory.
+
+Env (tests/CMakeLists.txt): HANGDX_PRELOAD (the shim), HANGDX (the binary).
+Cases: threads forkexec spawnchain subprocess closefds signals tracedir perms valgrind.
+Exit 77 (skipped) when the machine lacks what a case needs (root for mounts, valgrind)."""
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SHIM = os.environ["HANGDX_PRELOAD"]
+HANGDX = os.environ.get("HANGDX", "")
+PY = "/usr/bin/python3"
+SUBPROC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "subproc.py")
+BOUND = 60  # seconds: a run that takes longer is a deadlock
+NOBODY = 65534
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def skip(msg):
+    print("SKIP:", msg)
+    sys.exit(77)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def env_with(trace_dir, preload=True):
+    e = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "HANGDX_TRACE_DIR")}
+    if trace_dir is not None:
+        if preload:
+            e["LD_PRELOAD"] = SHIM
+        e["HANGDX_TRACE_DIR"] = trace_dir
+    return e
+
+
+def proc_states(pgid):
+    """One line per process of the group: pid, state, wchan, cmdline (for a deadlock report)."""
+    lines = []
+    for p in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(p + "/stat") as f:
+                st = f.read()
+            fields = st[st.rindex(")") + 2:].split()
+            if int(fields[2]) != pgid:
+                continue
+            with open(p + "/wchan") as f:
+                wchan = f.read()
+            with open(p + "/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            lines.append(f"  pid {p[6:]} state {fields[0]} wchan {wchan or '-'}: {cmd[:120]}")
+        except (OSError, ValueError):
+            pass
+    return "\n".join(lines)
+
+
+class Run:
+    def __init__(self, rc, out, err, secs):
+        self.rc, self.out, self.err, self.secs = rc, out, err, secs
+
+
+def run(label, argv, trace_dir=None, preload=True, umask=-1):
+    """Run argv (its DIR argument already in it) in a session of its own, bounded by BOUND."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env_with(trace_dir, preload), start_new_session=True, umask=umask)
+    try:
+        out, err = p.communicate(timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        states = proc_states(p.pid)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        fail(f"deadlock: {label} did not finish in {BOUND} s; its processes were:\n{states}")
+    return Run(p.returncode, out, err, time.monotonic() - t0)
+
+
+def same(label, ref, got):
+    """With the shim exactly as without: status, stdout, stderr."""
+    if (ref.rc, ref.out, ref.err) != (got.rc, got.out, got.err):
+        fail(f"{label}: the shim changed the result\nwithout: rc {ref.rc}\n{ref.out.decode()}"
+             f"{ref.err.decode()}\nwith: rc {got.rc}\n{got.out.decode()}{got.err.decode()}")
+
+
+def pair(label, make_argv, tmp, trace_dir=None, **kw):
+    """make_argv(workdir) -> argv. Runs without and with the shim; returns (ref, got)."""
+    a, b = os.path.join(tmp, label + "-plain"), os.path.join(tmp, label + "-shim")
+    os.mkdir(a)
+    os.mkdir(b)
+    ref = run(label + " without the shim", make_argv(a))
+    check(ref.rc == 0, f"{label} fails even without the shim: rc {ref.rc}\n"
+          f"{ref.out.decode()}{ref.err.decode()}")
+    got = run(label + " with the shim", make_argv(b), trace_dir=trace_dir, **kw)
+    same(label, ref, got)
+    print(f"{label}: identical with and without the shim ({ref.secs:.2f} s / {got.secs:.2f} s)")
+    return ref, got
+
+
+def read_traces(d, torn_ok=False):
+    """{pid: [records]}: every line must parse; with torn_ok a file's last line may be cut."""
+    out = {}
+    me = os.geteuid()
+    for f in sorted(glob.glob(os.path.join(d, "*.jsonl"))):
+        pid = int(f.rsplit("-", 1)[1].split(".")[0])
+        st = os.stat(f)
+        check(st.st_mode & 0o7777 == 0o600, f"{f}: mode {oct(st.st_mode & 0o7777)}, not 0600")
+        check(st.st_uid == me, f"{f}: owned by uid {st.st_uid}")
+        with open(f, "rb") as fh:
+            data = fh.read()
+        lines = data.split(b"\n")
+        tail = lines.pop()  # after the last newline: empty, or a torn line
+        check(tail == b"" or torn_ok, f"{f}: ends in a torn line {tail[:80]!r}")
+        recs = []
+        for ln in lines:
+            try:
+                recs.append(json.loads(ln))
+            except ValueError:
+                fail(f"{f}: a line that is not JSON: {ln[:200]!r}")
+        if not recs:
+            check(torn_ok, f"{f}: empty trace file")
+            continue
+        check(recs[0]["type"] == "header", f"{f} does not start with a header")
+        for h in (r for r in recs if r["type"] == "header"):
+            check(h["schema"] == "hangdx.trace/1" and h["pid"] == pid, f"bad header in {f}: {h}")
+        out[pid] = recs
+    return out
+
+
+def analyze(d, pids, torn_ok=False):
+    """hangdx analyze reads the directory: every process with a header is in the report."""
+    if not (HANGDX and os.access(HANGDX, os.X_OK)):
+        print("  (hangdx not built: analyze skipped)")
+        return
+    r = subprocess.run([HANGDX, "analyze", "--json", d], capture_output=True, text=True,
+                       timeout=BOUND)
+    check(r.returncode == 0, f"hangdx analyze {d}: rc {r.returncode}: {r.stderr}")
+    rep = json.loads(r.stdout)
+    got = {p["pid"] for p in rep["processes"]}
+    check(got == set(pids), f"analyze saw processes {sorted(got ^ set(pids))} differently")
+    torn = [n for n in rep["notes"] if "torn or malformed" in n]
+    check(torn_ok or not torn, f"analyze skipped lines: {torn}")
+    print(f"  hangdx analyze: {len(got)} processes, {len(rep['locks'])} locks"
+          + (f"; {torn[0]}" if torn else ""))
+
+
+def events(recs, typ):
+    return [r for r in recs if r["type"] == typ]
+
+
+def last_image(recs):
+    """The records after the last header (the image that ran last)."""
+    i = max(k for k, r in enumerate(recs) if r["type"] == "header")
+    return recs[i:]
+
+
+def roots(traces, pred):
+    return [p for p, recs in traces.items() if pred(recs[0]) and recs[0]["ppid"] not in traces]
+
+
+def out_lines(run):
+    return run.out.decode().splitlines()
+
+
+# ------------------------------------------------------------------ cases
+
+def case_threads(stress, helper, tmp):
+    tr = os.path.join(tmp, "trace")
+    os.mkdir(tr)
+    ref, _ = pair("threads", lambda w: [stress, "threads", w, "8", "150"], tmp, tr)
+    lines = out_lines(ref)
+    check(lines[-2:] == ["shared counter 1200", "errors 0"], f"threads: {lines[-2:]}")
+    for k in range(8):
+        want = " ".join(str(10 + (k + i) % 7) for i in range(0, 150, 16))
+        check(lines[k].endswith("children " + want), f"thread {k}: {lines[k]}")
+    traces = read_traces(tr)
+    parent, = roots(traces, lambda h: h["argv"][1:2] == ["threads"])
+    recs = traces[parent]
+    acq = [os.path.basename(a["path"]) for a in events(recs, "acquire")]
+    check(len(acq) == 1200 and all(a in {f"t{k}.lock" for k in range(8)} for a in acq),
+          f"parent: {len(acq)} acquires, expected 1200 of t<k>.lock")
+    check(len(events(recs, "release")) == 1200, "releases")
+    starts, ends = events(recs, "lock_start"), events(recs, "lock_end")
+    check(sum(s["op"] == "posix" for s in starts) == 1200, "F_SETLKW lock_start count")
+    check(len(starts) == len(ends) and all(e["rc"] == 0 for e in ends), "lock_start/lock_end")
+    spawns = events(recs, "spawn")
+    check(len(spawns) == 80 and all(s["via"] == "fork" for s in spawns), f"{len(spawns)} spawns")
+    for s in spawns:
+        c = traces.get(s["child"])
+        check(c and c[0]["ppid"] == parent, f"fork child {s['child']}: no trace of its own")
+        check([os.path.basename(a["path"]) for a in events(c, "acquire")][0].endswith(".baton")
+              and events(c, "exit")[0]["status"] in range(10, 17), f"child {s['child']}: {c}")
+    check(len(traces) == 81, f"{len(traces)} trace files, expected 81")
+    analyze(tr, traces)
+
+
+def case_forkexec(stress, helper, tmp):
+    tr = os.path.join(tmp, "trace")
+    os.mkdir(tr)
+    ref, _ = pair("forkexec", lambda w: [stress, "forkexec", w, "40"], tmp, tr)
+    want = [30 if i % 10 == 7 else 127 if i % 10 == 9 else 20 + i % 5 for i in range(40)]
+    check(out_lines(ref)[0] == "statuses " + " ".join(map(str, want)) and
+          out_lines(ref)[-1] == "errors 0", f"forkexec: {out_lines(ref)}")
+    traces = read_traces(tr)
+    parent, = roots(traces, lambda h: h["argv"][1:2] == ["forkexec"])
+    spawns = events(traces[parent], "spawn")
+    check(len(spawns) == 40, f"{len(spawns)} fork events, expected 40")
+    for i, s in enumerate(spawns):
+        c = traces.get(s["child"])
+        check(c and c[0]["ppid"] == parent, f"fork child {i}: no trace")
+        heads = events(c, "header")
+        img = last_image(c)
+        if i % 10 == 7:
+            check(len(heads) == 1 and [os.path.basename(a["path"]) for a in events(c, "acquire")]
+                  == ["noexec.lock"] and events(c, "exit")[0]["status"] == 30, f"child {i}: {c}")
+        elif i % 10 == 9:
+            check(len(heads) == 1 and events(c, "exit")[0]["status"] == 127, f"child {i}: {c}")
+        else:
+            check(len(heads) == 2 and heads[1]["argv"] == ["shim_stress", "child", ".", str(i)],
+                  f"child {i}: exec'd image's header {heads}")
+            check([os.path.basename(a["path"]) for a in events(img, "acquire")] ==
+                  [f"child{i}.out"], f"child {i} after exec: {img}")
+    analyze(tr, traces)
+
+
+def case_spawnchain(stress, helper, tmp):
+    tr = os.path.join(tmp, "trace")
+    os.mkdir(tr)
+    ref, _ = pair("spawnchain", lambda w: [stress, "spawnchain", w, "3", "3"], tmp, tr)
+    lines = out_lines(ref)
+    leaves = [l for l in lines if l.startswith("leaf ")]
+    check(len(leaves) == 27 and all(" ok 1 " in l for l in leaves) and
+          lines[-1] == "node r depth 3: 3 children, errors 0", f"spawnchain: {lines}")
+    traces = read_traces(tr)
+    root, = roots(traces, lambda h: h["argv"][1:2] == ["spawnchain"])
+    # walk the tree through the spawn events: every node's 3 children, ids in order
+    todo, seen = [(root, "r", 3)], 0
+    while todo:
+        pid, ident, depth = todo.pop()
+        seen += 1
+        recs = traces[pid]
+        sp = events(recs, "spawn")
+        if depth == 0:
+            check(not sp and [os.path.basename(a["path"]) for a in events(recs, "acquire")] ==
+                  [f"leaf-{ident}.lock"], f"leaf {ident}: {recs}")
+            continue
+        check([s["argv"][5] for s in sp] == [f"{ident}.{c}" for c in range(3)] and
+              all(s["via"] == "posix_spawn" for s in sp), f"node {ident} spawns: {sp}")
+        for s in sp:
+            h = traces[s["child"]][0]
+            check(h["ppid"] == pid and h["argv"] == s["argv"], f"child header {h} vs {s}")
+            todo.append((s["child"], s["argv"][5], depth - 1))
+    check(seen == 40 == len(traces), f"tree of {seen} processes, {len(traces)} traces")
+    analyze(tr, traces)
+
+
+def case_subprocess(stress, helper, tmp):
+    tr = os.path.join(tmp, "trace")
+    os.mkdir(tr)
+    ref, _ = pair("subprocess", lambda w: [PY, SUBPROC, w, stress], tmp, tr)
+    lines = out_lines(ref)
+    for want in ("missing program: FileNotFoundError errno 2", "posix_spawn: 5", "fork+execv: 6",
+                 "fork child's subprocess: 43", "pass_fds: rc 0 read through-fd",
+                 "cwd/env/session: rc 0 out sub env-value "):
+        check(want in lines, f"subprocess: no line {want!r} in {lines}")
+    check(sum(l.startswith("sh ") for l in lines) == 44, "sh lines")
+    traces = read_traces(tr)
+    is_py = lambda h: h["argv"][1:2] == [SUBPROC]
+    parent, = roots(traces, is_py)
+    # vfork children share the parent's memory: they must write nothing of their own; only
+    # the parent and its two os.fork children have a header with the script's argv
+    pyheads = sorted(p for p, recs in traces.items() if any(is_py(h) for h in events(recs, "header")))
+    forks = [s["child"] for s in events(traces[parent], "spawn") if s["via"] == "fork"]
+    check(pyheads == sorted([parent] + forks) and len(forks) == 2,
+          f"traces with the script's header: {pyheads}, parent {parent}, forks {forks}")
+    ps = [s for s in events(traces[parent], "spawn") if s["via"] == "posix_spawn"]
+    check([s["argv"] for s in ps] == [["sh", "-c", "exit 5"]], f"posix_spawn events {ps}")
+    kids = [p for p, recs in traces.items() if recs[0]["ppid"] == parent]
+    sh = [p for p in kids if traces[p][0]["argv"][:1] == ["/bin/sh"]]
+    check(len(sh) == 46, f"{len(sh)} /bin/sh children of subprocess traced, expected 46")
+    batons = sorted(os.path.basename(a["path"]) for p in kids
+                    for a in events(traces[p], "acquire") if "baton" in a["path"])
+    check(batons == [f"baton{i}" for i in range(4)], f"python baton children: {batons}")
+    rel = sorted(os.path.basename(a["path"]) for p in kids
+                 for a in events(traces[p], "release"))
+    check(rel == batons, f"baton releases: {rel}")
+    cs = sorted(os.path.basename(a["path"]) for p in kids for a in events(traces[p], "acquire")
+                if "child" in a["path"])
+    check(cs == [f"child{100 + i}.out" for i in range(6)], f"stress children: {cs}")
+    analyze(tr, traces)
+
+
+def case_closefds(stress, helper, tmp):
+    tr = os.path.join(tmp, "trace")
+    os.mkdir(tr)
+    ref, _ = pair("closefds", lambda w: [stress, "closefds", w], tmp, tr)
+    check(out_lines(ref)[-1] == "errors 0", f"closefds: {out_lines(ref)}")
+    for f in glob.glob(os.path.join(tr, "*.jsonl")):
+        with open(f, "rb") as fh:
+            check(b" mine " not in fh.read(), f"{f}: the program's bytes in a trace")
+    traces = read_traces(tr)
+    parent, = roots(traces, lambda h: h["argv"][1:2] == ["closefds"])
+    recs = traces[parent]
+    tags = ["before", "dup2", "open", "after"]
+    check([os.path.basename(a["path"]) for a in events(recs, "acquire")] ==
+          [f"lock-{t}" for t in tags], f"acquires after every fd was closed: {recs}")
+    check([os.path.basename(a["path"]) for a in events(recs, "release")] ==
+          [f"lock-{t}" for t in tags], "releases")
+    sp = events(recs, "spawn")
+    check([s["via"] for s in sp] == ["fork", "posix_spawn"] * 4, f"spawns: {sp}")
+    check(sum(w["how"] == "flock" for w in events(recs, "wait")) == 4, "busy flock waits")
+    check(recs[-1]["type"] == "exit", "no exit line: the trace was lost")
+    analyze(tr, traces)
+    print("  the program's 198 reused fds got no trace bytes; the shim reopened its file")
+
+
+def case_signals(stress, helper, tmp):
+    tr = os.path.join(tmp, "trace")
+    os.mkdir(tr)
+    ref, _ = pair("signals", lambda w: [stress, "signals", w, "2000"], tmp, tr)
+    lines = out_lines(ref)
+    check(lines == [f"worker {k}: " + " ".join(["2000"] * 8) for k in range(3)] +
+          ["handler ran: yes", "errors 0"], f"signals: {lines}")
+    traces = read_traces(tr)
+    (pid, recs), = traces.items()
+    acq = [os.path.basename(a["path"]) for a in events(recs, "acquire")]
+    # the workers' own creates are all recorded; the handler's only when it did not
+    # interrupt the shim itself (then its calls pass straight through)
+    check(sum(a.startswith("w") for a in acq) == 6000, f"{len(acq)} acquires")
+    print(f"  the handler's creates recorded: {acq.count('sig.lock')}")
+    analyze(tr, traces)
+
+
+def programs(stress):
+    """The programs the broken trace directories are tried with (smaller sizes)."""
+    return [("threads", lambda w: [stress, "threads", w, "4", "60"]),
+            ("forkexec", lambda w: [stress, "forkexec", w, "20"]),
+            ("spawnchain", lambda w: [stress, "spawnchain", w, "2", "3"]),
+            ("closefds", lambda w: [stress, "closefds", w]),
+            ("subprocess", lambda w: [PY, SUBPROC, w, stress])]
+
+
+def mount_tmpfs(path, opts):
+    os.makedirs(path, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", path], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        skip(f"cannot mount a tmpfs ({r.stderr.strip()}): this case needs root with CAP_SYS_ADMIN")
+
+
+def case_tracedir(stress, helper, tmp):
+    if os.geteuid() != 0:
+        skip("needs root: a read-only and a full trace directory are tmpfs mounts")
+    mounts = []
+    try:
+        ro, full = os.path.join(tmp, "ro"), os.path.join(tmp, "full")
+        mount_tmpfs(ro, "size=64k,mode=0700")
+        mounts.append(ro)
+        subprocess.run(["mount", "-o", "remount,ro", ro], check=True)
+        check(not os.access(ro, os.W_OK), "the read-only mount is writable")
+        mount_tmpfs(full, "size=16k,mode=0700")
+        mounts.append(full)
+        foreign = os.path.join(tmp, "foreign")
+        os.mkdir(foreign)
+        os.chmod(foreign, 0o777)  # writable by anyone: only the owner check stops the shim
+        os.chown(foreign, NOBODY, NOBODY)
+        dirs = [("missing", os.path.join(tmp, "missing")), ("read-only", ro), ("full", full),
+                ("owned by nobody", foreign)]
+        for name, make in programs(stress):
+            w = os.path.join(tmp, f"{name}-ref")
+            os.mkdir(w)
+            ref = run(f"{name} without the shim", make(w))
+            check(ref.rc == 0, f"{name} fails without the shim: {ref.out}{ref.err}")
+            for what, d in dirs:
+                w = os.path.join(tmp, f"{name}-{what.split()[0]}")
+                os.mkdir(w)
+                got = run(f"{name} with a trace directory {what}", make(w), trace_dir=d)
+                same(f"{name}, trace directory {what}", ref, got)
+            print(f"{name}: identical with a trace directory missing, read-only, full, "
+                  f"owned by nobody")
+        check(not os.path.exists(dirs[0][1]), "the shim created the missing trace directory")
+        check(os.listdir(ro) == [] and os.listdir(foreign) == [],
+              f"files written: {os.listdir(ro)} {os.listdir(foreign)}")
+        vfs = os.statvfs(full)
+        check(vfs.f_bavail == 0, f"the 16k tmpfs is not full ({vfs.f_bavail} blocks free): "
+              "the case did not test a full disk")
+        traces = read_traces(full, torn_ok=True)
+        n = len(glob.glob(os.path.join(full, "*.jsonl")))
+        print(f"  full: {n} trace files, {len(traces)} with a header, each line whole but "
+              "a torn last one")
+        analyze(full, traces, torn_ok=True)
+        # full, then room again: after its first failed or short write the shim stays quiet,
+        # so a torn line is never followed by whole ones
+        full2 = os.path.join(tmp, "full2")
+        mount_tmpfs(full2, "size=16k,mode=0700")
+        mounts.append(full2)
+        filler = os.path.join(full2, "filler")
+        with open(filler, "wb") as f:
+            f.write(b"x" * 12288)  # 3 of the 4 pages: the trace gets one
+        res = []
+        for label, trace in (("without the shim", None), ("with the shim", full2)):
+            w = os.path.join(tmp, "fill-" + label.split()[0])
+            os.mkdir(w)
+            p = subprocess.Popen([stress, "fill", w], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=env_with(trace),
+                                 start_new_session=True)
+            first = p.stdout.readline()
+            if trace and os.path.exists(filler):
+                os.unlink(filler)
+            open(os.path.join(w, "go"), "w").close()
+            try:
+                out, err = p.communicate(timeout=BOUND)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                fail(f"deadlock: fill {label} did not finish in {BOUND} s")
+            res.append(Run(p.returncode, first + out, err, 0))
+        same("fill (full, then room again)", res[0], res[1])
+        check(res[0].out == b"phase 1, errors 0\nphase 2, go, errors 0\n", f"fill: {res[0].out}")
+        files = glob.glob(os.path.join(full2, "*.jsonl"))
+        check(len(files) == 1 and os.path.getsize(files[0]) == 4096,
+              f"fill: trace files {[(f, os.path.getsize(f)) for f in files]}: not one full page")
+        with open(files[0], "rb") as f:
+            data = f.read()
+        check(b"phase2" not in data, "fill: the shim wrote again after a failed write: "
+              + repr(data[-300:]))
+        (pid, recs), = read_traces(full2, torn_ok=True).items()
+        torn = "a torn last line, " if not data.endswith(b"\n") else ""
+        print(f"  full, then room again: {len(recs)} whole lines, {torn}nothing after it")
+    finally:
+        for m in mounts:
+            r = subprocess.run(["umount", m], capture_output=True, text=True)
+            if r.returncode != 0:
+                subprocess.run(["umount", "-l", m])
+
+
+def case_perms(stress, helper, tmp):
+    # trace files are 0600 whatever the program's umask
+    for um in (0o022, 0o277, 0o000):
+        tr = os.path.join(tmp, f"umask{um:o}")
+        os.mkdir(tr)
+        r = run("errno", [stress, "errno"], trace_dir=tr, umask=um)
+        check(r.out == b"errno at main 0\n", f"errno at main() with the shim: {r.out}")
+        r = run("errno", [stress, "errno"], trace_dir=os.path.join(tmp, "missing"), umask=um)
+        check(r.out == b"errno at main 0\n",
+              f"errno at main() with the shim and a missing trace directory: {r.out}")
+        files = glob.glob(os.path.join(tr, "*.jsonl"))
+        check(len(files) == 1, f"umask {um:o}: trace files {files}")
+        mode = os.stat(files[0]).st_mode & 0o7777
+        check(mode == 0o600, f"umask {um:o}: trace file mode {oct(mode)}, not 0600")
+    print("trace files 0600 under umask 022, 277, 000; errno 0 at main()")
+    if os.geteuid() != 0:
+        skip("needs root to give a directory to another user")
+    other = os.path.join(tmp, "other")
+    os.mkdir(other)
+    os.chmod(other, 0o777)
+    os.chown(other, NOBODY, NOBODY)
+    # the shim alone: writes nothing there, changes nothing
+    ref, _ = pair("threads, trace dir owned by nobody",
+                  lambda w: [stress, "threads", w, "2", "20"], tmp, other)
+    check(os.listdir(other) == [], f"the shim wrote into nobody's directory: {os.listdir(other)}")
+    if not (HANGDX and os.access(HANGDX, os.X_OK)):
+        print("SKIP: hangdx not built: run's refusal not checked")
+        return
+    marker = os.path.join(tmp, "started")
+    r = subprocess.run([HANGDX, "run", "-d", other, "--", "sh", "-c", f"touch {marker}"],
+                       capture_output=True, text=True, timeout=BOUND)
+    check(r.returncode == 2, f"hangdx run into nobody's directory: rc {r.returncode}")
+    check(not os.path.exists(marker), "hangdx run started the command anyway")
+    for want in (other, "nobody", f"uid {NOBODY}", "-d DIR"):
+        check(want in r.stderr, f"the refusal does not say {want!r}: {r.stderr!r}")
+    check(os.listdir(other) == [], "hangdx run wrote into nobody's directory")
+    print(f"hangdx run refuses nobody's directory: {r.stderr.strip()}")
+
+
+def case_valgrind(stress, helper, tmp):
+    vg = shutil.which("valgrind")
+    if not vg:
+        skip("valgrind is not installed")
+    # memcheck errors in any code of the process, the shim's included, fail the run (99);
+    # --run-libc-freeres=no: valgrind's end-of-run clean-up would flush stdio in children
+    # that leave with _exit()
+    vgargs = [vg, "-q", "--error-exitcode=99", "--run-libc-freeres=no", "--track-fds=no"]
+    cases = [("helper calls", lambda w: [helper, "calls", w]),
+             ("threads", lambda w: [stress, "threads", w, "4", "20"]),
+             ("forkexec", lambda w: [stress, "forkexec", w, "10"]),
+             ("spawnchain", lambda w: [stress, "spawnchain", w, "1", "3"]),
+             ("closefds", lambda w: [stress, "closefds", w]),
+             ("signals", lambda w: [stress, "signals", w, "100"])]
+    for name, make in cases:
+        tr = os.path.join(tmp, name.replace(" ", "-") + "-trace")
+        os.mkdir(tr)
+        w = os.path.join(tmp, name.replace(" ", "-") + "-ref")
+        os.mkdir(w)
+        ref = run(name, make(w))
+        w = os.path.join(tmp, name.replace(" ", "-") + "-vg")
+        os.mkdir(w)
+        got = run(name + " under valgrind", vgargs + make(w), trace_dir=tr)
+        check(got.rc != 99, f"{name}: valgrind found errors with the shim loaded:\n"
+              f"{got.err.decode()}")
+        same(name + " under valgrind", ref, got)
+        traces = read_traces(tr)
+        check(traces, f"{name}: no traces under valgrind")
+        print(f"{name}: no memcheck errors, output identical ({got.secs:.1f} s, "
+              f"{len(traces)} traces)")
+
+
+if __name__ == "__main__":
+    case, stress, helper = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
+    with tempfile.TemporaryDirectory(prefix="hdx-stress-") as tmp:
+        t0 = time.monotonic()
+        globals()["case_" + case](stress, helper, tmp)
+        print(f"{case}: passed in {time.monotonic() - t0:.1f} s")
