@@ -290,6 +290,9 @@ def case_subprocess(stress, helper, tmp):
     forks = [s["child"] for s in events(traces[parent], "spawn") if s["via"] == "fork"]
     check(pyheads == sorted([parent] + forks) and len(forks) == 2,
           f"traces with the script's header: {pyheads}, parent {parent}, forks {forks}")
+    # a vfork child whose exec failed leaves with _exit(): nothing of it in the parent's trace
+    ex = events(traces[parent], "exit")
+    check(len(ex) == 1 and traces[parent][-1] is ex[0], f"the parent's exit events: {ex}")
     ps = [s for s in events(traces[parent], "spawn") if s["via"] == "posix_spawn"]
     check([s["argv"] for s in ps] == [["sh", "-c", "exit 5"]], f"posix_spawn events {ps}")
     kids = [p for p, recs in traces.items() if recs[0]["ppid"] == parent]
