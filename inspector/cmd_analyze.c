@@ -24,6 +24,7 @@
 #include "locks.h"
 #include "logs.h"
 #include "report.h"
+#include "slurm.h"
 #include "snapshot.h"
 #include "traces.h"
 #include "util.h"
@@ -42,6 +43,8 @@ static void usage(FILE *f)
             "  - a trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process);\n"
             "  - a directory of snapshot files (*.json), such as 'hangdx snapshot --slurm-job -o DIR'\n"
             "    writes, one per node;\n"
+            "  - the output of 'hangdx snapshot --all --frames' of any number of nodes, mixed\n"
+            "    line by line and prefixed as pdsh does ('node7: ...');\n"
             "  - a job log: a combined launcher log ([rank3]: or [default0]: prefixes, torchrun's\n"
             "    failure summary) or one file per rank, read with the patterns of\n"
             "    share/hangdx/patterns/logs.json (add your own in a file named by HANGDX_PATTERNS);"
@@ -61,7 +64,15 @@ static void usage(FILE *f)
             "64 usage error.\n");
 }
 
-enum input_kind { INPUT_TRACE_DIR, INPUT_SNAPSHOT, INPUT_FOREIGN, INPUT_CORE, INPUT_LOG, INPUT_SNAPSHOT_DIR };
+enum input_kind {
+    INPUT_TRACE_DIR,
+    INPUT_SNAPSHOT,
+    INPUT_FOREIGN,
+    INPUT_CORE,
+    INPUT_LOG,
+    INPUT_SNAPSHOT_DIR,
+    INPUT_FRAMES
+};
 
 /* The log patterns, loaded at the first text input that is not a snapshot (logs.h). */
 static hdx_log_patterns *log_patterns;
@@ -163,6 +174,10 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
         *kind = INPUT_SNAPSHOT; /* the loader refuses a schema it does not know, by name */
         return 0;
     }
+    if (hdx_frames_sniff(path)) {
+        *kind = INPUT_FRAMES; /* snapshot --frames output of one or many nodes (slurm.h) */
+        return 0;
+    }
     int lr = sniff_log(path, err); /* a missing pattern file matters only when nothing else fits */
     if (lr > 0) {
         *kind = INPUT_LOG; /* a job log (logs.h); a stack dump in it is read too */
@@ -186,14 +201,16 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
     return -EINVAL;
 }
 
-/* A snapshot or report file into ev; the paths of its locks are added to *kept.
+/* A snapshot or report file into ev (or, with text, the snapshot of len bytes
+ * that path held); the paths of its locks are added to *kept.
  * 0 or -errno with *err naming the file. */
-static int add_snapshot(hdx_evidence *ev, const char *path, char ***kept, size_t *n_kept, char **err)
+static int add_snapshot_text(hdx_evidence *ev, const char *path, const char *text, size_t len, char ***kept,
+                             size_t *n_kept, char **err)
 {
     hdx_evidence *one = hdx_evidence_new();
     if (!one)
         return -ENOMEM;
-    int r = hdx_snapshot_load(path, one, err);
+    int r = text ? hdx_snapshot_load_text(text, len, path, one, err) : hdx_snapshot_load(path, one, err);
     for (size_t i = 0; r == 0 && i < one->n_locks; i++) {
         char **slot = hdx_append((void **)kept, n_kept, sizeof *slot);
         if (!slot || !(*slot = strdup(one->locks[i].path)))
@@ -204,6 +221,35 @@ static int add_snapshot(hdx_evidence *ev, const char *path, char ***kept, size_t
         *err = hdx_asprintf("%s: %s", path, merr ? merr : strerror(-r));
     free(merr);
     hdx_evidence_free(one);
+    return r;
+}
+
+static int add_snapshot(hdx_evidence *ev, const char *path, char ***kept, size_t *n_kept, char **err)
+{
+    return add_snapshot_text(ev, path, NULL, 0, kept, n_kept, err);
+}
+
+/* Every node's snapshot in a file of frames; *n_snapshots counts them. 0 or -errno with *err. */
+static int add_frames(hdx_evidence *ev, const char *path, char ***kept, size_t *n_kept, size_t *n_snapshots,
+                      char **err)
+{
+    hdx_frames fr = {0};
+    int r = hdx_frames_read_file(path, HDX_SNAPSHOT_MAX_BYTES, &fr, err);
+    for (size_t i = 0; r == 0 && i < fr.n; i++) {
+        char *name = hdx_asprintf("%s (%s)", path, fr.docs[i].id);
+        if (!name)
+            r = -ENOMEM;
+        else if (!fr.docs[i].complete) {
+            *err = hdx_asprintf("%s: the snapshot is incomplete (its frames end early or came out of order): "
+                                "take it again", name);
+            r = -EBADMSG;
+        } else {
+            r = add_snapshot_text(ev, name, fr.docs[i].text, fr.docs[i].len, kept, n_kept, err);
+            (*n_snapshots)++;
+        }
+        free(name);
+    }
+    hdx_frames_clear(&fr);
     return r;
 }
 
@@ -319,6 +365,9 @@ int hdx_cmd_analyze(int argc, char **argv)
         case INPUT_SNAPSHOT:
             r = add_snapshot(ev, argv[i], &kept, &n_kept, &err);
             n_snapshots++;
+            break;
+        case INPUT_FRAMES:
+            r = add_frames(ev, argv[i], &kept, &n_kept, &n_snapshots, &err);
             break;
         case INPUT_SNAPSHOT_DIR: {
             char **paths = NULL;

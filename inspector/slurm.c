@@ -125,6 +125,54 @@ void hdx_frames_clear(hdx_frames *fr)
     fr->n = 0;
 }
 
+int hdx_frames_sniff(const char *path)
+{
+    size_t len = 0;
+    char *head = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f && (head = malloc(65536)))
+        len = fread(head, 1, 65536, f);
+    int yes = head && memmem(head, len, HDX_FRAMES_TAG " ", sizeof HDX_FRAMES_TAG " " - 1) != NULL;
+    free(head);
+    if (f)
+        fclose(f);
+    return yes;
+}
+
+int hdx_frames_read_file(const char *path, size_t max, hdx_frames *fr, char **err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        *err = hdx_asprintf("%s: %s", path, strerror(e));
+        return -e;
+    }
+    char *line = NULL;
+    size_t cap = 0, total = 0;
+    ssize_t n;
+    int rc = 0;
+    while (rc == 0 && (n = getline(&line, &cap, f)) >= 0) {
+        total += (size_t)n;
+        if (total > max) {
+            rc = -EFBIG;
+            *err = hdx_asprintf("%s: larger than %zu bytes: not read", path, max);
+            break;
+        }
+        if (n > 0 && line[n - 1] == '\n')
+            n--;
+        rc = hdx_frames_feed(fr, line, (size_t)n);
+    }
+    if (rc == 0 && ferror(f)) {
+        rc = -EIO;
+        *err = hdx_asprintf("%s: read error", path);
+    }
+    if (rc == -ENOMEM && !*err)
+        *err = hdx_asprintf("%s: out of memory", path);
+    free(line);
+    fclose(f);
+    return rc;
+}
+
 /* ---- jobs ---------------------------------------------------------------- */
 
 void hdx_slurm_job_clear(hdx_slurm_job *j)

@@ -57,6 +57,20 @@ int hdx_frames_feed(hdx_frames *fr, const char *line, size_t len);
 /* Free what fr holds and zero it. NULL is fine. */
 void hdx_frames_clear(hdx_frames *fr);
 
+/*
+ * Does the file at path hold frames (a line with HDX_FRAMES_TAG among its
+ * first 64 KiB), such as the saved output of `pdsh ... hangdx snapshot --all
+ * --frames`? 1 or 0; never fails.
+ */
+int hdx_frames_sniff(const char *path);
+
+/*
+ * Feed every line of the file at path (at most max bytes) to fr. 0, or a
+ * negative errno (-EFBIG beyond max) with *err, a heap message naming path
+ * that the caller frees.
+ */
+int hdx_frames_read_file(const char *path, size_t max, hdx_frames *fr, char **err);
+
 /* A job as squeue sees it. */
 typedef struct hdx_slurm_job {
     char *id;       /* the numeric job id (%A), heap: what srun --jobid takes */

@@ -7,6 +7,7 @@ RANK set, neither of which may be taken. Checks:
   - inspect --slurm-job J --json: collective_wait, culprit rank 2, world size 3, exactly the 3
     rank processes of job J, nothing of the other job or outside Slurm, no collecting task;
   - snapshot --slurm-job J -o DIR: one file per node (here 1), and analyze DIR says the same;
+  - snapshot --all --frames through srun's labelled output into one file: analyze says the same;
   - JOBID from SLURM_JOB_ID: inspect --slurm-job run inside a step of J (srun --overlap, under a
     shell that carries the job's rank variables, which must not count);
   - a job id Slurm does not know, and no srun in PATH: exit 2 and a message that says so.
@@ -184,6 +185,19 @@ def main():
         if files:
             size = os.path.getsize(os.path.join(sdir, files[0]))
             print(f"      per-node snapshot: {size} bytes for {len(procs)} processes", flush=True)
+
+        # The pattern for other launchers (pdsh): `snapshot --all --frames` on each node, the
+        # launcher's labelled output saved in one file, which analyze reads.
+        out = run(["srun", "--overlap", "--jobid", job, "-n", "1", "--label", HANGDX, "snapshot", "--all",
+                   "--frames"], job_env)
+        fpath = os.path.join(tmp, "nodes.frames")
+        with open(fpath, "w") as f:
+            f.write(out.stdout)
+        an = report_of(run([HANGDX, "analyze", "--json", fpath], env))
+        check(out.stdout.startswith("0: hangdx.frames/1 ") and an is not None
+              and an["verdict"]["class"] == "collective_wait" and an["verdict"]["culprit_ranks"] == [2],
+              f"analyze of srun's labelled --frames output: {an['verdict']['class'] if an else None} "
+              f"{an['verdict']['culprit_ranks'] if an else None} (want collective_wait [2])")
 
         # JOBID from SLURM_JOB_ID, inside a step of the job, under a shell that has the job's rank
         # variables (SLURM_PROCID=0) and stays alive beside hangdx: it must not count as a rank.
