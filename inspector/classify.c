@@ -66,13 +66,14 @@ int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p)
     return p->progressing; /* post-mortem: as recorded */
 }
 
-/* How many generations p is below ancestor (1 for a child), or 0 when it is not. */
-static int descendant_depth(const hdx_evidence *ev, const hdx_process *p, int ancestor)
+/* How many generations p is below ancestor (1 for a child), or 0 when it is not.
+ * Pids repeat across hosts: the parent is looked up on p's host. */
+static int descendant_depth(const hdx_evidence *ev, const hdx_process *p, const hdx_process *ancestor)
 {
     for (int depth = 1; p && depth <= 64; depth++) {
-        if (p->ppid == ancestor)
+        if (p->ppid == ancestor->pid && (!p->host || !ancestor->host || !strcmp(p->host, ancestor->host)))
             return depth;
-        p = hdx_evidence_find_process(ev, p->ppid);
+        p = hdx_evidence_find_process_on(ev, p->host, p->ppid);
     }
     return 0;
 }
@@ -141,7 +142,7 @@ static void waiters_phrase(const hdx_evidence *ev, const hdx_lock *l, char *buf,
     buf[0] = 0;
     for (size_t i = 0; i < l->n_waiters && used + 40 < size; i++) {
         char w[64];
-        hdx_cls_who(hdx_evidence_find_process(ev, l->waiters[i].pid), l->waiters[i].pid,
+        hdx_cls_who(hdx_evidence_find_waiter(ev, &l->waiters[i]), l->waiters[i].pid,
             l->waiters[i].rank, w, sizeof w);
         used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", w);
     }
@@ -178,7 +179,7 @@ static void call_site(const hdx_evidence *ev, const hdx_lock *l, char *buf, size
 {
     buf[0] = 0;
     for (size_t i = 0; i < l->n_waiters; i++) {
-        const hdx_process *p = hdx_evidence_find_process(ev, l->waiters[i].pid);
+        const hdx_process *p = hdx_evidence_find_waiter(ev, &l->waiters[i]);
         for (size_t k = 0; p && k < p->n_threads; k++) {
             const hdx_thread *t = &p->threads[k];
             size_t at = 0;
@@ -211,7 +212,7 @@ static build_state build_of(const hdx_evidence *ev, const hdx_lock *l, const hdx
     int best = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *c = &ev->procs[i];
-        int depth = c->alive == 0 ? 0 : descendant_depth(ev, c, holder->pid);
+        int depth = c->alive == 0 ? 0 : descendant_depth(ev, c, holder);
         if (!depth)
             continue;
         b.n_children++;
@@ -285,7 +286,7 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
 
 static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
 {
-    const hdx_process *holder = hdx_evidence_find_process(ev, l->holder_pid);
+    const hdx_process *holder = hdx_evidence_find_holder(ev, l);
     char waiters[512], h[64], site[600];
     waiters_phrase(ev, l, waiters, sizeof waiters);
     call_site(ev, l, site, sizeof site);
@@ -382,7 +383,7 @@ static int label_waits(hdx_evidence *ev)
     for (size_t i = 0; i < ev->n_locks; i++) {
         const hdx_lock *l = &ev->locks[i];
         for (size_t j = 0; j < l->n_waiters; j++) {
-            hdx_process *p = hdx_evidence_find_process(ev, l->waiters[j].pid);
+            hdx_process *p = hdx_evidence_find_waiter(ev, &l->waiters[j]);
             for (size_t k = 0; p && k < p->n_threads; k++)
                 if ((l->waiters[j].tid == HDX_UNKNOWN && k == 0) || p->threads[k].tid == l->waiters[j].tid)
                     if (mark_lock_waiter(&p->threads[k]))
@@ -404,7 +405,7 @@ static int add_consequences(const hdx_evidence *ev, const hdx_lock *l, hdx_verdi
 {
     const hdx_process *waiter = NULL;
     for (size_t i = 0; i < l->n_waiters && !waiter; i++) {
-        const hdx_process *w = hdx_evidence_find_process(ev, l->waiters[i].pid);
+        const hdx_process *w = hdx_evidence_find_waiter(ev, &l->waiters[i]);
         if (w && w->is_rank_process)
             waiter = w;
     }

@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
 #include "util.h"
 #include "hangdx/trace.h"
+
+static void hdx_evidence_index_free(hdx_evidence *ev);
 
 hdx_evidence *hdx_evidence_new(void)
 {
@@ -23,6 +26,10 @@ void hdx_frame_clear(hdx_frame *f)
 {
     if (!f)
         return;
+    if (f->pooled) { /* the pool owns it all */
+        memset(f, 0, sizeof *f);
+        return;
+    }
     free(f->function);
     free(f->file);
     free(f->module);
@@ -83,8 +90,11 @@ void hdx_lock_clear(hdx_lock *l)
         return;
     free(l->path);
     free(l->source);
-    for (size_t i = 0; i < l->n_waiters; i++)
+    free(l->holder_host);
+    for (size_t i = 0; i < l->n_waiters; i++) {
         free(l->waiters[i].how);
+        free(l->waiters[i].host);
+    }
     free(l->waiters);
     memset(l, 0, sizeof *l);
 }
@@ -109,6 +119,8 @@ void hdx_evidence_free(hdx_evidence *ev)
     for (size_t i = 0; i < ev->n_log_ranks; i++)
         hdx_log_rank_clear(&ev->log_ranks[i]);
     free(ev->log_ranks);
+    hdx_evidence_index_free(ev);
+    hdx_pool_free(ev->pool);
     free(ev);
 }
 
@@ -221,12 +233,252 @@ int hdx_evidence_note(hdx_evidence *ev, const char *fmt, ...)
     return 0;
 }
 
-hdx_process *hdx_evidence_find_process(const hdx_evidence *ev, int pid)
+/* ---- the process index -------------------------------------------------- */
+
+/* One open-addressing table for three kinds of key: (host, pid), pid, rank. A slot holds
+ * a key's hash and a position in procs; a hit is checked against the process itself, so
+ * a key may have several slots (pids repeat across hosts) and a stale one only misses. */
+struct hdx_proc_index {
+    const hdx_process *procs; /* the array and count it is current for */
+    size_t n;
+    size_t cap, used; /* slots, a power of two; slots in use */
+    uint64_t *keys;
+    uint32_t *pos; /* position + 1; 0 = empty */
+};
+
+enum { KEY_HOST_PID = 1, KEY_PID = 2, KEY_RANK = 3 };
+
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
+}
+
+static uint64_t host_hash(const char *host)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; host && *host; host++)
+        h = (h ^ (unsigned char)*host) * 1099511628211ULL;
+    return host ? h : 0;
+}
+
+static uint64_t key_of(int kind, const char *host, long long v)
+{
+    uint64_t k = mix(((uint64_t)kind << 56) ^ (uint64_t)(v & 0xffffffffffffLL) ^ mix(kind == KEY_HOST_PID ? host_hash(host) : 0));
+    return k ? k : 1;
+}
+
+static int index_put(struct hdx_proc_index *x, uint64_t key, size_t pos)
+{
+    size_t s = key & (x->cap - 1);
+    while (x->pos[s])
+        s = (s + 1) & (x->cap - 1);
+    x->keys[s] = key;
+    x->pos[s] = (uint32_t)pos + 1;
+    x->used++;
+    return 0;
+}
+
+static void index_add(struct hdx_proc_index *x, const hdx_process *p, size_t pos)
+{
+    if (p->pid != HDX_UNKNOWN) {
+        index_put(x, key_of(KEY_HOST_PID, p->host, p->pid), pos);
+        index_put(x, key_of(KEY_PID, NULL, p->pid), pos);
+    }
+    if (p->rank >= 0)
+        index_put(x, key_of(KEY_RANK, NULL, p->rank), pos);
+}
+
+static void hdx_evidence_index_free(hdx_evidence *ev)
+{
+    if (!ev || !ev->proc_index)
+        return;
+    free(ev->proc_index->keys);
+    free(ev->proc_index->pos);
+    free(ev->proc_index);
+    ev->proc_index = NULL;
+}
+
+/* Room for 3 keys per process at most half full; rehashes what is there. */
+static int index_reserve(struct hdx_proc_index *x, const hdx_process *procs, size_t n_keep, size_t n_total)
+{
+    size_t cap = 64;
+    while (cap < n_total * 6)
+        cap *= 2;
+    if (cap <= x->cap)
+        return 0;
+    uint64_t *keys = malloc(cap * sizeof *keys);
+    uint32_t *pos = calloc(cap, sizeof *pos);
+    if (!keys || !pos) {
+        free(keys);
+        free(pos);
+        return -ENOMEM;
+    }
+    free(x->keys);
+    free(x->pos);
+    x->keys = keys;
+    x->pos = pos;
+    x->cap = cap;
+    x->used = 0;
+    for (size_t i = 0; i < n_keep; i++)
+        index_add(x, &procs[i], i);
+    return 0;
+}
+
+int hdx_evidence_index_more(hdx_evidence *ev, size_t from)
+{
+    struct hdx_proc_index *x = ev->proc_index;
+    if (ev->n_procs >= UINT32_MAX / 2)
+        return -ENOMEM;
+    if (!x) {
+        if (!(x = calloc(1, sizeof *x)))
+            return -ENOMEM;
+        ev->proc_index = x;
+        from = 0;
+    } else if (from > x->n || from > ev->n_procs) {
+        from = 0;
+    }
+    if (!from) {
+        x->used = 0;
+        if (x->pos)
+            memset(x->pos, 0, x->cap * sizeof *x->pos);
+    }
+    if (index_reserve(x, ev->procs, from, ev->n_procs) < 0) {
+        hdx_evidence_index_free(ev);
+        return -ENOMEM;
+    }
+    for (size_t i = from; i < ev->n_procs; i++)
+        index_add(x, &ev->procs[i], i);
+    x->procs = ev->procs;
+    x->n = ev->n_procs;
+    return 0;
+}
+
+int hdx_evidence_index(hdx_evidence *ev)
+{
+    return hdx_evidence_index_more(ev, 0);
+}
+
+static const struct hdx_proc_index *current_index(const hdx_evidence *ev)
+{
+    const struct hdx_proc_index *x = ev->proc_index;
+    return x && x->procs == ev->procs && x->n == ev->n_procs ? x : NULL;
+}
+
+int hdx_evidence_indexed(const hdx_evidence *ev)
+{
+    return current_index(ev) != NULL;
+}
+
+static int same_host(const char *a, const char *b)
+{
+    return !a || !b || !strcmp(a, b);
+}
+
+/* The first process (lowest position) with this key that passes ok(), from the index. */
+static hdx_process *index_find(const hdx_evidence *ev, const struct hdx_proc_index *x, uint64_t key,
+                               int (*ok)(const hdx_process *, const void *), const void *arg)
+{
+    size_t best = SIZE_MAX;
+    for (size_t s = key & (x->cap - 1); x->pos[s]; s = (s + 1) & (x->cap - 1)) {
+        size_t at = x->pos[s] - 1;
+        if (x->keys[s] == key && at < ev->n_procs && at < best && ok(&ev->procs[at], arg))
+            best = at;
+    }
+    return best == SIZE_MAX ? NULL : &ev->procs[best];
+}
+
+struct want {
+    const char *host;
+    int pid, rank;
+};
+
+static int ok_pid(const hdx_process *p, const void *arg)
+{
+    const struct want *w = arg;
+    return p->pid == w->pid;
+}
+
+static int ok_host_pid(const hdx_process *p, const void *arg)
+{
+    const struct want *w = arg;
+    return p->pid == w->pid && same_host(p->host, w->host);
+}
+
+static int ok_pid_rank(const hdx_process *p, const void *arg)
+{
+    const struct want *w = arg;
+    return p->pid == w->pid && p->rank == w->rank;
+}
+
+static int ok_rank_elsewhere(const hdx_process *p, const void *arg)
+{
+    const struct want *w = arg;
+    return p->rank == w->rank && p->host && w->host && strcmp(p->host, w->host) != 0;
+}
+
+static hdx_process *scan(const hdx_evidence *ev, int (*ok)(const hdx_process *, const void *), const void *arg)
 {
     for (size_t i = 0; i < ev->n_procs; i++)
-        if (ev->procs[i].pid == pid)
+        if (ok(&ev->procs[i], arg))
             return &ev->procs[i];
     return NULL;
+}
+
+hdx_process *hdx_evidence_find_process(const hdx_evidence *ev, int pid)
+{
+    struct want w = {.pid = pid};
+    const struct hdx_proc_index *x = current_index(ev);
+    if (pid == HDX_UNKNOWN)
+        return scan(ev, ok_pid, &w);
+    return x ? index_find(ev, x, key_of(KEY_PID, NULL, pid), ok_pid, &w) : scan(ev, ok_pid, &w);
+}
+
+hdx_process *hdx_evidence_find_process_on(const hdx_evidence *ev, const char *host, int pid)
+{
+    if (!host)
+        return hdx_evidence_find_process(ev, pid);
+    struct want w = {.host = host, .pid = pid};
+    const struct hdx_proc_index *x = current_index(ev);
+    if (!x || pid == HDX_UNKNOWN)
+        return scan(ev, ok_host_pid, &w);
+    /* Under its own host's key, or (a process that names no host) under the NULL host's. */
+    hdx_process *a = index_find(ev, x, key_of(KEY_HOST_PID, host, pid), ok_host_pid, &w);
+    hdx_process *b = index_find(ev, x, key_of(KEY_HOST_PID, NULL, pid), ok_host_pid, &w);
+    return !a ? b : !b ? a : a < b ? a : b;
+}
+
+hdx_process *hdx_evidence_find_waiter(const hdx_evidence *ev, const hdx_waiter *w)
+{
+    if (w->host)
+        return hdx_evidence_find_process_on(ev, w->host, w->pid);
+    if (w->rank >= 0) {
+        struct want k = {.pid = w->pid, .rank = w->rank};
+        const struct hdx_proc_index *x = current_index(ev);
+        hdx_process *p = x && w->pid != HDX_UNKNOWN ? index_find(ev, x, key_of(KEY_PID, NULL, w->pid), ok_pid_rank, &k)
+                                                    : scan(ev, ok_pid_rank, &k);
+        if (p)
+            return p;
+    }
+    return hdx_evidence_find_process(ev, w->pid);
+}
+
+hdx_process *hdx_evidence_find_holder(const hdx_evidence *ev, const hdx_lock *l)
+{
+    return hdx_evidence_find_process_on(ev, l->holder_host, l->holder_pid);
+}
+
+hdx_process *hdx_evidence_find_rank_elsewhere(const hdx_evidence *ev, int rank, const char *host)
+{
+    if (rank < 0 || !host)
+        return NULL;
+    struct want w = {.host = host, .rank = rank};
+    const struct hdx_proc_index *x = current_index(ev);
+    return x ? index_find(ev, x, key_of(KEY_RANK, NULL, rank), ok_rank_elsewhere, &w)
+             : scan(ev, ok_rank_elsewhere, &w);
 }
 
 hdx_lock *hdx_evidence_find_lock(const hdx_evidence *ev, const char *path)
@@ -368,23 +620,35 @@ static int is_python(const hdx_process *p)
     return !strncmp(base ? base + 1 : p->cmdline[0], "python", 6);
 }
 
-static int same_host(const hdx_process *a, const hdx_process *b)
+static int same_host_proc(const hdx_process *a, const hdx_process *b)
 {
-    return !a->host || !b->host || !strcmp(a->host, b->host);
+    return same_host(a->host, b->host);
 }
 
 /* An ancestor of p (within the evidence, same host) with p's rank; with want_python, a Python one. */
 static int ancestor_with_rank(const hdx_evidence *ev, const hdx_process *p, int want_python)
 {
     const hdx_process *a = p;
-    for (int depth = 0; depth < 64 && (a = hdx_evidence_find_process(ev, a->ppid)); depth++)
-        if (a != p && a->rank == p->rank && same_host(a, p) && (!want_python || is_python(a)))
+    for (int depth = 0; depth < 64 && (a = hdx_evidence_find_process_on(ev, a->host, a->ppid)); depth++)
+        if (a != p && a->rank == p->rank && same_host_proc(a, p) && (!want_python || is_python(a)))
             return 1;
     return 0;
 }
 
+struct python_rank {
+    const hdx_process *p;
+};
+
+static int ok_python_rank(const hdx_process *q, const void *arg)
+{
+    const hdx_process *p = ((const struct python_rank *)arg)->p;
+    return q->rank == p->rank && is_python(q) && same_host_proc(p, q);
+}
+
 void hdx_mark_rank_processes(hdx_evidence *ev)
 {
+    hdx_evidence_index(ev); /* without memory for it, the lookups scan */
+    const struct hdx_proc_index *x = current_index(ev);
     for (size_t i = 0; i < ev->n_procs; i++) {
         hdx_process *p = &ev->procs[i];
         p->is_rank_process = 0;
@@ -395,9 +659,9 @@ void hdx_mark_rank_processes(hdx_evidence *ev)
             continue;
         }
         /* Not Python: the rank's process only when no Python process has the rank. */
-        int python_has_it = 0;
-        for (size_t k = 0; k < ev->n_procs && !python_has_it; k++)
-            python_has_it = ev->procs[k].rank == p->rank && is_python(&ev->procs[k]) && same_host(p, &ev->procs[k]);
+        struct python_rank arg = {p};
+        int python_has_it = (x ? index_find(ev, x, key_of(KEY_RANK, NULL, p->rank), ok_python_rank, &arg)
+                               : scan(ev, ok_python_rank, &arg)) != NULL;
         p->is_rank_process = !python_has_it && !ancestor_with_rank(ev, p, 0);
     }
 }

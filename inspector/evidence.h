@@ -3,7 +3,8 @@
  * later snapshots and logs) is turned into, and what classify() reads.
  *
  * Ownership: an hdx_evidence owns everything reachable from it (every string
- * and array is heap memory); hdx_evidence_free() releases it all. Integers use
+ * and array is heap memory, but what pooled frames borrow from ev->pool);
+ * hdx_evidence_free() releases it all. Integers use
  * HDX_UNKNOWN (-1) for "not known"; strings use NULL.
  */
 #ifndef HDX_EVIDENCE_H
@@ -29,6 +30,9 @@ typedef struct hdx_local {
 
 typedef struct hdx_frame {
     enum hdx_frame_kind kind;
+    unsigned char pooled; /* 1: function, file, module and locals (array, names, strings) are
+                             borrowed from the evidence's pool and shared with other frames:
+                             hdx_frame_clear leaves them; treat them as read-only */
     char *function; /* demangled name, or NULL when no symbol covers pc */
     char *file;     /* source file (DWARF line info or Python), or NULL */
     int line;       /* source line, 0 when unknown */
@@ -113,6 +117,8 @@ typedef struct hdx_waiter {
     int rank;
     int64_t since_ns; /* CLOCK_REALTIME ns when the wait began, HDX_UNKNOWN */
     char *how;        /* "stat poll", "eexist", "flock", "fcntl", ... */
+    char *host;       /* the host whose snapshot saw the wait (pids repeat across hosts), or NULL:
+                         this host, or unknown (then the rank tells same-pid processes apart) */
 } hdx_waiter;
 
 typedef struct hdx_lock {
@@ -122,6 +128,7 @@ typedef struct hdx_lock {
     int exists;       /* the lock file exists now: 1, 0, HDX_UNKNOWN */
     int64_t mtime_ns; /* lock file's mtime (≈ creation of a baton), HDX_UNKNOWN */
     int holder_pid;   /* live process holding it, HDX_UNKNOWN */
+    char *holder_host; /* the host whose snapshot saw that holder, or NULL (this host, or unknown) */
     int unchecked;    /* processes that could not be read when looking for a holder (another
                          user's, without root): a state "stale" is then unverified */
     int has_creator;  /* 1 when created_by is known (from a trace) */
@@ -202,6 +209,11 @@ typedef struct hdx_evidence {
     size_t n_log_facts;
     hdx_log_rank *log_ranks;
     size_t n_log_ranks;
+    /* Lookups of processes by (host, pid), pid and rank (hdx_evidence_index); private. */
+    struct hdx_proc_index *proc_index;
+    /* Strings and arrays that frames of this evidence borrow (frames with `pooled` set):
+     * interned names and locals of loaded snapshots; private (snapshot.c). */
+    struct hdx_pool *pool;
 } hdx_evidence;
 
 /* Allocate an empty evidence set. Returns NULL with errno=ENOMEM. */
@@ -237,9 +249,46 @@ const hdx_frame *hdx_thread_find_python(const hdx_thread *t, const char *functio
 /* The value of local `name` of frame f (borrowed), or NULL. */
 const hdx_local *hdx_frame_local(const hdx_frame *f, const char *name);
 
-/* Lookups; return borrowed pointers or NULL. */
+/*
+ * Lookups; return borrowed pointers or NULL.
+ *
+ * hdx_evidence_find_process: the first process with pid, on any host (for one
+ * host's evidence: inspect, capture). hdx_evidence_find_process_on: the process
+ * with pid on host; a NULL host on either side matches any (a trace or dump
+ * that does not name its host). In a multi-host job pids repeat across hosts,
+ * so parent and lock lookups use the _on form.
+ *
+ * Both run in O(1) after hdx_evidence_index(ev) while ev->procs is the array
+ * and n_procs the count that were indexed; otherwise (processes added since)
+ * they scan. The index holds positions: after changing the pid, host or rank
+ * of an indexed process in place, call hdx_evidence_index again.
+ */
 hdx_process *hdx_evidence_find_process(const hdx_evidence *ev, int pid);
+hdx_process *hdx_evidence_find_process_on(const hdx_evidence *ev, const char *host, int pid);
 hdx_lock *hdx_evidence_find_lock(const hdx_evidence *ev, const char *path);
+
+/* The process of a lock waiter: by (w->host, w->pid); without a host, the process
+ * with w->pid that has w->rank when one does, else the first with w->pid. Borrowed. */
+hdx_process *hdx_evidence_find_waiter(const hdx_evidence *ev, const hdx_waiter *w);
+
+/* The lock holder's process: (l->holder_host, l->holder_pid). Borrowed, or NULL. */
+hdx_process *hdx_evidence_find_holder(const hdx_evidence *ev, const hdx_lock *l);
+
+/* A process with rank on a host other than `host` (both hosts known), or NULL.
+ * Scans unless indexed (above). Borrowed. */
+hdx_process *hdx_evidence_find_rank_elsewhere(const hdx_evidence *ev, int rank, const char *host);
+
+/*
+ * (Re)build the lookup index over ev's processes: (host, pid), pid and rank.
+ * hdx_evidence_index_more(ev, from) adds processes from..n_procs-1 to an index
+ * that is current for 0..from-1 (contents unchanged, the array possibly moved):
+ * the cost of the added ones only. Memory is ev's (hdx_evidence_free). 0 or
+ * -ENOMEM (then lookups scan, correctly).
+ */
+int hdx_evidence_index(hdx_evidence *ev);
+int hdx_evidence_index_more(hdx_evidence *ev, size_t from);
+/* 1 when the index is current for ev->procs and ev->n_procs (lookups are O(1)), else 0. */
+int hdx_evidence_indexed(const hdx_evidence *ev);
 
 /* Set a process's env entry (copied), and derive rank/local_rank/world_size
  * from the env names listed above. Unknown names are ignored. 0 or -ENOMEM. */

@@ -109,14 +109,18 @@ cJSON *hdx_json_frame(const hdx_frame *f)
     cJSON_AddItemToObject(o, "module", hdx_json_str(f->module));
     cJSON_AddItemToObject(o, "offset", native || f->offset ? hdx_json_hex(f->offset) : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "pc", native || f->pc ? hdx_json_hex(f->pc) : cJSON_CreateNull());
-    if (f->locals) {
-        cJSON *l = cJSON_AddObjectToObject(o, "locals");
-        for (size_t i = 0; l && i < f->n_locals; i++)
-            cJSON_AddItemToObject(l, f->locals[i].name ? f->locals[i].name : "?", local_json(&f->locals[i]));
-    } else {
-        cJSON_AddNullToObject(o, "locals");
-    }
+    cJSON_AddItemToObject(o, "locals", hdx_json_locals(f));
     return o;
+}
+
+cJSON *hdx_json_locals(const hdx_frame *f)
+{
+    if (!f->locals)
+        return cJSON_CreateNull();
+    cJSON *l = cJSON_CreateObject();
+    for (size_t i = 0; l && i < f->n_locals; i++)
+        cJSON_AddItemToObject(l, f->locals[i].name ? f->locals[i].name : "?", local_json(&f->locals[i]));
+    return l;
 }
 
 cJSON *hdx_json_frames(const hdx_frame *frames, size_t n)

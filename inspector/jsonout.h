@@ -26,6 +26,10 @@ struct cJSON *hdx_json_time(int64_t ns, int nanos);
 /* A frame as design.md's `frame` object ("kind", "function", "file", "line",
  * "module", "offset", "pc", "locals"). */
 struct cJSON *hdx_json_frame(const hdx_frame *f);
+/* A frame's "locals": an object {name: value} (values as design.md's frame; an int
+ * beyond ±2^53 as {"int": "digits"}, a float a JSON number would not give back as
+ * {"float": "repr"}, another object as {"type": name}), or null when f has none. */
+struct cJSON *hdx_json_locals(const hdx_frame *f);
 /* An array of n frames, innermost first. */
 struct cJSON *hdx_json_frames(const hdx_frame *frames, size_t n);
 

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "jsonout.h"
+#include "pool.h"
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
 #include "proc.h" /* hdx_syscall_name */
@@ -47,7 +49,200 @@ static cJSON *errno_or_null(int e)
     return e ? cJSON_CreateNumber(e < 0 ? -(double)e : (double)e) : cJSON_CreateNull();
 }
 
-static cJSON *thread_json(const hdx_thread *t)
+/* hangdx.snapshot/2's tables while writing: each distinct string once in "strings", each
+ * distinct frame once in "frames"; threads list frames by index. */
+typedef struct ftab {
+    hdx_pool *pool; /* canonical copies: equal strings (and locals texts) are one pointer */
+    cJSON *strings, *frames;
+    struct sslot {
+        const char *s; /* canonical; NULL empty */
+        long idx;
+    } *smap;
+    size_t scap, sn;
+    struct fkey {
+        int kind, line;
+        long function, file, module;
+        uint64_t offset, pc;
+        const char *locals; /* canonical text of the locals object, NULL none */
+    } *keys;
+    size_t kn;
+    long *fmap; /* frame index + 1 by hash, 0 empty */
+    size_t fcap;
+    int failed;
+} ftab;
+
+static uint64_t mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
+}
+
+/* The index of s in "strings", added when new; -1 for NULL (null), -2 on ENOMEM. */
+static long ftab_string(ftab *t, const char *s)
+{
+    if (!s)
+        return -1;
+    const char *c = hdx_pool_intern(t->pool, s, strlen(s));
+    if (!c)
+        return -2;
+    if ((t->sn + 1) * 2 > t->scap) {
+        size_t cap = t->scap ? t->scap * 2 : 256;
+        struct sslot *m = calloc(cap, sizeof *m);
+        if (!m)
+            return -2;
+        for (size_t i = 0; i < t->scap; i++) {
+            if (!t->smap[i].s)
+                continue;
+            size_t k = mix64((uintptr_t)t->smap[i].s) & (cap - 1);
+            while (m[k].s)
+                k = (k + 1) & (cap - 1);
+            m[k] = t->smap[i];
+        }
+        free(t->smap);
+        t->smap = m;
+        t->scap = cap;
+    }
+    size_t k = mix64((uintptr_t)c) & (t->scap - 1);
+    for (; t->smap[k].s; k = (k + 1) & (t->scap - 1))
+        if (t->smap[k].s == c)
+            return t->smap[k].idx;
+    cJSON *item = cJSON_CreateString(c);
+    if (!item)
+        return -2;
+    cJSON_AddItemToArray(t->strings, item);
+    t->smap[k].s = c;
+    t->smap[k].idx = (long)t->sn++;
+    return t->smap[k].idx;
+}
+
+static uint64_t fkey_hash(const struct fkey *k)
+{
+    uint64_t h = mix64((uint64_t)k->kind * 31 + (uint64_t)k->line);
+    h = mix64(h ^ (uint64_t)k->function);
+    h = mix64(h ^ ((uint64_t)k->file << 20) ^ (uint64_t)k->module);
+    h = mix64(h ^ k->offset);
+    h = mix64(h ^ k->pc);
+    return mix64(h ^ (uintptr_t)k->locals);
+}
+
+static int fkey_same(const struct fkey *a, const struct fkey *b)
+{
+    return a->kind == b->kind && a->line == b->line && a->function == b->function && a->file == b->file &&
+           a->module == b->module && a->offset == b->offset && a->pc == b->pc && a->locals == b->locals;
+}
+
+/* A number when a JSON number holds it exactly, else its "0x.." text (a kernel address). */
+static cJSON *exact_or_hex(uint64_t v)
+{
+    return v <= (uint64_t)EXACT_MAX ? cJSON_CreateNumber((double)v) : hdx_json_hex(v);
+}
+
+static cJSON *index_or_null(long i)
+{
+    return i >= 0 ? cJSON_CreateNumber((double)i) : cJSON_CreateNull();
+}
+
+/* The index of f in "frames", added when new; -1 on ENOMEM. */
+static long ftab_frame(ftab *t, const hdx_frame *f)
+{
+    struct fkey k = {.kind = f->kind == HDX_FRAME_PYTHON, .line = f->line > 0 ? f->line : 0,
+                     .offset = f->offset, .pc = f->pc};
+    if ((k.function = ftab_string(t, f->function)) < -1 || (k.file = ftab_string(t, f->file)) < -1 ||
+        (k.module = ftab_string(t, f->module)) < -1)
+        return -1;
+    cJSON *locals = NULL;
+    if (f->locals) {
+        char *text = NULL;
+        if (!(locals = hdx_json_locals(f)) || !(text = cJSON_PrintUnformatted(locals)) ||
+            !(k.locals = hdx_pool_intern(t->pool, text, strlen(text)))) {
+            free(text);
+            cJSON_Delete(locals);
+            return -1;
+        }
+        free(text);
+    }
+    if ((t->kn + 1) * 2 > t->fcap) {
+        size_t cap = t->fcap ? t->fcap * 2 : 256;
+        long *m = calloc(cap, sizeof *m);
+        struct fkey *keys = realloc(t->keys, cap / 2 * sizeof *keys);
+        if (!m || !keys) {
+            free(m);
+            if (keys)
+                t->keys = keys;
+            cJSON_Delete(locals);
+            return -1;
+        }
+        t->keys = keys;
+        for (size_t i = 0; i < t->kn; i++) {
+            size_t s = fkey_hash(&keys[i]) & (cap - 1);
+            while (m[s])
+                s = (s + 1) & (cap - 1);
+            m[s] = (long)i + 1;
+        }
+        free(t->fmap);
+        t->fmap = m;
+        t->fcap = cap;
+    }
+    size_t s = fkey_hash(&k) & (t->fcap - 1);
+    for (; t->fmap[s]; s = (s + 1) & (t->fcap - 1))
+        if (fkey_same(&t->keys[t->fmap[s] - 1], &k)) {
+            cJSON_Delete(locals);
+            return t->fmap[s] - 1;
+        }
+    /* [kind, function, file, line, module, offset, pc, locals] */
+    cJSON *e = cJSON_CreateArray();
+    if (!e) {
+        cJSON_Delete(locals);
+        return -1;
+    }
+    cJSON_AddItemToArray(e, cJSON_CreateNumber(k.kind));
+    cJSON_AddItemToArray(e, index_or_null(k.function));
+    cJSON_AddItemToArray(e, index_or_null(k.file));
+    cJSON_AddItemToArray(e, cJSON_CreateNumber(k.line));
+    cJSON_AddItemToArray(e, index_or_null(k.module));
+    cJSON_AddItemToArray(e, exact_or_hex(k.offset));
+    cJSON_AddItemToArray(e, exact_or_hex(k.pc));
+    cJSON_AddItemToArray(e, locals ? locals : cJSON_CreateNull());
+    if (cJSON_GetArraySize(e) != 8) {
+        cJSON_Delete(e);
+        return -1;
+    }
+    cJSON_AddItemToArray(t->frames, e);
+    t->keys[t->kn] = k;
+    t->fmap[s] = (long)++t->kn;
+    return (long)t->kn - 1;
+}
+
+/* A thread's frames: objects (/1, reports) or, with a table, indexes into it (/2). */
+static cJSON *frames_json(ftab *t, const hdx_frame *frames, size_t n)
+{
+    if (!t)
+        return hdx_json_frames(frames, n);
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++) {
+        long k = ftab_frame(t, &frames[i]);
+        cJSON *item = k >= 0 ? cJSON_CreateNumber((double)k) : NULL;
+        if (!item) {
+            t->failed = 1;
+            break;
+        }
+        cJSON_AddItemToArray(a, item);
+    }
+    return a;
+}
+
+static void ftab_clear(ftab *t)
+{
+    hdx_pool_free(t->pool);
+    free(t->smap);
+    free(t->keys);
+    free(t->fmap);
+}
+
+static cJSON *thread_json(const hdx_thread *t, ftab *tab)
 {
     cJSON *e = cJSON_CreateObject();
     if (!e)
@@ -74,15 +269,15 @@ static cJSON *thread_json(const hdx_thread *t)
     cJSON_AddItemToObject(e, "peer", hdx_json_int(t->wait_peer));
     cJSON_AddItemToObject(e, "wait_frame", t->wait_frame >= 0 ? cJSON_CreateNumber((double)t->wait_frame)
                                                               : cJSON_CreateNull());
-    cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? hdx_json_frames(t->frames, t->n_frames)
+    cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(tab, t->frames, t->n_frames)
                                                                      : cJSON_CreateNull());
     cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
     cJSON_AddItemToObject(e, "python_frames",
-                          t->py_frames ? hdx_json_frames(t->py_frames, t->n_py_frames) : cJSON_CreateNull());
+                          t->py_frames ? frames_json(tab, t->py_frames, t->n_py_frames) : cJSON_CreateNull());
     return e;
 }
 
-cJSON *hdx_snapshot_process_json(const hdx_process *p)
+static cJSON *process_json(const hdx_process *p, ftab *tab)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -118,11 +313,17 @@ cJSON *hdx_snapshot_process_json(const hdx_process *p)
     cJSON_AddItemToObject(o, "python", hdx_json_str(p->python));
     cJSON *threads = cJSON_AddArrayToObject(o, "threads");
     for (size_t i = 0; threads && i < p->n_threads; i++)
-        cJSON_AddItemToArray(threads, thread_json(&p->threads[i]));
+        cJSON_AddItemToArray(threads, thread_json(&p->threads[i], tab));
     return o;
 }
 
-cJSON *hdx_snapshot_lock_json(const hdx_lock *l)
+cJSON *hdx_snapshot_process_json(const hdx_process *p)
+{
+    return process_json(p, NULL);
+}
+
+/* A lock; waiters and a holder without a host get default_host (the snapshot's). */
+static cJSON *lock_json(const hdx_lock *l, const char *default_host)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -133,6 +334,9 @@ cJSON *hdx_snapshot_lock_json(const hdx_lock *l)
     cJSON_AddItemToObject(o, "exists", hdx_json_bool(l->exists));
     cJSON_AddItemToObject(o, "mtime", hdx_json_time(l->mtime_ns, 1));
     cJSON_AddItemToObject(o, "holder_pid", hdx_json_int(l->holder_pid));
+    cJSON_AddItemToObject(o, "holder_host", hdx_json_str(l->holder_pid == HDX_UNKNOWN ? NULL
+                                                         : l->holder_host       ? l->holder_host
+                                                                                : default_host));
     cJSON_AddNumberToObject(o, "unchecked", l->unchecked);
     if (l->has_creator) {
         cJSON *c = cJSON_AddObjectToObject(o, "created_by");
@@ -153,9 +357,15 @@ cJSON *hdx_snapshot_lock_json(const hdx_lock *l)
         cJSON_AddItemToObject(e, "rank", hdx_json_int(x->rank));
         cJSON_AddItemToObject(e, "since", hdx_json_time(x->since_ns, 1));
         cJSON_AddItemToObject(e, "how", hdx_json_str(x->how));
+        cJSON_AddItemToObject(e, "host", hdx_json_str(x->host ? x->host : default_host));
         cJSON_AddItemToArray(w, e);
     }
     return o;
+}
+
+cJSON *hdx_snapshot_lock_json(const hdx_lock *l)
+{
+    return lock_json(l, NULL);
 }
 
 cJSON *hdx_snapshot_json(const hdx_evidence *ev)
@@ -164,6 +374,7 @@ cJSON *hdx_snapshot_json(const hdx_evidence *ev)
         errno = EINVAL;
         return NULL;
     }
+    ftab tab = {.pool = hdx_pool_new()};
     cJSON *r = cJSON_CreateObject();
     if (!r)
         goto nomem;
@@ -173,21 +384,27 @@ cJSON *hdx_snapshot_json(const hdx_evidence *ev)
     cJSON_AddNumberToObject(r, "samples", ev->samples);
     cJSON_AddNumberToObject(r, "interval_ms", ev->interval_ms);
     cJSON_AddNumberToObject(r, "build_timeout_s", (double)ev->build_timeout_s);
+    tab.strings = cJSON_AddArrayToObject(r, "strings");
+    tab.frames = cJSON_AddArrayToObject(r, "frames");
+    if (!tab.pool || !tab.strings || !tab.frames)
+        goto nomem;
     cJSON *procs = cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; procs && i < ev->n_procs; i++)
-        cJSON_AddItemToArray(procs, hdx_snapshot_process_json(&ev->procs[i]));
+        cJSON_AddItemToArray(procs, process_json(&ev->procs[i], &tab));
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; locks && i < ev->n_locks; i++)
-        cJSON_AddItemToArray(locks, hdx_snapshot_lock_json(&ev->locks[i]));
+        cJSON_AddItemToArray(locks, lock_json(&ev->locks[i], ev->host));
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
     for (size_t i = 0; notes && i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i] ? ev->notes[i] : ""));
-    if (!procs || !locks || !notes || cJSON_GetArraySize(procs) != (int)ev->n_procs ||
+    if (tab.failed || !procs || !locks || !notes || cJSON_GetArraySize(procs) != (int)ev->n_procs ||
         cJSON_GetArraySize(locks) != (int)ev->n_locks || cJSON_GetArraySize(notes) != (int)ev->n_notes ||
-        cJSON_GetArraySize(r) != 9)
+        cJSON_GetArraySize(r) != 11)
         goto nomem;
+    ftab_clear(&tab);
     return r;
 nomem:
+    ftab_clear(&tab);
     cJSON_Delete(r);
     errno = ENOMEM;
     return NULL;
@@ -239,6 +456,13 @@ typedef struct rd {
     char where[256];
     char *err;
     int rc;
+    hdx_pool *pool;       /* the evidence's: frames' strings and locals go there, interned */
+    int v2;               /* hangdx.snapshot/2: frames are indexes into `table` */
+    char **strings;       /* /2 "strings", interned in pool */
+    size_t n_strings;
+    hdx_frame *table;     /* /2 "frames", pooled */
+    size_t n_table;
+    const char *host;     /* the input's one host, for waiters and holders that name none */
 } rd;
 
 static int fail(rd *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -362,6 +586,22 @@ static char *get_str(rd *r, const cJSON *o, const char *key)
     return s;
 }
 
+/* The pool's interned copy of a string member, NULL when absent or null (or on error). */
+static char *get_pstr(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return NULL;
+    if (!cJSON_IsString(c) || !c->valuestring) {
+        BAD(r, "\"%s\" should be a string", key);
+        return NULL;
+    }
+    char *s = hdx_pool_intern(r->pool, c->valuestring, strlen(c->valuestring));
+    if (!s)
+        fail(r, -ENOMEM, "out of memory");
+    return s;
+}
+
 /* A one-letter state ("S"), 0 when absent. */
 static char get_state(rd *r, const cJSON *o, const char *key)
 {
@@ -461,10 +701,19 @@ static int get_errno(rd *r, const cJSON *o, const char *key)
     return -(int)get_int(r, o, key, 0, 4095, 0);
 }
 
+static char *intern(rd *r, const char *s)
+{
+    char *c = hdx_pool_intern(r->pool, s, strlen(s));
+    if (!c)
+        fail(r, -ENOMEM, "out of memory");
+    return c;
+}
+
+/* A local into v; its strings are the pool's. */
 static int read_local(rd *r, const cJSON *c, hdx_local *v)
 {
-    if (!(v->name = strdup(c->string ? c->string : "")))
-        return fail(r, -ENOMEM, "out of memory");
+    if (!(v->name = intern(r, c->string ? c->string : "")))
+        return r->rc;
     if (cJSON_IsNull(c)) {
         v->kind = HDX_VAL_NONE;
     } else if (cJSON_IsBool(c)) {
@@ -481,8 +730,8 @@ static int read_local(rd *r, const cJSON *c, hdx_local *v)
         }
     } else if (cJSON_IsString(c) && c->valuestring) {
         v->kind = HDX_VAL_STR;
-        if (!(v->s = strdup(c->valuestring)))
-            return fail(r, -ENOMEM, "out of memory");
+        if (!(v->s = intern(r, c->valuestring)))
+            return r->rc;
     } else if (cJSON_IsObject(c)) {
         const cJSON *t;
         char *end;
@@ -503,8 +752,8 @@ static int read_local(rd *r, const cJSON *c, hdx_local *v)
             if (t && !cJSON_IsNull(t)) {
                 if (!cJSON_IsString(t) || !t->valuestring)
                     return BAD(r, "local \"%s\": \"type\" should be a string", v->name);
-                if (!(v->s = strdup(t->valuestring)))
-                    return fail(r, -ENOMEM, "out of memory");
+                if (!(v->s = intern(r, t->valuestring)))
+                    return r->rc;
             }
         }
     } else {
@@ -513,6 +762,24 @@ static int read_local(rd *r, const cJSON *c, hdx_local *v)
     return 0;
 }
 
+/* A frame's "locals" object (l, checked to be one) into f, in the pool. */
+static int read_locals(rd *r, const cJSON *l, hdx_frame *f)
+{
+    size_t n = (size_t)cJSON_GetArraySize(l);
+    /* room for one at least: an empty locals object stays an object, not null */
+    if (!(f->locals = hdx_pool_alloc(r->pool, (n ? n : 1) * sizeof *f->locals)))
+        return fail(r, -ENOMEM, "out of memory");
+    memset(f->locals, 0, (n ? n : 1) * sizeof *f->locals);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, l)
+    {
+        if (read_local(r, c, &f->locals[f->n_locals++]) < 0)
+            break;
+    }
+    return r->rc;
+}
+
+/* A /1 frame object into f: its strings and locals are the pool's (f->pooled). */
 static int read_frame(rd *r, const cJSON *o, hdx_frame *f)
 {
     if (!cJSON_IsObject(o))
@@ -520,32 +787,127 @@ static int read_frame(rd *r, const cJSON *o, hdx_frame *f)
     const cJSON *k = member(o, "kind");
     if (!k || !cJSON_IsString(k) || (strcmp(k->valuestring, "native") && strcmp(k->valuestring, "python")))
         return BAD(r, "\"kind\" should be \"native\" or \"python\"");
+    f->pooled = 1;
     f->kind = !strcmp(k->valuestring, "python") ? HDX_FRAME_PYTHON : HDX_FRAME_NATIVE;
-    f->function = get_str(r, o, "function");
-    f->file = get_str(r, o, "file");
+    f->function = get_pstr(r, o, "function");
+    f->file = get_pstr(r, o, "file");
     f->line = (int)get_int(r, o, "line", 0, INT_MAX, 0);
-    f->module = get_str(r, o, "module");
+    f->module = get_pstr(r, o, "module");
     f->offset = get_hex(r, o, "offset");
     f->pc = get_hex(r, o, "pc");
     const cJSON *l = container(r, o, "locals", 1);
-    if (l) {
-        size_t n = (size_t)cJSON_GetArraySize(l);
-        /* calloc(1) for none: an empty locals object stays an object, not null */
-        if (!(f->locals = calloc(n ? n : 1, sizeof *f->locals)))
-            return fail(r, -ENOMEM, "out of memory");
-        const cJSON *c;
-        cJSON_ArrayForEach(c, l)
-        {
-            if (read_local(r, c, &f->locals[f->n_locals++]) < 0)
-                break;
-        }
-    }
+    if (l)
+        read_locals(r, l, f);
     return r->rc;
+}
+
+/* A /2 string index (a number, or null for none) into *out. */
+static int string_at(rd *r, const cJSON *c, const char *what, char **out)
+{
+    *out = NULL;
+    if (cJSON_IsNull(c))
+        return 0;
+    double d = cJSON_IsNumber(c) ? c->valuedouble : -1;
+    if (d != floor(d) || d < 0 || d >= (double)r->n_strings)
+        return BAD(r, "%s should be an index into \"strings\" (0 to %zu) or null", what,
+                   r->n_strings ? r->n_strings - 1 : 0);
+    *out = r->strings[(size_t)d];
+    return 0;
+}
+
+/* A /2 offset or pc: a non-negative integer, or "0x.." beyond 2^53. */
+static uint64_t addr_at(rd *r, const cJSON *c, const char *what)
+{
+    return cJSON_IsNull(c) ? 0 : hex_value(r, c, what);
+}
+
+/* One entry of /2's "frames": [kind, function, file, line, module, offset, pc, locals]. */
+static int read_table_frame(rd *r, const cJSON *o, hdx_frame *f)
+{
+    if (!cJSON_IsArray(o) || cJSON_GetArraySize(o) != 8)
+        return BAD(r, "a frame should be [kind, function, file, line, module, offset, pc, locals]");
+    const cJSON *c = o->child;
+    f->pooled = 1;
+    if (!cJSON_IsNumber(c) || (c->valuedouble != 0 && c->valuedouble != 1))
+        return BAD(r, "a frame's kind should be 0 (native) or 1 (python)");
+    f->kind = c->valuedouble == 1 ? HDX_FRAME_PYTHON : HDX_FRAME_NATIVE;
+    if (string_at(r, c = c->next, "a frame's function", &f->function) ||
+        string_at(r, c = c->next, "a frame's file", &f->file))
+        return r->rc;
+    c = c->next;
+    if (!cJSON_IsNull(c) && (!cJSON_IsNumber(c) || c->valuedouble != floor(c->valuedouble) || c->valuedouble < 0 ||
+                             c->valuedouble > INT_MAX))
+        return BAD(r, "a frame's line should be an integer from 0 to %d", INT_MAX);
+    f->line = cJSON_IsNumber(c) ? (int)c->valuedouble : 0;
+    if (string_at(r, c = c->next, "a frame's module", &f->module))
+        return r->rc;
+    f->offset = addr_at(r, c = c->next, "offset");
+    f->pc = addr_at(r, c = c->next, "pc");
+    c = c->next;
+    if (r->rc)
+        return r->rc;
+    if (cJSON_IsObject(c))
+        return read_locals(r, c, f);
+    if (!cJSON_IsNull(c))
+        return BAD(r, "a frame's locals should be an object or null");
+    return 0;
+}
+
+/* /2's "strings" and "frames" tables of root into r. */
+static int read_tables(rd *r, const cJSON *root)
+{
+    const cJSON *strings = container(r, root, "strings", 0), *frames = container(r, root, "frames", 0), *c;
+    if (r->rc)
+        return r->rc;
+    size_t n = strings ? (size_t)cJSON_GetArraySize(strings) : 0, m = frames ? (size_t)cJSON_GetArraySize(frames) : 0;
+    if ((n && !(r->strings = hdx_pool_alloc(r->pool, n * sizeof *r->strings))) ||
+        (m && !(r->table = hdx_pool_alloc(r->pool, m * sizeof *r->table))))
+        return fail(r, -ENOMEM, "out of memory");
+    cJSON_ArrayForEach(c, strings)
+    {
+        if (!cJSON_IsString(c) || !c->valuestring)
+            return BAD(r, "strings[%zu] should be a string", r->n_strings);
+        if (!(r->strings[r->n_strings++] = intern(r, c->valuestring)))
+            return r->rc;
+    }
+    if (m)
+        memset(r->table, 0, m * sizeof *r->table);
+    cJSON_ArrayForEach(c, frames)
+    {
+        size_t old = enter(r, "frames[%zu]", r->n_table);
+        if (read_table_frame(r, c, &r->table[r->n_table++]))
+            return r->rc;
+        leave(r, old);
+    }
+    return 0;
+}
+
+/* A /2 thread's frames: indexes into the table, copied (their strings and locals shared). */
+static int read_frame_refs(rd *r, const cJSON *a, const char *key, hdx_frame **out, size_t *n, int keep_empty)
+{
+    size_t count = (size_t)cJSON_GetArraySize(a), i = 0;
+    if (!count && !keep_empty)
+        return 0;
+    if (!(*out = malloc((count ? count : 1) * sizeof **out)))
+        return fail(r, -ENOMEM, "out of memory");
+    const cJSON *c;
+    cJSON_ArrayForEach(c, a)
+    {
+        double d = cJSON_IsNumber(c) ? c->valuedouble : -1;
+        if (d != floor(d) || d < 0 || d >= (double)r->n_table)
+            return BAD(r, "%s[%zu] should be an index into \"frames\" (0 to %zu)", key, i,
+                       r->n_table ? r->n_table - 1 : 0);
+        (*out)[i++] = r->table[(size_t)d];
+        (*n)++;
+    }
+    return 0;
 }
 
 /* An array of frames into *out; an empty array gives NULL unless keep_empty. */
 static int read_frames(rd *r, const cJSON *a, const char *key, hdx_frame **out, size_t *n, int keep_empty)
 {
+    if (r->v2)
+        return read_frame_refs(r, a, key, out, n, keep_empty);
     size_t i = 0, old;
     size_t count = (size_t)cJSON_GetArraySize(a);
     if (!count && !keep_empty)
@@ -738,6 +1100,11 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
     l->exists = get_bool(r, o, "exists");
     l->mtime_ns = get_time(r, o, "mtime");
     l->holder_pid = (int)get_int(r, o, "holder_pid", 0, INT_MAX, HDX_UNKNOWN);
+    /* Absent (hangdx.snapshot/1, an older report): the input's own host saw it. */
+    if (cJSON_GetObjectItemCaseSensitive(o, "holder_host"))
+        l->holder_host = get_str(r, o, "holder_host");
+    else if (l->holder_pid != HDX_UNKNOWN && r->host && !(l->holder_host = strdup(r->host)))
+        return fail(r, -ENOMEM, "out of memory");
     l->unchecked = (int)get_int(r, o, "unchecked", 0, INT_MAX, 0);
     const cJSON *c = member(o, "created_by");
     if (c) {
@@ -766,6 +1133,10 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
             x->rank = (int)get_int(r, c, "rank", 0, 1 << 24, HDX_UNKNOWN);
             x->since_ns = get_time(r, c, "since");
             x->how = get_str(r, c, "how");
+            if (cJSON_GetObjectItemCaseSensitive(c, "host"))
+                x->host = get_str(r, c, "host");
+            else if (r->host && !(x->host = strdup(r->host)))
+                return fail(r, -ENOMEM, "out of memory");
             if (r->rc)
                 break;
             leave(r, old);
@@ -783,10 +1154,14 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
     if (!schema || !cJSON_IsString(schema))
         return BAD(r, "not a hangdx snapshot or report (no \"schema\"); 'hangdx snapshot -o FILE PID' writes one");
     int report = !strcmp(schema->valuestring, HDX_REPORT_SCHEMA);
-    if (!report && strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA) != 0)
+    r->v2 = !strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA);
+    if (!report && !r->v2 && strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA_V1) != 0)
         return fail(r, -EPROTONOSUPPORT,
-                    "schema %.64s is not supported (this hangdx reads %s and %s; a newer hangdx may read it)",
-                    schema->valuestring, HDX_SNAPSHOT_SCHEMA, HDX_REPORT_SCHEMA);
+                    "schema %.64s is not supported (this hangdx reads %s, %s and %s; a newer hangdx may read it)",
+                    schema->valuestring, HDX_SNAPSHOT_SCHEMA, HDX_SNAPSHOT_SCHEMA_V1, HDX_REPORT_SCHEMA);
+    if (!ev->pool && !(ev->pool = hdx_pool_new()))
+        return fail(r, -ENOMEM, "out of memory");
+    r->pool = ev->pool;
     const char *host = NULL;
     if (report) {
         const cJSON *hosts = container(r, root, "hosts", 0);
@@ -803,7 +1178,10 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
     }
     if (host && !(ev->host = strdup(host)))
         return fail(r, -ENOMEM, "out of memory");
+    r->host = host;
     ev->taken_ns = get_time(r, root, "taken_at");
+    if (r->v2 && read_tables(r, root))
+        return r->rc;
 
     const cJSON *procs = container(r, root, "processes", 0);
     const cJSON *locks = container(r, root, "locks", 0);
@@ -871,6 +1249,64 @@ int hdx_snapshot_from_json(const cJSON *root, const char *name, hdx_evidence *ev
     return rc;
 }
 
+/*
+ * cJSON's memory while a loader thread parses: its nodes come from a pool of that thread
+ * and go all at once, instead of a malloc and a free per node (an 8192-rank job's tree
+ * holds ~10 M of them). cJSON's hooks are global, so they are installed once and pass
+ * every other allocation to malloc and free: only the thread between arena_begin and
+ * arena_end allocates from its pool, and frees nothing there. Under AddressSanitizer
+ * cJSON keeps malloc, so that its checks see each node.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define HDX_PARSE_ARENA 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HDX_PARSE_ARENA 0
+#endif
+#endif
+#ifndef HDX_PARSE_ARENA
+#define HDX_PARSE_ARENA 1
+#endif
+
+static _Thread_local hdx_pool *parse_arena; /* set: this thread's cJSON allocations go there */
+
+static void *arena_malloc(size_t n)
+{
+    return parse_arena ? hdx_pool_alloc(parse_arena, n) : malloc(n);
+}
+
+static void arena_free(void *p)
+{
+    if (!parse_arena)
+        free(p);
+}
+
+static void install_hooks(void)
+{
+    cJSON_Hooks h = {.malloc_fn = arena_malloc, .free_fn = arena_free};
+    cJSON_InitHooks(&h);
+}
+
+/* Start this thread's parse arena; 0 when it is off (then cJSON mallocs as usual). */
+static int arena_begin(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    static _Thread_local hdx_pool *mine; /* kept for the thread's next input */
+    if (!HDX_PARSE_ARENA || pthread_once(&once, install_hooks) != 0)
+        return 0;
+    if (!mine && !(mine = hdx_pool_new()))
+        return 0;
+    parse_arena = mine;
+    return 1;
+}
+
+static void arena_end(void)
+{
+    hdx_pool *a = parse_arena;
+    parse_arena = NULL;
+    hdx_pool_reset(a); /* its largest block stays for the next input */
+}
+
 int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_evidence *ev, char **err)
 {
     if (err)
@@ -884,8 +1320,11 @@ int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_e
         return -EFBIG;
     }
     const char *end = NULL;
+    int arena = arena_begin();
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
+        if (arena)
+            arena_end();
         size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
         size_t last = len; /* cJSON stops at the last byte of an input cut short */
         while (last > 0 && (text[last - 1] == ' ' || text[last - 1] == '\n' || text[last - 1] == '\t' ||
@@ -896,8 +1335,11 @@ int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_e
                                   : hdx_asprintf("%s: not valid JSON (at byte %zu)", name, at);
         return -EBADMSG;
     }
-    int rc = hdx_snapshot_from_json(root, name, ev, err);
-    cJSON_Delete(root);
+    int rc = hdx_snapshot_from_json(root, name, ev, err); /* nothing of root stays in ev */
+    if (arena)
+        arena_end(); /* root with it */
+    else
+        cJSON_Delete(root);
     return rc;
 }
 
@@ -978,8 +1420,8 @@ enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path)
     if (*s != '"')
         return HDX_INPUT_NOT_JSON;
     s++;
-    size_t ls = strlen(HDX_SNAPSHOT_SCHEMA), lr = strlen(HDX_REPORT_SCHEMA);
-    if (!strncmp(s, HDX_SNAPSHOT_SCHEMA, ls) && s[ls] == '"')
+    size_t ls = strlen(HDX_SNAPSHOT_SCHEMA), l1 = strlen(HDX_SNAPSHOT_SCHEMA_V1), lr = strlen(HDX_REPORT_SCHEMA);
+    if ((!strncmp(s, HDX_SNAPSHOT_SCHEMA, ls) && s[ls] == '"') || (!strncmp(s, HDX_SNAPSHOT_SCHEMA_V1, l1) && s[l1] == '"'))
         return HDX_INPUT_SNAPSHOT;
     if (!strncmp(s, HDX_REPORT_SCHEMA, lr) && s[lr] == '"')
         return HDX_INPUT_REPORT;
@@ -1003,23 +1445,15 @@ static int reserve(void **arr, size_t n, size_t more, size_t elsize)
     return 0;
 }
 
-static int same_host(const char *a, const char *b)
-{
-    return !a || !b || !strcmp(a, b);
-}
-
 static int lock_strength(enum hdx_lock_state s)
 {
     return s == HDX_LOCK_HELD ? 2 : s == HDX_LOCK_STALE ? 1 : 0;
 }
 
 /* The process of dst that src's p is (same pid, same host), or NULL. */
-static hdx_process *same_process(hdx_process *procs, size_t n, const hdx_process *p)
+static hdx_process *same_process(const hdx_evidence *dst, const hdx_process *p)
 {
-    for (size_t i = 0; p->pid != HDX_UNKNOWN && i < n; i++)
-        if (procs[i].pid == p->pid && same_host(procs[i].host, p->host))
-            return &procs[i];
-    return NULL;
+    return p->pid == HDX_UNKNOWN ? NULL : hdx_evidence_find_process_on(dst, p->host, p->pid);
 }
 
 /* A process of procs[0..n) that has p's rank on another host, or NULL. */
@@ -1037,17 +1471,22 @@ int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
         *err = NULL;
     if (!dst || !src)
         return -EINVAL;
+    /* Lookups in dst by (host, pid) and rank through its index (one pass per merge, not
+     * one per process: 1024 hosts' merges were 67 M compares). Without memory for it,
+     * the lookups scan. */
+    if (!hdx_evidence_indexed(dst))
+        hdx_evidence_index(dst);
     /* Check everything first: an error leaves both as they were. */
     for (size_t i = 0; i < src->n_procs; i++) {
         const hdx_process *p = &src->procs[i], *q;
-        if ((q = rank_elsewhere(dst->procs, dst->n_procs, p)) || (q = rank_elsewhere(src->procs, i, p))) {
+        if ((q = hdx_evidence_find_rank_elsewhere(dst, p->rank, p->host)) || (q = rank_elsewhere(src->procs, i, p))) {
             if (err)
                 *err = hdx_asprintf("rank %d is on two hosts: pid %d on %s and pid %d on %s — the inputs come from "
                                     "different jobs, or a rank variable is set wrongly",
                                     p->rank, q->pid, q->host, p->pid, p->host);
             return -EEXIST;
         }
-        const hdx_process *d = same_process(dst->procs, dst->n_procs, p);
+        const hdx_process *d = same_process(dst, p);
         if (d && d->n_threads && p->n_threads) {
             if (err)
                 *err = hdx_asprintf("process %d of host %s is in two inputs — give each host's snapshot once",
@@ -1055,6 +1494,10 @@ int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
             return -EEXIST;
         }
     }
+    if (src->pool && !dst->pool && !(dst->pool = hdx_pool_new()))
+        return -ENOMEM;
+    int indexed = hdx_evidence_indexed(dst);
+    size_t n_before = dst->n_procs;
     if (reserve((void **)&dst->procs, dst->n_procs, src->n_procs, sizeof *dst->procs) ||
         reserve((void **)&dst->locks, dst->n_locks, src->n_locks, sizeof *dst->locks) ||
         reserve((void **)&dst->notes, dst->n_notes, src->n_notes, sizeof *dst->notes))
@@ -1064,7 +1507,10 @@ int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
         if (d && reserve((void **)&d->waiters, d->n_waiters, src->locks[i].n_waiters, sizeof *d->waiters))
             return -ENOMEM;
     }
-    /* From here on nothing allocates. */
+    /* From here on nothing allocates (but the index, which may fail: lookups then scan). */
+    hdx_pool_absorb(dst->pool, src->pool); /* src's frames borrow from it */
+    if (indexed) /* the same processes, perhaps at a new address */
+        indexed = hdx_evidence_index_more(dst, n_before) == 0;
 
     int empty = !dst->n_procs && !dst->n_locks && !dst->samples && !dst->host;
     if (empty) {
@@ -1097,7 +1543,8 @@ int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
 
     for (size_t i = 0; i < src->n_procs; i++) {
         hdx_process *p = &src->procs[i];
-        hdx_process *d = same_process(dst->procs, dst->n_procs, p);
+        /* dst->procs may have moved (reserve): the index is current when it was before. */
+        hdx_process *d = same_process(dst, p);
         if (d && !p->n_threads) {
             hdx_process_clear(p); /* a trace's thin copy of a process already here */
             continue;
@@ -1105,12 +1552,17 @@ int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
         if (d) {
             hdx_process_clear(d); /* the snapshot's process replaces the trace's */
             *d = *p;
+            indexed = 0; /* its host or rank may be new */
         } else {
             dst->procs[dst->n_procs++] = *p;
         }
         memset(p, 0, sizeof *p);
+        if (indexed)
+            indexed = hdx_evidence_index_more(dst, dst->n_procs - 1) == 0;
     }
     src->n_procs = 0;
+    if (!indexed)
+        hdx_evidence_index(dst);
 
     for (size_t i = 0; i < src->n_locks; i++) {
         hdx_lock *s = &src->locks[i];
@@ -1128,17 +1580,21 @@ int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
                 dup = d->waiters[j].pid == w->pid && d->waiters[j].tid == w->tid && d->waiters[j].rank == w->rank;
             if (dup) {
                 free(w->how);
+                free(w->host);
             } else {
                 d->waiters[d->n_waiters++] = *w;
             }
             w->how = NULL;
+            w->host = NULL;
         }
         s->n_waiters = 0;
-        if (lock_strength(s->state) > lock_strength(d->state)) {
+        if (lock_strength(s->state) > lock_strength(d->state) ||
+            (s->state == d->state && d->holder_pid == HDX_UNKNOWN)) {
             d->state = s->state;
             d->holder_pid = s->holder_pid;
-        } else if (s->state == d->state && d->holder_pid == HDX_UNKNOWN) {
-            d->holder_pid = s->holder_pid;
+            free(d->holder_host);
+            d->holder_host = s->holder_host;
+            s->holder_host = NULL;
         }
         if (s->exists == 1 || (s->exists == 0 && d->exists == HDX_UNKNOWN))
             d->exists = s->exists;

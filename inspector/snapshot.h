@@ -1,12 +1,23 @@
 /*
- * hangdx.snapshot/1: the evidence of one host on disk (design.md "Formats"),
+ * hangdx.snapshot/2: the evidence of one host on disk (design.md "Formats"),
  * written by `hangdx snapshot` and read back by `hangdx analyze`, which also
- * reads hangdx.report/1 objects through the same loader (their processes and
- * locks carry nearly the same fields). cJSON for everything.
+ * reads hangdx.snapshot/1 (the earlier format: users' saved files) and
+ * hangdx.report/1 objects through the same loader (their processes and locks
+ * carry nearly the same fields). cJSON for everything.
  *
  * The object (every key always present; unknown values are null):
- *   { "schema": "hangdx.snapshot/1", "host", "taken_at": RFC 3339 with ns,
+ *   { "schema": "hangdx.snapshot/2", "host", "taken_at": RFC 3339 with ns,
  *     "samples", "interval_ms", "build_timeout_s",
+ *     "strings": [ "..." ],      every function, file and module name of the
+ *                                frames, once each (in order of first use);
+ *     "frames": [ entry... ],    every distinct frame, once (in order of first use):
+ *        entry = [kind, function, file, line, module, offset, pc, locals]
+ *          kind      0 native, 1 python;
+ *          function, file, module: an index into "strings", or null;
+ *          line      the source line, 0 when unknown;
+ *          offset, pc: integers (pc relative to the module's load bias, and the
+ *                    absolute pc), or "0x.." text when beyond 2^53;
+ *          locals    null, or {name: value} as a /1 frame's "locals";
  *     "processes": [ { "pid", "ppid", "host", "rank", "local_rank", "world_size",
  *                      "cmdline": [...], "env": {allowed names only}, "exe", "cwd",
  *                      "state", "start_ticks", "age_s", "cpu_ms_first", "cpu_ms",
@@ -19,22 +30,38 @@
  *                                     "stack_error", "polled_path", "wait", "wait_op",
  *                                     "peer", "wait_frame" (these three and "wait"
  *                                     are classify's; a snapshot has them null),
- *                                     "frames": [frame...] | null, "unmerged",
- *                                     "python_frames": [frame...] | null } ] } ],
+ *                                     "frames": [index into "frames"...] | null,
+ *                                     "unmerged",
+ *                                     "python_frames": [index...] | null } ] } ],
  *     "locks": [ { "path", "kind", "state", "exists", "mtime", "holder_pid",
- *                  "created_by": {"pid","rank","alive","at"} | null, "source",
- *                  "waiters": [ {"pid","tid","rank","since","how"} ] } ],
+ *                  "holder_host", "created_by": {"pid","rank","alive","at"} | null,
+ *                  "source",
+ *                  "waiters": [ {"pid","tid","rank","since","how","host"} ] } ],
  *     "notes": [ "..." ] }
- *   frame = { "kind", "function", "file", "line", "module", "offset": "0x..",
- *             "pc": "0x..", "locals": {name: value} | null }
  *   A local is a JSON null, bool, number or string; an object of another type
  *   is {"type": name}; an int beyond ±2^53 is {"int": "decimal"}; a float that
  *   a JSON number would not give back exactly (integral, inf, nan) is
  *   {"float": "repr"}. Native frames keep module and offset, with the symbols
  *   already resolved on the node that took the snapshot.
  *
+ * Why tables: the ranks of a host run the same code, so their stacks repeat
+ * the same frames, and a frame object repeats its names. An 8-rank host of 10
+ * threads × 40 frames each takes ~13 KB as /2 against ~650 KB as /1, and
+ * loads without a string copy per frame (analyze of 8192 ranks: BENCHMARKS.md).
+ *
+ * hangdx.snapshot/1 is the same object without "strings" and "frames", with
+ * each thread's "frames" and "python_frames" as arrays of frame objects:
+ *   frame = { "kind", "function", "file", "line", "module", "offset": "0x..",
+ *             "pc": "0x..", "locals": {name: value} | null }
+ * and without "holder_host" and waiters' "host" (the snapshot's own host).
+ * Reports (hangdx.report/1) write their processes' frames as these objects.
+ *
+ * Frames read by the loader are pooled (evidence.h, hdx_frame.pooled): their
+ * strings and locals are interned in the evidence's pool, one copy per input.
+ *
  * Evidence → JSON → evidence → JSON gives the same JSON. Environment variables
  * outside HDX_TRACE_ENV_NAMES are never written, and are dropped on reading.
+ * A holder or waiter with no host is written with the evidence's host.
  */
 #ifndef HDX_SNAPSHOT_H
 #define HDX_SNAPSHOT_H
@@ -53,7 +80,7 @@ struct cJSON;
 /* What a JSON text is, from its "schema". */
 enum hdx_snapshot_kind {
     HDX_INPUT_NOT_JSON = 0,  /* not a JSON object with a "schema" string */
-    HDX_INPUT_SNAPSHOT,      /* hangdx.snapshot/1 */
+    HDX_INPUT_SNAPSHOT,      /* hangdx.snapshot/2 or /1 */
     HDX_INPUT_REPORT,        /* hangdx.report/1 */
     HDX_INPUT_OTHER_SCHEMA,  /* a JSON object with another or no "schema" in its first 4 KiB */
 };
@@ -68,7 +95,7 @@ struct cJSON *hdx_snapshot_process_json(const hdx_process *p);
 struct cJSON *hdx_snapshot_lock_json(const hdx_lock *l);
 
 /*
- * The whole of ev as a hangdx.snapshot/1 object. The caller frees it with
+ * The whole of ev as a hangdx.snapshot/2 object. The caller frees it with
  * cJSON_Delete. NULL (errno ENOMEM) on failure.
  */
 struct cJSON *hdx_snapshot_json(const hdx_evidence *ev);
@@ -89,7 +116,7 @@ int hdx_snapshot_write(const hdx_evidence *ev, const char *path);
 enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path);
 
 /*
- * Parse a hangdx.snapshot/1 or hangdx.report/1 object held in root and merge
+ * Parse a hangdx.snapshot/2 or /1, or a hangdx.report/1 object held in root, and merge
  * it into ev (hdx_snapshot_merge). `name` names the input in messages (a file
  * name). On error ev is left as it was, and *err (when err is not NULL) gets
  * a heap message for a person naming the input, which the caller frees.

@@ -724,8 +724,8 @@ static int emit_lock(const hdx_trace_set *set, pstate *s, hdx_evidence *ev)
 static int add_process(const hdx_trace_set *set, size_t i, hdx_evidence *ev)
 {
     const hdx_trace_image *img = &set->images[i];
-    if (hdx_evidence_find_process(ev, img->pid))
-        return 0; /* live inspection already read it */
+    if (hdx_evidence_find_process_on(ev, img->host, img->pid))
+        return 0; /* live inspection already read it (pids repeat across hosts: this host's) */
     int alive = image_alive(set, i, ev);
     hdx_process *p = hdx_evidence_add_process(ev);
     if (!p)

@@ -7,7 +7,8 @@
 #define HANGDX_REPORT_H
 
 #define HDX_REPORT_SCHEMA "hangdx.report/1"
-#define HDX_SNAPSHOT_SCHEMA "hangdx.snapshot/1"
+#define HDX_SNAPSHOT_SCHEMA "hangdx.snapshot/2"    /* what hangdx snapshot writes (inspector/snapshot.h) */
+#define HDX_SNAPSHOT_SCHEMA_V1 "hangdx.snapshot/1" /* the earlier format, still read */
 
 /* Exit codes of every hangdx command (design.md, "Exit status"). */
 #define HDX_EXIT_OK 0       /* a report was produced, whatever the verdict */

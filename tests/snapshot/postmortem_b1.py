@@ -37,7 +37,7 @@ def body(sc):
     check(os.path.exists(snap), "snapshot -o wrote the file")
     with open(snap) as f:
         doc = json.load(f)
-    check(doc.get("schema") == "hangdx.snapshot/1", "schema hangdx.snapshot/1", doc.get("schema"))
+    check(doc.get("schema") == "hangdx.snapshot/2", "schema hangdx.snapshot/2", doc.get("schema"))
     check(any(p.get("pid") == pid for p in doc.get("processes") or []), f"the snapshot holds process {pid}")
     envs = [set((p.get("env") or {}).keys()) for p in doc.get("processes") or []]
     check(all(e <= {"TORCH_EXTENSIONS_DIR", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",

@@ -330,11 +330,15 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
         CHECK(l->has_creator == m->has_creator && l->creator_pid == m->creator_pid);
         CHECK(l->creator_rank == m->creator_rank && l->creator_alive == m->creator_alive);
         CHECK(l->created_ns == m->created_ns && streq(l->source, m->source));
+        /* A holder or waiter without a host is the snapshot's host's. */
+        CHECK(l->holder_pid == HDX_UNKNOWN ||
+              streq(l->holder_host ? l->holder_host : a->host, m->holder_host ? m->holder_host : b->host));
         CHECK(l->n_waiters == m->n_waiters);
         for (size_t k = 0; k < l->n_waiters && k < m->n_waiters; k++) {
             const hdx_waiter *w = &l->waiters[k], *x = &m->waiters[k];
             CHECK(w->pid == x->pid && w->tid == x->tid && w->rank == x->rank);
             CHECK(w->since_ns == x->since_ns && streq(w->how, x->how));
+            CHECK(streq(w->host ? w->host : a->host, x->host ? x->host : b->host));
         }
     }
     CHECK(a->n_notes == b->n_notes);
@@ -367,11 +371,12 @@ static void test_round_trip(void)
     CHECK(s1 != NULL);
     if (!s1)
         return;
-    CHECK(strstr(s1, "\"schema\":\t\"hangdx.snapshot/1\""));
+    CHECK(strstr(s1, "\"schema\":\t\"hangdx.snapshot/2\""));
     CHECK(!strstr(s1, "secret") && !strstr(s1, "SECRET") && !strstr(s1, "HOME"));
     CHECK(strstr(s1, "\"TORCH_EXTENSIONS_DIR\""));
     CHECK(strstr(s1, "2025-11-29T18:40:27.123456789Z")); /* ns kept */
-    CHECK(strstr(s1, "\"offset\":\t\"0xcf503\""));
+    CHECK(strstr(s1, ", 849155, ")); /* offset 0xcf503 in the frames table, a number */
+    CHECK(!strstr(s1, "\"offset\"") && strstr(s1, "\"strings\":\t[")); /* no frame objects in /2 */
     CHECK(strstr(s1, "\"big\":\t{\n") && strstr(s1, "\"9223372036854775807\""));
 
     int rc;
@@ -428,8 +433,38 @@ static void expect_error(const char *text, int want_rc, const char *w1, const ch
 
 static void test_bad_inputs(void)
 {
-    expect_error("{\"schema\":\"hangdx.snapshot/2\",\"processes\":[]}", -EPROTONOSUPPORT, "hangdx.snapshot/2",
+    expect_error("{\"schema\":\"hangdx.snapshot/3\",\"processes\":[]}", -EPROTONOSUPPORT, "hangdx.snapshot/3",
                  "not supported");
+    /* hangdx.snapshot/2's tables: every index in range, every entry well formed. */
+#define V2(tables, threads)                                                                                        \
+    "{\"schema\":\"hangdx.snapshot/2\",\"host\":\"h\"," tables ",\"processes\":[{\"pid\":1,\"threads\":[" threads "]}]}"
+    expect_error(V2("\"strings\":[\"f\"],\"frames\":[[0,0,null,0,null,0,0,null]]", "{\"frames\":[1]}"), -EBADMSG,
+                 "frames[0] should be an index into \"frames\" (0 to 0)", "threads[0]");
+    expect_error(V2("\"strings\":[\"f\"],\"frames\":[[0,0,null,0,null,0,0,null]]", "{\"frames\":[\"0\"]}"), -EBADMSG,
+                 "index into \"frames\"", NULL);
+    expect_error(V2("\"strings\":[\"f\"],\"frames\":[[0,3,null,0,null,0,0,null]]", "{\"frames\":[0]}"), -EBADMSG,
+                 "frames[0]", "function should be an index into \"strings\" (0 to 0)");
+    expect_error(V2("\"strings\":[\"f\"],\"frames\":[[2,0,null,0,null,0,0,null]]", "{\"frames\":[0]}"), -EBADMSG,
+                 "kind should be 0 (native) or 1 (python)", NULL);
+    expect_error(V2("\"strings\":[\"f\"],\"frames\":[[0,0,null,0,null,0,0]]", "{\"frames\":[0]}"), -EBADMSG,
+                 "[kind, function, file, line, module, offset, pc, locals]", NULL);
+    expect_error(V2("\"strings\":[\"f\"],\"frames\":[[1,0,0,-4,null,0,0,null]]", "{\"frames\":[0]}"), -EBADMSG,
+                 "line should be an integer", NULL);
+    expect_error(V2("\"strings\":[\"f\"],\"frames\":[[0,0,null,0,null,\"12\",0,null]]", "{\"frames\":[0]}"),
+                 -EBADMSG, "\"offset\" should be a hex string", NULL);
+    expect_error(V2("\"strings\":[\"f\"],\"frames\":[[1,0,0,3,null,0,0,[1]]]", "{\"frames\":[0]}"), -EBADMSG,
+                 "locals should be an object or null", NULL);
+    expect_error(V2("\"strings\":[7],\"frames\":[]", "{\"frames\":[]}"), -EBADMSG, "strings[0] should be a string",
+                 NULL);
+    expect_error(V2("\"strings\":{},\"frames\":[]", "{\"frames\":[]}"), -EBADMSG, "\"strings\" should be an array",
+                 NULL);
+    expect_error(V2("\"strings\":[],\"frames\":[]", "{\"frames\":[0]}"), -EBADMSG, "index into \"frames\"", NULL);
+    /* A /1 frame object in a /2 snapshot, and a /2 index in a /1 one. */
+    expect_error(V2("\"strings\":[],\"frames\":[]", "{\"frames\":[{\"kind\":\"native\"}]}"), -EBADMSG,
+                 "index into \"frames\"", NULL);
+    expect_error("{\"schema\":\"hangdx.snapshot/1\",\"processes\":[{\"threads\":[{\"frames\":[0]}]}]}", -EBADMSG,
+                 "a frame should be an object", NULL);
+#undef V2
     expect_error("{\"schema\":\"hangdx.trace/1\"}", -EPROTONOSUPPORT, "hangdx.trace/1", "hangdx.snapshot/1");
     expect_error("{\"processes\":[]}", -EBADMSG, "no \"schema\"", NULL);
     expect_error("[1,2]", -EBADMSG, "not a JSON object", NULL);
@@ -692,10 +727,10 @@ static void test_model_unchanged(void)
     } sizes[] = {
         /* hdx_evidence: 88 + the job-log facts and rank summaries (32), which snapshots do not
          * carry: logs are an input of analyze, read again each time (evidence.h). */
-        {"hdx_evidence", sizeof(hdx_evidence), 120}, {"hdx_process", sizeof(hdx_process), 192},
+        {"hdx_evidence", sizeof(hdx_evidence), 136}, {"hdx_process", sizeof(hdx_process), 192},
         {"hdx_thread", sizeof(hdx_thread), 184},     {"hdx_frame", sizeof(hdx_frame), 72},
-        {"hdx_local", sizeof(hdx_local), 40},        {"hdx_lock", sizeof(hdx_lock), 88},
-        {"hdx_waiter", sizeof(hdx_waiter), 32},
+        {"hdx_local", sizeof(hdx_local), 40},        {"hdx_lock", sizeof(hdx_lock), 104},
+        {"hdx_waiter", sizeof(hdx_waiter), 40},
     };
     if (sizeof(void *) != 8)
         return; /* the sizes below are LP64's */
@@ -709,12 +744,72 @@ static void test_model_unchanged(void)
     }
 }
 
+/* The verdict of ev: class and culprit ranks as text. */
+static void verdict_of(hdx_evidence *ev, char *buf, size_t size)
+{
+    hdx_verdict v;
+    memset(&v, 0, sizeof v);
+    CHECK(hdx_classify(ev, &v) == 0);
+    size_t used = (size_t)snprintf(buf, size, "%s", hdx_class_name(v.cls));
+    for (size_t i = 0; i < v.n_culprit_ranks && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, " %d", v.culprit_ranks[i]);
+    hdx_verdict_clear(&v);
+}
+
+/* Real snapshots and reports in hangdx.snapshot/1 (saved files, as users have them):
+ * read, written as /2, read back: the same evidence and the same verdict, and a /2 file
+ * a fraction of the /1 one's size. */
+static void test_v1_to_v2(void)
+{
+    static const char *const files[] = {
+        "scripts/bench-data/gloo_collective_skip.snapshot.json", /* `hangdx snapshot` of a real gloo hang */
+        "tests/fixtures/evidence/gloo_collective_skip.json",     /* `hangdx inspect --json` reports */
+        "tests/fixtures/evidence/gloo_both_recv.json",
+        "tests/fixtures/evidence/gloo_lock_behind_barrier.json",
+        "tests/fixtures/evidence/gloo_rendezvous_missing.json",
+        "tests/fixtures/nccl/nccl_allreduce_rank_missing.json",  /* /1 snapshots written by hand */
+        "tests/fixtures/nccl/nccl_barrier_sync_rank_in_checkpoint.json",
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[1024], *err = NULL, want[256], got[256];
+        snprintf(path, sizeof path, "%s/%s", HDX_SOURCE_DIR, files[i]);
+        hdx_evidence *v1 = hdx_evidence_new(), *v2 = hdx_evidence_new();
+        v1->taken_ns = v2->taken_ns = HDX_UNKNOWN;
+        v1->build_timeout_s = v2->build_timeout_s = 0;
+        int rc = hdx_snapshot_load(path, v1, &err);
+        CHECK(rc == 0);
+        if (rc) {
+            fprintf(stderr, "%s: %s\n", files[i], err);
+            free(err);
+            hdx_evidence_free(v1);
+            hdx_evidence_free(v2);
+            continue;
+        }
+        char *text = to_text(v1);
+        CHECK(text && strstr(text, "hangdx.snapshot/2"));
+        rc = text ? hdx_snapshot_load_text(text, strlen(text), "v2.json", v2, &err) : -ENOMEM;
+        CHECK(rc == 0);
+        if (rc)
+            fprintf(stderr, "%s as /2: %s\n", files[i], err ? err : "?");
+        check_same(v1, v2);
+        verdict_of(v1, want, sizeof want);
+        verdict_of(v2, got, sizeof got);
+        CHECK(!strcmp(want, got));
+        printf("%s: /1 and /2 say %s\n", files[i], got);
+        free(text);
+        free(err);
+        hdx_evidence_free(v1);
+        hdx_evidence_free(v2);
+    }
+}
+
 int main(void)
 {
     test_model_unchanged();
     test_time();
     test_round_trip();
     test_bad_inputs();
+    test_v1_to_v2();
     test_multi_host();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
