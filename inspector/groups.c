@@ -6,20 +6,12 @@
 #include <string.h>
 
 #include "util.h"
-
-static int is_background_wait(const char *w)
-{
-    static const char *const bg[] = {"sleep", "futex", "io", "running"};
-    for (size_t i = 0; i < sizeof bg / sizeof bg[0]; i++)
-        if (!strcmp(w, bg[i]))
-            return 1;
-    return 0;
-}
+#include "waits.h"
 
 const hdx_thread *hdx_key_thread(const hdx_process *p)
 {
     for (size_t i = 0; i < p->n_threads; i++)
-        if (p->threads[i].wait && !is_background_wait(p->threads[i].wait))
+        if (p->threads[i].wait && !hdx_wait_is_background(p->threads[i].wait))
             return &p->threads[i];
     return p->n_threads ? &p->threads[0] : NULL;
 }

@@ -30,8 +30,8 @@ typedef struct hdx_group {
  * equal stacks give equal hashes. */
 uint64_t hdx_stack_hash(const hdx_thread *t);
 
-/* The key thread of p: its first thread whose wait label is set and is not
- * "sleep"/"futex"/"io"/"running", else its main thread; NULL without threads. */
+/* The key thread of p: its first thread whose wait label is set and is not a
+ * background one (hdx_wait_is_background), else its main thread; NULL without threads. */
 const hdx_thread *hdx_key_thread(const hdx_process *p);
 
 /*

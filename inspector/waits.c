@@ -24,6 +24,19 @@ static const struct signature {
     const char *op;
     const char *peer;
 } signatures[] = {
+    /* Service threads that every NCCL/c10d rank has, hung or not (seen on torch 2.11 with
+     * NCCL 2.28: pt_nccl_watchdg, pt_nccl_heartbt, pt_tcpstore_uv; the older names from
+     * torch 1.13–2.5). First, so that the ProcessGroupNCCL row below never takes them. */
+    {HDX_FRAME_NATIVE, "ProcessGroupNCCL::Watchdog::run", NULL, HDX_WAIT_SERVICE, "NCCL watchdog", NULL},
+    {HDX_FRAME_NATIVE, "ProcessGroupNCCL::ncclCommWatchdog", NULL, HDX_WAIT_SERVICE, "NCCL watchdog", NULL},
+    {HDX_FRAME_NATIVE, "ProcessGroupNCCL::workCleanupLoop", NULL, HDX_WAIT_SERVICE, "NCCL watchdog", NULL},
+    {HDX_FRAME_NATIVE, "ProcessGroupNCCL::HeartbeatMonitor::run", NULL, HDX_WAIT_SERVICE, "NCCL heartbeat monitor", NULL},
+    {HDX_FRAME_NATIVE, "ProcessGroupNCCL::heartbeatMonitor", NULL, HDX_WAIT_SERVICE, "NCCL heartbeat monitor", NULL},
+    {HDX_FRAME_NATIVE, "ncclProxyService", NULL, HDX_WAIT_SERVICE, "NCCL proxy", NULL},
+    {HDX_FRAME_NATIVE, "ncclProxyProgress", NULL, HDX_WAIT_SERVICE, "NCCL proxy", NULL},
+    {HDX_FRAME_NATIVE, "c10d::detail::LibUVStoreDaemon::run", NULL, HDX_WAIT_SERVICE, "TCPStore server", NULL},
+    {HDX_FRAME_NATIVE, "c10d::detail::TCPStoreMasterDaemon::run", NULL, HDX_WAIT_SERVICE, "TCPStore server", NULL},
+
     /* Build locks: a FileBaton waiter polls forever. */
     {HDX_FRAME_PYTHON, "FileBaton.wait", "torch/utils/file_baton.py", HDX_WAIT_BUILD_LOCK, "FileBaton.wait", NULL},
 
@@ -117,6 +130,15 @@ static const struct {
     {"accept", 0, "io"},
     {"accept4", 0, "io"},
 };
+
+int hdx_wait_is_background(const char *wait)
+{
+    static const char *const bg[] = {HDX_WAIT_SERVICE, "sleep", "futex", "io", "running"};
+    for (size_t i = 0; i < sizeof bg / sizeof bg[0]; i++)
+        if (!strcmp(wait, bg[i]))
+            return 1;
+    return 0;
+}
 
 int hdx_wait_is_p2p(const char *wait)
 {

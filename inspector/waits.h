@@ -15,6 +15,9 @@
 #define HDX_WAIT_P2P_SEND "p2p_send"
 #define HDX_WAIT_P2P_RECV "p2p_recv"
 #define HDX_WAIT_P2P "p2p" /* a pipeline exchange whose direction is unknown */
+/* A thread every rank has, hung or not: NCCL's watchdog and heartbeat monitor, NCCL's
+ * proxy, the TCPStore server. wait_op says which. */
+#define HDX_WAIT_SERVICE "service"
 
 /*
  * Set t->wait, t->wait_op, t->wait_peer and t->wait_frame from the first
@@ -26,6 +29,10 @@
  * matches. Returns 0 or -ENOMEM.
  */
 int hdx_wait_classify(hdx_thread *t);
+
+/* 1 for the labels of a thread that tells nothing about the hang by itself: a service
+ * thread, "sleep", "futex", "io", "running". wait must not be NULL. */
+int hdx_wait_is_background(const char *wait);
 
 /* 1 for the p2p wait labels. */
 int hdx_wait_is_p2p(const char *wait);
