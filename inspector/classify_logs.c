@@ -14,6 +14,7 @@
  *  6. a user pattern's class; torch elastic's failures; otherwise unknown.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,17 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
                                  "configuration error: TPxPPxDP cannot equal the world size: world size %lld is not "
                                  "divisible by tensor-parallel size %lld x pipeline-parallel size %lld = %lld (%s:%ld)",
                                  w, tp, pp, tp * pp, f->file, f->line))
+                return -ENOMEM;
+        } else if (is(f, "config_duplicate_gpu")) {
+            long long other = hdx_log_fact_int(f, "other_rank", HDX_UNKNOWN);
+            if (other >= 0 && other <= INT_MAX && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, (int)other))
+                return -ENOMEM;
+            if (hdx_cls_set_text(&v->summary,
+                                 "configuration error: ranks %s and %s of one NCCL communicator are both on CUDA device "
+                                 "(bus id) %s; NCCL refuses them at communicator init, and ranks that got past it wait "
+                                 "for them (%s:%ld)",
+                                 hdx_log_fact_field(f, "rank"), hdx_log_fact_field(f, "other_rank"),
+                                 hdx_log_fact_field(f, "device"), f->file, f->line))
                 return -ENOMEM;
         } else {
             const char *la = hdx_log_fact_field(f, "value_a_label"), *lb = hdx_log_fact_field(f, "value_b_label");
