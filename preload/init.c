@@ -149,8 +149,11 @@ static int open_trace_file(void)
         syscall(SYS_close, dfd);
         return -1;
     }
+    /* O_NONBLOCK: a FIFO at that name would block the open until a reader came
+     * (then refused below as no regular file); it changes nothing for a file. */
     int fd = (int)syscall(SYS_openat, dfd, trace_name,
-                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                          0600);
     syscall(SYS_close, dfd);
     if (fd < 0)
         return -1;

@@ -468,6 +468,22 @@ def case_perms(stress, helper, tmp):
         mode = os.stat(files[0]).st_mode & 0o7777
         check(mode == 0o600, f"umask {um:o}: trace file mode {oct(mode)}, not 0600")
     print("trace files 0600 under umask 022, 277, 000; errno 0 at main()")
+    # a FIFO where the trace file goes (the same pid after exec): the shim must not wait for
+    # a reader, nor write into it
+    fifo_dir = os.path.join(tmp, "fifo")
+    os.mkdir(fifo_dir)
+    env = env_with(None)
+    env.update(D=fifo_dir, SHIM=SHIM, STRESS=stress, HANGDX_TRACE_DIR=fifo_dir)
+    p = subprocess.Popen(["/bin/sh", "-c", 'mkfifo "$D/$(uname -n)-$$.jsonl" && '
+                          'LD_PRELOAD="$SHIM" exec "$STRESS" errno'], env=env,
+                         stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        out = p.communicate(timeout=BOUND)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        fail(f"deadlock: the shim waits on a FIFO at its trace file's name ({BOUND} s)")
+    check(out == b"errno at main 0\n", f"with a FIFO as trace file: {out}")
+    print("a FIFO at the trace file's name: not opened for good, the program unchanged")
     if os.geteuid() != 0:
         skip("needs root to give a directory to another user")
     other = os.path.join(tmp, "other")
