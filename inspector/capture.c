@@ -128,7 +128,8 @@ static int take_stacks(hdx_evidence *ev, size_t from)
 
 /*
  * Inside a Slurm step (SLURM_JOB_ID in hangdx's own environment, as srun sets
- * it), --all takes only that job's processes, and neither hangdx's own step
+ * it), --all takes only that job's processes (of its SLURM_CLUSTER_NAME too,
+ * where both have one), and neither hangdx's own step
  * nor the step of the hangdx that started this collection (HANGDX_SLURM_COLLECTOR,
  * "JOBID.STEPID"): their tasks carry the job's rank variables but are no ranks.
  * skip has room for 2 step ids.
@@ -140,6 +141,7 @@ static void slurm_filter(hdx_evidence *ev, hdx_rank_filter *f, const char **skip
     if (!job || !*job)
         return;
     f->slurm_job_id = job;
+    f->slurm_cluster = getenv("SLURM_CLUSTER_NAME");
     f->skip_steps = skip;
     if (step && *step)
         skip[f->n_skip_steps++] = step;

@@ -668,6 +668,9 @@ static int passes_filter(const char *buf, size_t len, const hdx_rank_filter *f)
     const char *job = environ_value(buf, len, "SLURM_JOB_ID");
     if (!job || strcmp(job, f->slurm_job_id) != 0)
         return 0;
+    const char *cluster = environ_value(buf, len, "SLURM_CLUSTER_NAME");
+    if (f->slurm_cluster && cluster && strcmp(cluster, f->slurm_cluster) != 0)
+        return 0;
     const char *step = environ_value(buf, len, "SLURM_STEP_ID");
     for (size_t i = 0; step && i < f->n_skip_steps; i++)
         if (f->skip_steps[i] && !strcmp(step, f->skip_steps[i]))

@@ -82,6 +82,7 @@ int hdx_proc_find_ranks(int **pids, size_t *n);
 /* Which rank processes hdx_proc_find_ranks_filtered() keeps. */
 typedef struct hdx_rank_filter {
     const char *slurm_job_id;      /* only processes whose SLURM_JOB_ID is this (NULL: any) */
+    const char *slurm_cluster;     /* and, when both have one, whose SLURM_CLUSTER_NAME is this */
     const char *const *skip_steps; /* SLURM_STEP_ID values (of that job) to leave out: the */
     size_t n_skip_steps;           /* steps that collect, which carry the job's rank variables */
 } hdx_rank_filter;
@@ -90,7 +91,9 @@ typedef struct hdx_rank_filter {
  * hdx_proc_find_ranks(), keeping only the processes that pass f (NULL: all):
  * with f->slurm_job_id, those whose environment has SLURM_JOB_ID equal to it
  * and a SLURM_STEP_ID that is none of f->skip_steps (processes of the job
- * without SLURM_STEP_ID, such as a batch script's, are kept). Environments
+ * without SLURM_STEP_ID, such as a batch script's, are kept); with
+ * f->slurm_cluster, a process whose SLURM_CLUSTER_NAME differs is another
+ * cluster's job of the same number (two clusters may share a host). Environments
  * are read from /proc/PID/environ (readable as the same user or root); an
  * unreadable one is left out. *pids is a heap array the caller frees.
  * 0 or a negative errno.

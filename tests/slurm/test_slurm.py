@@ -114,7 +114,8 @@ def main():
     outsider = None
     port, port_fd = launch.reserve_port()
     try:
-        subprocess.run([CLUSTER, "start", cdir], check=True, timeout=90)
+        # With this process as owner: should it be killed (a ctest timeout), a watchdog stops the cluster.
+        subprocess.run([CLUSTER, "start", cdir, str(os.getpid())], check=True, timeout=90)
         print(f"cluster up after {time.monotonic() - t0:.0f} s", flush=True)
 
         # Job J: 3 tasks, each rank SLURM_PROCID of collective_skip (-O: 3 tasks on fewer CPUs).
@@ -127,7 +128,7 @@ def main():
         q, other = start_job(["-n", "2", "-O", "-J", "hdx-other", "sleep", "600"], job_env,
                              os.path.join(tmp, "other.log"))
         started.append(q)
-        outsider = subprocess.Popen(["sleep", "600"], env=dict(env, RANK="1", WORLD_SIZE="3", LOCAL_RANK="1"),
+        outsider = subprocess.Popen(["sleep", "600"], env=dict(job_env, RANK="1", WORLD_SIZE="3", LOCAL_RANK="1"),
                                     start_new_session=True)
         print(f"job {job} (the hang) and job {other} started", flush=True)
 
