@@ -16,7 +16,7 @@
  *   shim_stress signals DIR N        a 200 us SIGALRM whose handler opens,
  *                                    stats, flocks, unlinks, while 3 threads
  *                                    do the same N times
- *   shim_stress fill DIR             60 locks; "phase 1" on stdout; waits (30 s at
+ *   shim_stress fill DIR N           N locks; "phase 1" on stdout; waits (30 s at
  *                                    most) for DIR/go; 20 more locks
  *   shim_stress child DIR I          one exec'd child of forkexec
  *   shim_stress errno                errno at main() (C: 0)
@@ -606,9 +606,9 @@ static int lock_series(const char *prefix, int n)
 
 /* Two series of events with a pause between, for a trace directory that is
  * full during the first and has room again in the second. */
-static int mode_fill(void)
+static int mode_fill(int n)
 {
-    int errors = lock_series("phase1", 60);
+    int errors = lock_series("phase1", n);
     printf("phase 1, errors %d\n", errors);
     fflush(stdout);
     struct stat st;
@@ -652,7 +652,7 @@ int main(int argc, char **argv)
     if (!strcmp(m, "signals"))
         return mode_signals(a3 ? a3 : 3000);
     if (!strcmp(m, "fill"))
-        return mode_fill();
+        return mode_fill(a3 ? a3 : 60);
     if (!strcmp(m, "child"))
         return mode_child(a3);
     return 64;

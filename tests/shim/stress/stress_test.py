@@ -378,7 +378,8 @@ def case_tracedir(stress, helper, tmp):
         mounts.append(ro)
         subprocess.run(["mount", "-o", "remount,ro", ro], check=True)
         check(not os.access(ro, os.W_OK), "the read-only mount is writable")
-        mount_tmpfs(full, "size=16k,mode=0700")
+        page = os.sysconf("SC_PAGE_SIZE")
+        mount_tmpfs(full, f"size={4 * page},mode=0700")  # 16k with 4k pages
         mounts.append(full)
         foreign = os.path.join(tmp, "foreign")
         os.mkdir(foreign)
@@ -402,7 +403,7 @@ def case_tracedir(stress, helper, tmp):
         check(os.listdir(ro) == [] and os.listdir(foreign) == [],
               f"files written: {os.listdir(ro)} {os.listdir(foreign)}")
         vfs = os.statvfs(full)
-        check(vfs.f_bavail == 0, f"the 16k tmpfs is not full ({vfs.f_bavail} blocks free): "
+        check(vfs.f_bavail == 0, f"the small tmpfs is not full ({vfs.f_bavail} blocks free): "
               "the case did not test a full disk")
         traces = read_traces(full, torn_ok=True)
         n = len(glob.glob(os.path.join(full, "*.jsonl")))
@@ -412,16 +413,17 @@ def case_tracedir(stress, helper, tmp):
         # full, then room again: after its first failed or short write the shim stays quiet,
         # so a torn line is never followed by whole ones
         full2 = os.path.join(tmp, "full2")
-        mount_tmpfs(full2, "size=16k,mode=0700")
+        mount_tmpfs(full2, f"size={4 * page},mode=0700")
         mounts.append(full2)
         filler = os.path.join(full2, "filler")
         with open(filler, "wb") as f:
-            f.write(b"x" * 12288)  # 3 of the 4 pages: the trace gets one
+            f.write(b"x" * 3 * page)  # 3 of the 4 pages: the trace gets one
         res = []
         for label, trace in (("without the shim", None), ("with the shim", full2)):
             w = os.path.join(tmp, "fill-" + label.split()[0])
             os.mkdir(w)
-            p = subprocess.Popen([stress, "fill", w], stdout=subprocess.PIPE,
+            p = subprocess.Popen([stress, "fill", w, str(60 * page // 4096)],
+                                 stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, env=env_with(trace),
                                  start_new_session=True)
             first = p.stdout.readline()
@@ -437,7 +439,7 @@ def case_tracedir(stress, helper, tmp):
         same("fill (full, then room again)", res[0], res[1])
         check(res[0].out == b"phase 1, errors 0\nphase 2, go, errors 0\n", f"fill: {res[0].out}")
         files = glob.glob(os.path.join(full2, "*.jsonl"))
-        check(len(files) == 1 and os.path.getsize(files[0]) == 4096,
+        check(len(files) == 1 and os.path.getsize(files[0]) == page,
               f"fill: trace files {[(f, os.path.getsize(f)) for f in files]}: not one full page")
         with open(files[0], "rb") as f:
             data = f.read()
