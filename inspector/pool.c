@@ -2,6 +2,7 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,17 @@ hdx_pool *hdx_pool_new(void)
     return calloc(1, sizeof(hdx_pool));
 }
 
+static atomic_ulong epoch;
+
+unsigned long hdx_pool_epoch(void)
+{
+    return atomic_load_explicit(&epoch, memory_order_acquire);
+}
+
 static void free_blocks(struct block *b)
 {
+    if (b)
+        atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
     while (b) {
         struct block *next = b->next;
         free(b);
@@ -199,11 +209,13 @@ void hdx_pool_reset(hdx_pool *pool)
             continue;
         }
         *link = b->next;
+        atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
         free(b);
     }
     if (keep) {
         keep->next = NULL;
-        keep->used = 0;
+        keep->used = 0; /* reused: what it held is gone */
+        atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
     }
     pool->total = keep ? keep->size : 0;
     if (pool->slots)

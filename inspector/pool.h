@@ -38,6 +38,10 @@ void hdx_pool_absorb(hdx_pool *dst, hdx_pool *src);
  * block for what comes next (a parser's scratch memory, reused per input). */
 void hdx_pool_reset(hdx_pool *pool);
 
+/* A count that changes whenever any pool in the process releases memory (free, reset):
+ * a cache keyed by pooled pointers stays right while it reads the same count. */
+unsigned long hdx_pool_epoch(void);
+
 /* Bytes the pool holds (its blocks), for measurements. */
 size_t hdx_pool_size(const hdx_pool *pool);
 

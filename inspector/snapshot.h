@@ -139,6 +139,23 @@ int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_e
 int hdx_snapshot_load(const char *path, hdx_evidence *ev, char **err);
 
 /*
+ * Load many snapshot or report files at once, each into an evidence of its own, on up
+ * to `threads` threads (the merge stays the caller's, in its order):
+ *  - hdx_snapshot_batch_start: starts the threads on paths[0..n) (borrowed: they must
+ *    outlive the batch). NULL with errno ENOMEM. Fewer threads than asked (none at all
+ *    included) only makes take() load in the caller's thread.
+ *  - hdx_snapshot_batch_take: waits for file i and gives its evidence (*out, the
+ *    caller's to merge or free), or its error as hdx_snapshot_load would (*err, a heap
+ *    message the caller frees). Each file is taken once.
+ *  - hdx_snapshot_batch_free: stops the threads (files not started are never loaded),
+ *    and frees what was not taken. Accepts NULL.
+ */
+typedef struct hdx_snapshot_batch hdx_snapshot_batch;
+hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, size_t n, int threads);
+int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_evidence **out, char **err);
+void hdx_snapshot_batch_free(hdx_snapshot_batch *b);
+
+/*
  * Move everything of src into dst, and leave src empty (free it with
  * hdx_evidence_free). The merge is associative:
  *  - processes are appended. The same rank in two processes of different

@@ -1,9 +1,11 @@
 #include "waits.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h" /* hdx_pool_epoch */
 #include "proc.h" /* hdx_syscall_name: a table, no I/O */
 
 /*
@@ -206,20 +208,69 @@ static int set(hdx_thread *t, const char *wait, const char *op, int peer, long f
     return !t->wait || (op && !t->wait_op) ? -ENOMEM : 0;
 }
 
+/*
+ * The first signature (table order) a frame matches, or -1. Frames loaded from snapshots
+ * are pooled: their names are shared pointers, and the 3.3 M frames of an 8192-rank job
+ * hold a few thousand distinct (kind, function, file), so the answer is kept per pointer
+ * pair in a small direct-mapped cache. Pooled memory is only reused after a pool released
+ * some (hdx_pool_epoch changes), and then the cache is emptied.
+ */
+#define MEMO_SLOTS 4096
+static _Thread_local struct memo {
+    const char *function, *file;
+    int kind, sig;
+} memo[MEMO_SLOTS];
+static _Thread_local unsigned long memo_epoch;
+
+static int first_signature(const hdx_frame *f)
+{
+    const size_t n = sizeof signatures / sizeof signatures[0];
+    struct memo *m = NULL;
+    if (f->pooled && f->function) {
+        unsigned long e = hdx_pool_epoch();
+        if (e != memo_epoch) {
+            memset(memo, 0, sizeof memo);
+            memo_epoch = e;
+        }
+        uintptr_t h = ((uintptr_t)f->function >> 4) * 0x9E3779B97F4A7C15ULL ^ ((uintptr_t)f->file >> 4) ^ (uintptr_t)f->kind;
+        m = &memo[(h >> 20) & (MEMO_SLOTS - 1)];
+        if (m->function == f->function && m->file == f->file && m->kind == (int)f->kind)
+            return m->sig;
+    }
+    int sig = -1;
+    for (size_t s = 0; s < n && sig < 0; s++)
+        if (matches(&signatures[s], f))
+            sig = (int)s;
+    if (m) {
+        m->function = f->function;
+        m->file = f->file;
+        m->kind = (int)f->kind;
+        m->sig = sig;
+    }
+    return sig;
+}
+
 int hdx_wait_classify(hdx_thread *t)
 {
     /* A stopped thread waits on whoever stopped it, whatever its stack says. */
     if (t->state == 'T' || t->state == 't')
         return set(t, "stopped", NULL, HDX_UNKNOWN, -1);
-    /* Frames: the first row that matches anywhere in the stack wins. */
-    for (size_t s = 0; s < sizeof signatures / sizeof signatures[0]; s++) {
-        for (size_t i = 0; i < t->n_frames; i++) {
-            if (!matches(&signatures[s], &t->frames[i]))
-                continue;
-            const struct signature *sig = &signatures[s];
-            int peer = hdx_wait_is_p2p(sig->wait) ? find_peer(t, sig, i) : HDX_UNKNOWN;
-            return set(t, sig->wait, sig->op ? sig->op : t->frames[i].function, peer, (long)i);
+    /* Frames: the first row that matches anywhere in the stack wins, at its innermost
+     * frame. A frame's first row is the lowest it matches, so that row is the lowest
+     * first row of all frames, and its frame the first frame whose first row it is. */
+    int best = -1;
+    size_t at = 0;
+    for (size_t i = 0; i < t->n_frames; i++) {
+        int s = first_signature(&t->frames[i]);
+        if (s >= 0 && (best < 0 || s < best)) {
+            best = s;
+            at = i;
         }
+    }
+    if (best >= 0) {
+        const struct signature *sig = &signatures[best];
+        int peer = hdx_wait_is_p2p(sig->wait) ? find_peer(t, sig, at) : HDX_UNKNOWN;
+        return set(t, sig->wait, sig->op ? sig->op : t->frames[at].function, peer, (long)at);
     }
     const char *sc = t->syscall >= 0 ? hdx_syscall_name(t->syscall) : NULL;
     for (size_t i = 0; i < sizeof syscall_rows / sizeof syscall_rows[0]; i++) {
