@@ -146,7 +146,7 @@ def main():
                     break
             time.sleep(1)
         print(f"job {job} hung and inspected after {time.monotonic() - t0:.0f} s", flush=True)
-        check(report is not None, f"inspect --slurm-job {job} --json gives a report (exit "
+        check(report is not None and out.returncode == 0, f"inspect --slurm-job {job} --json gives a report (exit "
                                   f"{out.returncode if out else None}; {out.stderr[-1500:] if out else ''})")
         if report is None:
             return
