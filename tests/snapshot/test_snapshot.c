@@ -744,6 +744,57 @@ static void test_model_unchanged(void)
     }
 }
 
+/* Pids repeat across hosts: a lock waiter seen by host b's snapshot is b's process with
+ * that pid, not the first process of the job with it (host a's, listed first). */
+static void test_same_pid_on_two_hosts(void)
+{
+    hdx_evidence *a = hdx_evidence_new(), *b = hdx_evidence_new();
+    a->host = sdup("a");
+    b->host = sdup("b");
+    rank_proc(a, "a", 100, 0);
+    rank_proc(b, "b", 100, 3);
+    hdx_lock *l = hdx_evidence_add_lock(b);
+    l->path = sdup("/b/ext/lock");
+    l->state = HDX_LOCK_STALE;
+    l->exists = 1;
+    hdx_waiter *w = hdx_lock_add_waiter(l); /* as a live inspection of b records it: no host, no rank */
+    w->pid = 100;
+    hdx_evidence *job = hdx_evidence_new();
+    job->taken_ns = HDX_UNKNOWN;
+    char *ta = to_text(a), *tb = to_text(b), *err = NULL;
+    CHECK(ta && tb && strstr(tb, "\"host\":\t\"b\"")); /* the waiter's host is written */
+    CHECK(ta && hdx_snapshot_load_text(ta, strlen(ta), "a.json", job, &err) == 0);
+    CHECK(tb && hdx_snapshot_load_text(tb, strlen(tb), "b.json", job, &err) == 0);
+    CHECK(job->n_procs == 2 && job->n_locks == 1);
+    CHECK(hdx_evidence_indexed(job)); /* the merge keeps the index current */
+    const hdx_process *pa = hdx_evidence_find_process_on(job, "a", 100), *pb = hdx_evidence_find_process_on(job, "b", 100);
+    CHECK(pa && pa->rank == 0 && pb && pb->rank == 3);
+    CHECK(!hdx_evidence_find_process_on(job, "c", 100));
+    CHECK(hdx_evidence_find_rank_elsewhere(job, 3, "a") == pb && !hdx_evidence_find_rank_elsewhere(job, 3, "b"));
+    CHECK(job->n_locks == 1 && hdx_evidence_find_waiter(job, &job->locks[0].waiters[0]) == pb);
+    /* The same lookups by scanning, once the index is out of date (a process added). */
+    rank_proc(job, "c", 100, 5);
+    CHECK(!hdx_evidence_indexed(job));
+    CHECK(hdx_evidence_find_process_on(job, "b", 100) == &job->procs[1] && hdx_evidence_find_process_on(job, "c", 100) == &job->procs[2]);
+    CHECK(hdx_evidence_index(job) == 0 && hdx_evidence_find_process_on(job, "c", 100) == &job->procs[2]);
+    job->n_procs--; /* drop c again */
+    hdx_process_clear(&job->procs[2]);
+    hdx_verdict v;
+    memset(&v, 0, sizeof v);
+    CHECK(hdx_classify(job, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_BUILD_LOCK && v.n_culprit_pids == 1 && v.culprit_pids && v.culprit_pids[0] == 100);
+    CHECK(v.summary && strstr(v.summary, "rank 3 (pid 100)") && !strstr(v.summary, "rank 0"));
+    if (v.summary && !strstr(v.summary, "rank 3 (pid 100)"))
+        fprintf(stderr, "summary: %s\n", v.summary);
+    hdx_verdict_clear(&v);
+    free(ta);
+    free(tb);
+    free(err);
+    hdx_evidence_free(a);
+    hdx_evidence_free(b);
+    hdx_evidence_free(job);
+}
+
 /* The verdict of ev: class and culprit ranks as text. */
 static void verdict_of(hdx_evidence *ev, char *buf, size_t size)
 {
@@ -810,6 +861,7 @@ int main(void)
     test_round_trip();
     test_bad_inputs();
     test_v1_to_v2();
+    test_same_pid_on_two_hosts();
     test_multi_host();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
