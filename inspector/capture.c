@@ -32,8 +32,17 @@ static int add_process(hdx_evidence *ev, int pid)
         ev->n_procs--;
         return rc;
     }
-    if (rc == -EACCES || rc == -EPERM)
-        hdx_evidence_note(ev, "cannot read /proc/%d: permission denied — run as the same user or as root", pid);
+    if (rc == -EACCES || rc == -EPERM) {
+        char denied[512];
+        int uid = hdx_proc_uid(pid);
+        if (hdx_proc_denied(pid, denied, sizeof denied) > 0)
+            hdx_evidence_note(ev, "/proc/%d: %s (it belongs to uid %d, hangdx runs as uid %d) — what follows "
+                                  "comes from what /proc still shows: command line, state, threads, CPU time; "
+                                  "run hangdx as that user or as root for the rest",
+                              pid, denied, uid, (int)geteuid());
+        else
+            hdx_evidence_note(ev, "cannot read /proc/%d: permission denied — run as the same user or as root", pid);
+    }
     /* Until the last sample, window_ms holds the time of the first one. */
     p->window_ms = t0 / 1000000;
     return rc;
@@ -169,6 +178,9 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
             hdx_evidence_note(ev, "no process %d", o->pids[i]);
         else if (rc)
             return rc;
+        else if (!hdx_evidence_find_process(ev, o->pids[i]) && o->pids[i] != getpid())
+            hdx_evidence_note(ev, "process %d exited while being inspected, before anything of it was read",
+                              o->pids[i]);
     }
     if (o->all) {
         int *ranks = NULL;
@@ -216,6 +228,16 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
     }
     rc = hdx_locks_resolve(ev);
 out:
+    /* A process that ended during the capture is reported as it was last seen, and says so. */
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        hdx_process *p = &ev->procs[i];
+        if (p->alive == 0 || hdx_proc_alive(p->pid, p->start_ticks))
+            continue;
+        p->alive = 0;
+        failed++;
+        hdx_evidence_note(ev, "process %d exited while being inspected: what was read before it ended is "
+                              "kept", p->pid);
+    }
     hdx_stacks_forget();
     free(first);
     if (failures)

@@ -121,6 +121,9 @@ int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture
     for (size_t i = 0; i < ev->n_notes; i++)
         if (!strncmp(ev->notes[i], "no process ", 11))
             fprintf(stderr, "hangdx %s: %s — check the PID (ps -ef | grep python)\n", cmd, ev->notes[i]);
+        else if (!strncmp(ev->notes[i], "cannot attach to ", 17) || !strncmp(ev->notes[i], "/proc/", 6) ||
+                 strstr(ev->notes[i], " exited while being inspected"))
+            fprintf(stderr, "hangdx %s: %s\n", cmd, ev->notes[i]); /* what is missing, and why */
     if (!ev->n_procs) {
         const char *job = getenv("SLURM_JOB_ID");
         if (o->all && job && *job)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "hangdx/report.h"
@@ -29,7 +30,9 @@ static void usage(FILE *f)
                "examples:\n"
                "  hangdx dump 4123\n"
                "  hangdx dump --locals --json 4123 > stacks.json\n\n"
-               "exit status: 0 all read, 1 partial, 2 failure, 64 usage error.\n");
+               "exit status: 0 all read, 1 partial (a process exited while being read, or could\n"
+               "not be read whole: another user's, or traced by another tracer), 2 failure (no\n"
+               "such process), 64 usage error.\n");
 }
 
 int hdx_cmd_dump(int argc, char **argv)
@@ -79,9 +82,21 @@ int hdx_cmd_dump(int argc, char **argv)
             if (hdx_evidence_find_process(ev, pids[j]))
                 continue;
             hdx_process *p = hdx_evidence_add_process(ev);
-            if (!p || hdx_proc_read(p, pids[j]) != 0) {
+            int r = p ? hdx_proc_read(p, pids[j]) : -ENOMEM;
+            if (r == -EACCES || r == -EPERM) {
+                /* another user's process: show what /proc still shows, and say what is not */
+                char denied[512];
+                if (hdx_proc_denied(pids[j], denied, sizeof denied) > 0)
+                    fprintf(stderr, "hangdx dump: /proc/%d: %s (it belongs to uid %d, hangdx runs as uid %d) — "
+                                    "run hangdx as that user or as root\n",
+                            pids[j], denied, hdx_proc_uid(pids[j]), (int)geteuid());
+                partial = 1;
+            } else if (r != 0) {
                 if (p) { /* gone meanwhile, or unreadable */
-                    fprintf(stderr, "hangdx dump: cannot read /proc/%d: %s\n", pids[j], strerror(-p->read_error));
+                    if (r == -ESRCH)
+                        fprintf(stderr, "hangdx dump: process %d exited while being inspected\n", pids[j]);
+                    else
+                        fprintf(stderr, "hangdx dump: cannot read /proc/%d: %s\n", pids[j], strerror(-r));
                     hdx_process_clear(p);
                     ev->n_procs--;
                 }
@@ -90,6 +105,12 @@ int hdx_cmd_dump(int argc, char **argv)
             }
             if (hdx_sample_stacks(p, ev, flags) != 0)
                 partial = 1;
+            if (!hdx_proc_alive(p->pid, p->start_ticks)) {
+                fprintf(stderr, "hangdx dump: process %d exited while being inspected: its stacks may be "
+                                "missing or partial\n", p->pid);
+                p->alive = 0;
+                partial = 1;
+            }
         }
         free(pids);
     }
@@ -112,9 +133,9 @@ int hdx_cmd_dump(int argc, char **argv)
             hdx_report_threads_text(stdout, &ev->procs[i]);
             fputc('\n', stdout);
         }
-        for (size_t i = 0; i < ev->n_notes; i++)
-            fprintf(stderr, "note: %s\n", ev->notes[i]);
     }
+    for (size_t i = 0; i < ev->n_notes; i++) /* with --json too: what is missing, and why */
+        fprintf(stderr, "note: %s\n", ev->notes[i]);
     int status = !ev->n_procs ? HDX_EXIT_FAILURE : partial ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
     hdx_stacks_forget();
     hdx_evidence_free(ev);

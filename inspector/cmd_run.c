@@ -27,6 +27,7 @@
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
 #include "report.h"
+#include "stacks.h"
 #include "watch.h"
 
 #define TICK_S 1.0        /* between two looks at the job */
@@ -580,6 +581,7 @@ static int watch_child(const struct run_opts *o, const char *dir)
         if (!w || t < next_tick)
             continue;
         next_tick = t + TICK_S;
+        hdx_stacks_release_orphans(); /* a thread a capture could not detach (it was in D) never stays stopped */
         if (hdx_watch_tick(w, t) || output) {
             last_progress = t;
             reported = 0;

@@ -1,4 +1,5 @@
 /* hangdx: the command table. */
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -43,8 +44,33 @@ static void on_fatal_signal(int sig)
 {
     /* Never leave a target stopped or traced because hangdx was interrupted. */
     hdx_stacks_emergency_detach();
+    /* Then die of the signal (status 128+sig in a shell: 130 for SIGINT, 143 for SIGTERM). */
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGQUIT";
+    char msg[128];
+    size_t n = 0;
+    for (const char *parts[] = {"\nhangdx: interrupted by ", name, ": let go of every thread it held; exiting\n", NULL},
+                    **q = parts; *q; q++)
+        for (const char *c = *q; *c && n < sizeof msg; c++)
+            msg[n++] = *c;
+    ssize_t w = write(STDERR_FILENO, msg, n);
+    (void)w;
     signal(sig, SIG_DFL);
     raise(sig);
+}
+
+/* Ctrl-Z (SIGTSTP): a stopped hangdx must not keep a thread of the job stopped with it.
+ * Let go of everything, then stop; after SIGCONT the capture goes on with what it still
+ * holds (a thread let go of reads as one that could not be sampled). */
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    hdx_stacks_emergency_detach();
+    static const char msg[] = "\nhangdx: stopped (SIGTSTP): let go of every thread it held first\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    kill(getpid(), SIGSTOP);
+    errno = saved;
 }
 
 const char *hdx_self_dir(void)
@@ -82,8 +108,14 @@ int main(int argc, char **argv)
     sa.sa_handler = on_fatal_signal;
     sigemptyset(&sa.sa_mask);
     int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    /* One handler at a time: a second signal waits until the first has let go of everything. */
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&sa.sa_mask, sigs[i]);
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
         sigaction(sigs[i], &sa, NULL);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTSTP, &sa, NULL);
 
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))

@@ -1105,3 +1105,97 @@ const char *hdx_syscall_name(long nr)
         return NULL;
     return syscall_names[nr];
 }
+
+/* ---- what another user's process hides ------------------------------- */
+
+int hdx_proc_uid(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    char *s = hdx_read_file(path, SMALL_FILE, NULL);
+    if (!s)
+        return -1;
+    char *u = strstr(s, "\nUid:");
+    int uid = u ? atoi(u + 5) : -1;
+    free(s);
+    return uid;
+}
+
+/* 0 readable, 1 denied (EACCES/EPERM), -1 other (gone). */
+static int denied_open(const char *path, int read_too)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char c;
+        ssize_t n = read_too ? read(fd, &c, 1) : 0;
+        int e = errno;
+        close(fd);
+        return n < 0 && (e == EACCES || e == EPERM) ? 1 : 0;
+    }
+    return errno == EACCES || errno == EPERM ? 1 : -1;
+}
+
+static int denied_link(const char *path)
+{
+    char buf[PATH_MAX];
+    if (readlink(path, buf, sizeof buf) >= 0)
+        return 0;
+    return errno == EACCES || errno == EPERM ? 1 : -1;
+}
+
+int hdx_proc_denied(int pid, char *buf, size_t size)
+{
+    static const struct {
+        const char *file;
+        int kind; /* 0 open, 1 open and read, 2 link, 3 directory */
+        const char *costs;
+    } files[] = {
+        {"environ", 0, "rank variables unknown"},
+        {"exe", 2, NULL},
+        {"cwd", 2, NULL},
+        {"fd", 3, "no open files or locks"},
+        {"syscall", 1, "no system calls"},
+        {"wchan", -1, "wchan hidden"},
+        {"maps", 0, NULL},
+        {"mem", 0, "no native or Python stacks"},
+    };
+    char path[64];
+    const char *names[8], *costs[8];
+    int n = 0, nc = 0, syscall_denied = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (access(path, F_OK) != 0)
+        return -ESRCH;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        int d;
+        snprintf(path, sizeof path, "/proc/%d/%s", pid, files[i].file);
+        switch (files[i].kind) {
+        case 0: d = denied_open(path, 0); break;
+        case 1: d = denied_open(path, 1); break;
+        case 2: d = denied_link(path); break;
+        case 3: {
+            DIR *dd = opendir(path);
+            d = dd ? 0 : errno == EACCES || errno == EPERM ? 1 : -1;
+            if (dd)
+                closedir(dd);
+            break;
+        }
+        default: d = syscall_denied; break; /* wchan reads "0" when denied */
+        }
+        if (i == 4)
+            syscall_denied = d == 1;
+        if (d != 1)
+            continue;
+        names[n++] = files[i].file;
+        if (files[i].costs)
+            costs[nc++] = files[i].costs;
+    }
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ", names[i]);
+    if (n && at < size)
+        at += (size_t)snprintf(buf + at, size - at, " %s not readable", n == 1 ? "is" : "are");
+    for (int i = 0; i < nc && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", i == 0 ? ": " : ", ", costs[i]);
+    return n;
+}

@@ -103,4 +103,18 @@ int hdx_proc_find_ranks_filtered(const hdx_rank_filter *f, int **pids, size_t *n
 /* x86-64 syscall name for nr ("newfstatat"), or NULL. */
 const char *hdx_syscall_name(long nr);
 
+/* The real uid of pid (the first Uid of /proc/PID/status, readable by anyone), or -1. */
+int hdx_proc_uid(int pid);
+
+/*
+ * Which of pid's /proc files hangdx may not read (another user's process,
+ * without root or CAP_SYS_PTRACE): environ, exe, cwd, fd, syscall, wchan
+ * (the kernel shows "0" then: it is taken as denied with syscall), maps and
+ * mem, in that order. Writes into buf (size bytes) a sentence for a person,
+ * "environ, exe, cwd, fd, syscall, wchan, maps and mem are not readable: rank
+ * variables unknown, ...", naming what each denial costs, and returns how
+ * many were denied (0: buf is ""), or -ESRCH when pid is gone.
+ */
+int hdx_proc_denied(int pid, char *buf, size_t size);
+
 #endif

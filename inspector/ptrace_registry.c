@@ -213,10 +213,20 @@ int hdx_ptrace_sweep(void)
             continue;
         int st;
         int w = hdx_ptrace_wait_stop(tid, 0, &st);
-        if (w == 1)
+        if (w == 1) {
             hdx_ptrace_detach(tid);
-        else if (w == 0)
-            left++;
+            continue;
+        }
+        if (w < 0)
+            continue; /* exited: forgotten */
+        /* No stop reported, but it may have stopped all the same: someone else collected
+         * the report (hangdx run reaps with waitpid(-1), which takes ptrace stops too). */
+        if (raw_ptrace(PTRACE_DETACH, tid, 0, LOAD(slots[i].sig)) == 0 ||
+            raw_ptrace(PTRACE_INTERRUPT, tid, 0, 0) == -ESRCH) {
+            forget(tid); /* let go, or no longer ours */
+            continue;
+        }
+        left++;
     }
     return left;
 }

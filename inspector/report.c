@@ -207,6 +207,23 @@ static void text_frame(FILE *f, size_t i, const hdx_frame *fr)
     }
 }
 
+/* "(no stack...)" for a thread without frames: why, and what /proc still tells of it. */
+static void text_no_stack(FILE *f, const hdx_thread *t, const char *none)
+{
+    const char *why = t->stack_error == -ESRCH       ? "the thread ended while being read"
+                      : t->stack_error == -ETIMEDOUT ? "it did not stop"
+                      : t->stack_error == -EPERM     ? "ptrace not permitted"
+                      : t->stack_error == -EBUSY     ? "another tracer holds it"
+                      : t->stack_error               ? "it could not be read"
+                                                     : none;
+    fprintf(f, "      (no stack: %s; state %c, wchan %s", why, t->state ? t->state : '?',
+            t->wchan ? t->wchan : "unknown");
+    const char *sc = thread_syscall(t);
+    if (sc)
+        fprintf(f, ", %s%s", strcmp(sc, "running") ? "in " : "", sc);
+    fprintf(f, ")\n");
+}
+
 static void text_frames(FILE *f, const hdx_frame *frames, size_t n, size_t max)
 {
     for (size_t j = 0; j < n && j < max; j++)
@@ -232,7 +249,7 @@ int hdx_report_threads_text(FILE *f, const hdx_process *p)
                 sc ? ", in " : "", sc ? sc : "", t->unmerged ? ", native and Python stacks not merged" : "");
         text_frames(f, t->frames, t->n_frames, SIZE_MAX);
         if (!t->n_frames)
-            fprintf(f, "      (no stack%s)\n", t->stack_error ? ": it could not be read" : "");
+            text_no_stack(f, t, "none was taken");
         if (t->unmerged) {
             fprintf(f, "    Python frames:\n");
             text_frames(f, t->py_frames, t->n_py_frames, SIZE_MAX);
@@ -321,6 +338,18 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
         if (p->n_cmdline > 6)
             fprintf(f, " ...");
         fputc('\n', f);
+        /* No stack of it could be read (another user's, another tracer's): its threads as /proc shows them. */
+        size_t with_frames = 0;
+        for (size_t j = 0; j < p->n_threads; j++)
+            with_frames += p->threads[j].n_frames > 0;
+        for (size_t j = 0; !with_frames && j < p->n_threads && j < 32; j++) {
+            const hdx_thread *t = &p->threads[j];
+            const char *sc = thread_syscall(t);
+            fprintf(f, "    thread %d (%s) %c, wchan %s%s%s\n", t->tid, t->name ? t->name : "?", t->state ? t->state : '?',
+                    t->wchan ? t->wchan : "unknown", sc ? ", " : "", sc ? sc : "");
+        }
+        if (!with_frames && p->n_threads > 32)
+            fprintf(f, "    ... %zu more threads\n", p->n_threads - 32);
     }
 
     hdx_group *g = NULL;
@@ -343,7 +372,7 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
                         t->frames[g[i].diverges_at].function ? t->frames[g[i].diverges_at].function : "??");
             text_frames(f, t->frames, t->n_frames, TEXT_FRAMES_MAX);
             if (!t->n_frames)
-                fprintf(f, "      (no stack%s)\n", t->stack_error ? ": it could not be read" : " was taken");
+                text_no_stack(f, t, "none was taken");
             if (t->unmerged) {
                 fprintf(f, "      Python frames (not merged: the native eval frames and the Python activations differ in number):\n");
                 text_frames(f, t->py_frames, t->n_py_frames, TEXT_FRAMES_MAX);

@@ -10,6 +10,7 @@
 #include <sys/user.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "ptrace_registry.h"
 #include "symbols.h"
 #include "util.h"
@@ -268,6 +269,38 @@ static char thread_state(int pid, int tid, char *wchan, size_t wsize)
     return st;
 }
 
+/* The name (comm) of pid into buf, "?" when gone. */
+static void comm_of(int pid, char *buf, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/comm", pid);
+    char *c = hdx_read_file(path, 256, NULL);
+    if (c)
+        c[strcspn(c, "\n")] = 0;
+    snprintf(buf, size, "%s", c && *c ? c : "?");
+    free(c);
+}
+
+/* Why ptrace is not permitted on pid, and what to do, for a note. */
+static void why_not_permitted(int pid, char *buf, size_t size)
+{
+    int uid = hdx_proc_uid(pid), me = (int)geteuid();
+    if (uid >= 0 && uid != me) {
+        snprintf(buf, size, "it belongs to uid %d, hangdx runs as uid %d: run hangdx as that user or as root "
+                            "(or with CAP_SYS_PTRACE)", uid, me);
+        return;
+    }
+    char *scope = hdx_read_file("/proc/sys/kernel/yama/ptrace_scope", 64, NULL);
+    int sc = scope ? atoi(scope) : 0;
+    free(scope);
+    if (sc > 0)
+        snprintf(buf, size, "kernel.yama.ptrace_scope is %d, which lets only a parent or root trace: run "
+                            "hangdx as root, or set it to 0 (sysctl kernel.yama.ptrace_scope=0)", sc);
+    else
+        snprintf(buf, size, "run hangdx as the same user or as root (or with CAP_SYS_PTRACE); a container "
+                            "may forbid ptrace (seccomp, missing SYS_PTRACE capability)");
+}
+
 /* The length of the stop that began at t0, kept as the longest if it is. */
 static int64_t stop_ns(int64_t t0, int64_t *max_ns)
 {
@@ -329,8 +362,14 @@ static int cached(const hdx_symbolizer *s)
     return 0;
 }
 
+int hdx_stacks_release_orphans(void)
+{
+    return hdx_ptrace_sweep();
+}
+
 void hdx_stacks_forget(void)
 {
+    hdx_ptrace_sweep();
     for (size_t i = 0; i < SYM_CACHE; i++) {
         hdx_symbolizer_free(sym_cache[i].sym);
         sym_cache[i].sym = NULL;
@@ -364,6 +403,9 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
     }
     unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
     read_maps(&ctx);
+    /* Threads in uninterruptible sleep share one wait of timeout_ms: a process
+     * with many of them (all on one NFS server) still costs at most that. */
+    int64_t d_deadline = hdx_mono_ns() + (int64_t)timeout_ms * 1000000;
 
     for (size_t i = 0; i < p->n_threads; i++) {
         hdx_thread *t = &p->threads[i];
@@ -380,15 +422,14 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
             continue;
         }
         if (st == 'D') {
-            int64_t until = hdx_mono_ns() + (int64_t)timeout_ms * 1000000;
-            while (st == 'D' && hdx_mono_ns() < until) {
+            while (st == 'D' && hdx_mono_ns() < d_deadline) {
                 hdx_sleep_ms(1);
                 st = thread_state(p->pid, tid, wchan, sizeof wchan);
             }
             if (st == 'D') {
                 t->stack_error = -ETIMEDOUT;
-                hdx_evidence_note(ev, "thread %d (%s) of %d%s stayed in uninterruptible sleep "
-                                  "(wchan %s) for %d ms: no native stack",
+                hdx_evidence_note(ev, "thread %d (%s) of %d%s stayed in uninterruptible sleep (state D, "
+                                  "wchan %s) for %d ms: not stopped, no native stack",
                                   tid, t->name ? t->name : "?", p->pid, rl,
                                   wchan[0] ? wchan : "?", timeout_ms);
                 if (!first_err)
@@ -405,14 +446,22 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
                 n_gone++; /* ended meanwhile: skip quietly */
             } else if (r == -EPERM) {
                 n_perm++;
-                if (!noted_perm++)
-                    hdx_evidence_note(ev, "cannot attach to %d%s: ptrace not permitted — run as "
-                                      "the same user or with CAP_SYS_PTRACE", p->pid, rl);
+                if (!noted_perm++) {
+                    char why[256];
+                    why_not_permitted(p->pid, why, sizeof why);
+                    hdx_evidence_note(ev, "cannot attach to %d%s: ptrace not permitted, no native stacks — "
+                                      "%s", p->pid, rl, why);
+                }
             } else if (r == -EBUSY) {
                 n_perm++;
-                if (!noted_busy++)
-                    hdx_evidence_note(ev, "cannot attach to %d%s: already traced by PID %d "
-                                      "(gdb/strace?) — detach it and retry", p->pid, rl, tracer);
+                if (!noted_busy++) {
+                    char name[64];
+                    comm_of(tracer, name, sizeof name);
+                    hdx_evidence_note(ev, "cannot attach to %d%s: PID %d is traced by PID %d (%s) — no "
+                                      "native stacks while it is attached; detach it (quit gdb, stop "
+                                      "strace) and retry. /proc facts and Python frames are still read",
+                                      p->pid, rl, p->pid, tracer, name);
+                }
             } else if (!first_err) {
                 first_err = r;
             }

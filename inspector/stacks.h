@@ -32,9 +32,20 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms);
 /*
  * Free the symbolizers that hdx_stacks_sample() keeps per process (pid and
  * start time) so that the samples of one capture read each process's symbols
- * once. Call when a capture is over.
+ * once, and let go of the threads that stopped since (hdx_stacks_release_orphans).
+ * Call when a capture is over.
  */
 void hdx_stacks_forget(void);
+
+/*
+ * Let go of the threads that an earlier sample could not detach (they entered
+ * uninterruptible sleep between the seize and the stop, and stay seized until
+ * they stop): those that have stopped since are detached, those that ended
+ * forgotten. Cheap when there are none; a long-lived hangdx (run
+ * --hang-timeout) calls it on every tick, so that such a thread never stays
+ * stopped. Returns how many remain seized.
+ */
+int hdx_stacks_release_orphans(void);
 
 /*
  * Detach from every thread hangdx is tracing right now. Async-signal-safe;

@@ -103,7 +103,7 @@ int main(int argc, char **argv)
         r = hdx_stacks_sample(p2, ev2, 1000);
         CHECK(r == 0, "others still sampled: %d", r);
         char needle[64];
-        snprintf(needle, sizeof needle, "already traced by PID %d", getpid());
+        snprintf(needle, sizeof needle, "PID %d is traced by PID %d (", lp.pid, getpid());
         CHECK(live_has_note(ev2, needle), "note '%s'", needle);
         CHECK(live_has_note(ev2, "(rank 5)"), "note names the rank");
         for (size_t i = 0; i < ev2->n_notes; i++)
@@ -127,8 +127,9 @@ int main(int argc, char **argv)
         hdx_process *p3 = hdx_evidence_add_process(ev3);
         hdx_proc_read(p3, lp.pid);
         int r3 = hdx_stacks_sample(p3, ev3, 500);
-        int ok = r3 == -EPERM && live_has_note(ev3, "ptrace not permitted — run as the same "
-                                                    "user or with CAP_SYS_PTRACE");
+        int ok = r3 == -EPERM && live_has_note(ev3, "ptrace not permitted, no native stacks — it belongs "
+                                                    "to uid 0, hangdx runs as uid 65534: run hangdx as "
+                                                    "that user or as root");
         for (size_t i = 0; i < ev3->n_notes; i++)
             fprintf(stderr, "note (as nobody): %s\n", ev3->notes[i]);
         if (!ok)
