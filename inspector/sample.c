@@ -6,6 +6,7 @@
 
 #include "merge.h"
 #include "python.h"
+#include "redact.h"
 #include "stacks.h"
 #include "util.h"
 
@@ -66,5 +67,8 @@ int hdx_sample_stacks(hdx_process *p, hdx_evidence *ev, unsigned flags)
         if (r == -ENOMEM)
             return r;
     }
+    /* Locals and the command line may hold other environment values: they stay here. */
+    if (hdx_redact_env_values(p) == -ENOMEM)
+        return -ENOMEM;
     return rc;
 }

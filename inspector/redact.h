@@ -1,0 +1,29 @@
+/*
+ * Environment values stay on this host (design.md, "what leaves the host"):
+ * a process's environment is read only for the names of HDX_TRACE_ENV_NAMES,
+ * but the value of any other variable can still sit in a Python local
+ * (token = os.environ["HF_TOKEN"]) or in the command line. This module
+ * blanks those copies before they reach the evidence.
+ */
+#ifndef HDX_REDACT_H
+#define HDX_REDACT_H
+
+#include "evidence.h"
+
+/*
+ * Replace in p's command line and in the string locals of its frames
+ * (frames and py_frames of every thread; pooled frames are left alone) each
+ * string that is, or holds, the value of an environment variable of p
+ * (/proc/PID/environ) outside HDX_TRACE_ENV_NAMES: "<redacted: value of
+ * $NAME>" or "<redacted: holds the value of $NAME>". Values that are not
+ * looked for, as they say nothing secret or leave the host anyway: shorter
+ * than 6 bytes, digits only, absolute paths and path lists (PATH, HOME,
+ * PWD: paths leave as exe, cwd and frame files), the host name, and the
+ * values of the allowed variables. When the environment cannot be read
+ * (another user's process), nothing is replaced: its memory, and so its
+ * locals, cannot be read either. Returns how many strings were replaced, or
+ * -ENOMEM (what was replaced stays replaced).
+ */
+int hdx_redact_env_values(hdx_process *p);
+
+#endif
