@@ -161,6 +161,8 @@ static int open_trace_file(void)
         syscall(SYS_close, fd);
         return -1;
     }
+    /* A regular file: blocking writes again (a file system may honour O_NONBLOCK). */
+    syscall(SYS_fcntl, fd, F_SETFL, O_APPEND);
     /* The program's umask may have taken bits off: the file is exactly 0600. */
     if ((st.st_mode & 07777) != 0600)
         syscall(SYS_fchmod, fd, 0600);
