@@ -500,6 +500,19 @@ static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
     return hdx_cls_set_text(&v->summary, "the processes are making progress (CPU time grows): %s", busy);
 }
 
+/* The rules on stacks and CPU samples: 1 when one decided v, 0 when none did, -ENOMEM. */
+static int stack_rules(const hdx_evidence *ev, hdx_verdict *v, int any_progress)
+{
+    if (all_busy(ev))
+        return verdict_not_hung(ev, v) ? -ENOMEM : 1;
+    int r = hdx_cls_distributed(ev, v);
+    if (r != 0)
+        return r;
+    if (any_progress)
+        return verdict_not_hung(ev, v) ? -ENOMEM : 1;
+    return 0;
+}
+
 int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
 {
     hdx_verdict_clear(v);
@@ -526,17 +539,13 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
             return rc;
         return add_consequences(ev, l, v);
     }
-    /* Job logs (classify_logs.c): they decide when no stack evidence does, else they add notes. */
-    int lr = hdx_cls_logs(ev, v, 1);
-    if (lr != 0)
+    int r = stack_rules(ev, v, any_progress);
+    if (r < 0)
+        return r;
+    /* Job logs (classify_logs.c): they decide what the stacks left open, else they add notes. */
+    int lr = hdx_cls_logs(ev, v, r == 0);
+    if (lr != 0 || r > 0)
         return lr < 0 ? lr : 0;
-    if (all_busy(ev))
-        return verdict_not_hung(ev, v);
-    int r = hdx_cls_distributed(ev, v);
-    if (r != 0)
-        return r < 0 ? r : 0;
-    if (any_progress)
-        return verdict_not_hung(ev, v);
 
     v->cls = HDX_CLASS_UNKNOWN;
     v->confidence = HDX_CONF_LOW;

@@ -761,7 +761,7 @@ int hdx_cls_logs(hdx_evidence *ev, hdx_verdict *v, int may_decide)
     int q = weak_question(ev, question, sizeof question);
     if (q < 0)
         return q;
-    if (!may_decide || has_stacks(ev)) {
+    if (!may_decide) {
         hdx_verdict lv;
         memset(&lv, 0, sizeof lv);
         int r = decide(ev, &lv);
@@ -773,6 +773,8 @@ int hdx_cls_logs(hdx_evidence *ev, hdx_verdict *v, int may_decide)
     int r = decide(ev, v);
     if (r < 0)
         return r;
+    if (r == 0 && has_stacks(ev))
+        return 0;
     if (r == 0) {
         v->cls = HDX_CLASS_UNKNOWN;
         v->confidence = HDX_CONF_LOW;

@@ -179,7 +179,7 @@ typedef struct hdx_log_rank {
     char *last_time;       /* the time stamp on that line as written, or NULL */
     char *last_pattern;    /* the pattern its last line matched, or NULL */
     /* Sequence numbers count per process group: these are of one group, seq_pg (NULL: the
-     * default group, or lines of PyTorch before 2.3 that name none). */
+     * default group, or lines that name none: PyTorch before 2.3, the watchdog timeout line still). */
     long long seq_timed_out;  /* SeqNum of the work its watchdog timed out, HDX_UNKNOWN */
     long long seq_enqueued;   /* last enqueued NCCL work, HDX_UNKNOWN */
     long long seq_completed;  /* last completed NCCL work, HDX_UNKNOWN */

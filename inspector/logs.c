@@ -379,7 +379,7 @@ static int translate_group(reader *rd, hdx_log_fact *f, int line_rank)
         f->pg = pg_name && *pg_name ? hdx_asprintf("%s (%s)", pg, pg_name) : strdup(pg);
         f->default_pg = !strcmp(pg, "0") || (pg_name && !strcmp(pg_name, "default_pg"));
     } else {
-        f->default_pg = HDX_UNKNOWN; /* PyTorch before 2.3 printed only [Rank n] */
+        f->default_pg = HDX_UNKNOWN; /* only [Rank n]: PyTorch before 2.3; the watchdog's timeout line still (2.11) */
     }
     if (line_rank >= 0) {
         if (f->default_pg != 0 && line_rank != f->group_rank)
@@ -397,7 +397,7 @@ static int translate_group(reader *rd, hdx_log_fact *f, int line_rank)
     }
     f->rank = f->group_rank;
     if (f->default_pg == HDX_UNKNOWN && !rd->noted_assumed++)
-        hdx_evidence_note(rd->ev, "%s: NCCL lines without a [PG ...] prefix (PyTorch before 2.3): their [Rank n] "
+        hdx_evidence_note(rd->ev, "%s: NCCL lines without a [PG ...] prefix: their [Rank n] "
                           "taken as global ranks of the default process group", rd->path);
     return 0;
 }

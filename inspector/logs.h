@@ -68,11 +68,12 @@ long long hdx_log_fact_int(const hdx_log_fact *f, const char *name, long long de
 const hdx_log_rank *hdx_evidence_log_rank(const hdx_evidence *ev, int rank);
 
 /*
- * The log rules (classify_logs.c), run by hdx_classify after the lock rule.
- * With may_decide and no stack evidence (no thread has frames), a decisive
- * log rule fills v and returns 1; with stacks, or !may_decide, it only adds
- * notes to ev saying what the logs say, and returns 0. 0 also when the logs
- * decide nothing; -ENOMEM.
+ * The log rules (classify_logs.c), run by hdx_classify after the lock and
+ * stack rules. With may_decide (no stack rule decided), a decisive log rule
+ * fills v and returns 1; so does a log that decides nothing when no thread
+ * has frames (v says the logs decide nothing). Without may_decide it only adds
+ * a note to ev saying what the logs alone would say, and returns 0. 0 also
+ * when the logs decide nothing and stacks are there to judge; -ENOMEM.
  */
 int hdx_cls_logs(hdx_evidence *ev, hdx_verdict *v, int may_decide);
 

@@ -100,6 +100,17 @@ static const struct signature {
     {HDX_FRAME_NATIVE, "c10d::ProcessGroupNCCL::", NULL, HDX_WAIT_COLLECTIVE, "ProcessGroupNCCL", NULL},
     {HDX_FRAME_NATIVE, "c10d::Work::wait", NULL, HDX_WAIT_COLLECTIVE, "Work.wait", NULL},
     {HDX_FRAME_NATIVE, "c10d::ProcessGroup::Work::wait", NULL, HDX_WAIT_COLLECTIVE, "Work.wait", NULL},
+    /* The host waits for the GPU. An NCCL collective returns to Python at once; the rank then
+     * blocks at its next sync (.item(), a copy to the host) while the collective's kernel waits
+     * for its peers, and CUDA spin-waits there by default: state R, CPU time growing, the
+     * same stack (seen on an H200 with torch 2.11: item → _local_scalar_dense_cuda →
+     * cudaStreamSynchronize → cuStreamSynchronize). */
+    {HDX_FRAME_NATIVE, "cudaStreamSynchronize", NULL, HDX_WAIT_COLLECTIVE, "cudaStreamSynchronize", NULL},
+    {HDX_FRAME_NATIVE, "cudaDeviceSynchronize", NULL, HDX_WAIT_COLLECTIVE, "cudaDeviceSynchronize", NULL},
+    {HDX_FRAME_NATIVE, "cudaEventSynchronize", NULL, HDX_WAIT_COLLECTIVE, "cudaEventSynchronize", NULL},
+    {HDX_FRAME_NATIVE, "cuStreamSynchronize", NULL, HDX_WAIT_COLLECTIVE, "cuStreamSynchronize", NULL},
+    {HDX_FRAME_NATIVE, "cuCtxSynchronize", NULL, HDX_WAIT_COLLECTIVE, "cuCtxSynchronize", NULL},
+    {HDX_FRAME_NATIVE, "cuEventSynchronize", NULL, HDX_WAIT_COLLECTIVE, "cuEventSynchronize", NULL},
 
     /* Plain sleeps (a rank that skipped a collective often sits in one). */
     {HDX_FRAME_NATIVE, "time_sleep", NULL, "sleep", "time.sleep", NULL},
