@@ -216,11 +216,14 @@ static long ftab_frame(ftab *t, const hdx_frame *f)
     return (long)t->kn - 1;
 }
 
-/* A thread's frames: objects (/1, reports) or, with a table, indexes into it (/2). */
-static cJSON *frames_json(ftab *t, const hdx_frame *frames, size_t n)
+static cJSON *frames_printed(hdx_frame_text_cache *c, const hdx_frame *frames, size_t n);
+
+/* A thread's frames: objects (/1, reports; printed ones from c when given) or, with a
+ * table, indexes into it (/2). */
+static cJSON *frames_json(ftab *t, hdx_frame_text_cache *c, const hdx_frame *frames, size_t n)
 {
     if (!t)
-        return hdx_json_frames(frames, n);
+        return c ? frames_printed(c, frames, n) : hdx_json_frames(frames, n);
     cJSON *a = cJSON_CreateArray();
     for (size_t i = 0; a && i < n; i++) {
         long k = ftab_frame(t, &frames[i]);
@@ -242,7 +245,7 @@ static void ftab_clear(ftab *t)
     free(t->fmap);
 }
 
-static cJSON *thread_json(const hdx_thread *t, ftab *tab)
+static cJSON *thread_json(const hdx_thread *t, ftab *tab, hdx_frame_text_cache *c)
 {
     cJSON *e = cJSON_CreateObject();
     if (!e)
@@ -269,15 +272,15 @@ static cJSON *thread_json(const hdx_thread *t, ftab *tab)
     cJSON_AddItemToObject(e, "peer", hdx_json_int(t->wait_peer));
     cJSON_AddItemToObject(e, "wait_frame", t->wait_frame >= 0 ? cJSON_CreateNumber((double)t->wait_frame)
                                                               : cJSON_CreateNull());
-    cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(tab, t->frames, t->n_frames)
+    cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(tab, c, t->frames, t->n_frames)
                                                                      : cJSON_CreateNull());
     cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
     cJSON_AddItemToObject(e, "python_frames",
-                          t->py_frames ? frames_json(tab, t->py_frames, t->n_py_frames) : cJSON_CreateNull());
+                          t->py_frames ? frames_json(tab, c, t->py_frames, t->n_py_frames) : cJSON_CreateNull());
     return e;
 }
 
-static cJSON *process_json(const hdx_process *p, ftab *tab)
+static cJSON *process_json(const hdx_process *p, ftab *tab, hdx_frame_text_cache *c)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -313,13 +316,155 @@ static cJSON *process_json(const hdx_process *p, ftab *tab)
     cJSON_AddItemToObject(o, "python", hdx_json_str(p->python));
     cJSON *threads = cJSON_AddArrayToObject(o, "threads");
     for (size_t i = 0; threads && i < p->n_threads; i++)
-        cJSON_AddItemToArray(threads, thread_json(&p->threads[i], tab));
+        cJSON_AddItemToArray(threads, thread_json(&p->threads[i], tab, c));
     return o;
 }
 
 cJSON *hdx_snapshot_process_json(const hdx_process *p)
 {
-    return process_json(p, NULL);
+    return process_json(p, NULL, NULL);
+}
+
+/* ---- frames printed once (reports of many ranks) ------------------------------ */
+
+#define FRAME_TEXT_DEPTH 4                    /* a frame object's depth in cJSON_Print of a process */
+#define FRAME_TEXT_MAX_BYTES (64u << 20)      /* the cache stops growing here */
+
+struct hdx_frame_text_cache {
+    struct ftslot {
+        const hdx_frame *key; /* a frame with this content (pooled: its pointers name it) */
+        char *text;
+    } *slots;
+    size_t cap, n, bytes;
+};
+
+hdx_frame_text_cache *hdx_frame_text_cache_new(void)
+{
+    return calloc(1, sizeof(hdx_frame_text_cache));
+}
+
+void hdx_frame_text_cache_free(hdx_frame_text_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->cap; i++)
+        free(c->slots[i].text);
+    free(c->slots);
+    free(c);
+}
+
+/* Everything the printed text of a pooled frame depends on: its names and locals are
+ * shared, read-only pool memory, so their pointers stand for their content. */
+static uint64_t frame_key_hash(const hdx_frame *f)
+{
+    uint64_t h = mix64((uint64_t)f->kind * 31 + (uint64_t)(unsigned)f->line);
+    h = mix64(h ^ (uintptr_t)f->function);
+    h = mix64(h ^ (uintptr_t)f->file);
+    h = mix64(h ^ (uintptr_t)f->module);
+    h = mix64(h ^ f->offset);
+    h = mix64(h ^ f->pc);
+    return mix64(h ^ (uintptr_t)f->locals ^ (uint64_t)f->n_locals << 48);
+}
+
+static int frame_key_same(const hdx_frame *a, const hdx_frame *b)
+{
+    return a->kind == b->kind && a->line == b->line && a->function == b->function && a->file == b->file &&
+           a->module == b->module && a->offset == b->offset && a->pc == b->pc && a->locals == b->locals &&
+           a->n_locals == b->n_locals;
+}
+
+/* cJSON_Print of f as it stands at FRAME_TEXT_DEPTH: each line after the first indented
+ * by that many more tabs. NULL on ENOMEM. */
+static char *frame_text(const hdx_frame *f)
+{
+    cJSON *o = hdx_json_frame(f);
+    char *t = o ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    if (!t)
+        return NULL;
+    size_t lines = 0, len = strlen(t);
+    for (const char *q = t; (q = strchr(q, '\n')); q++)
+        lines++;
+    char *out = malloc(len + lines * FRAME_TEXT_DEPTH + 1), *w = out;
+    for (const char *q = t; out && *q; q++) {
+        *w++ = *q;
+        if (*q == '\n')
+            for (int k = 0; k < FRAME_TEXT_DEPTH; k++)
+                *w++ = '\t';
+    }
+    if (out)
+        *w = 0;
+    free(t);
+    return out;
+}
+
+/* The cached text of a pooled frame (borrowed from c), or NULL: not pooled, the cache
+ * full, or ENOMEM (then the frame is printed as an object). */
+static const char *cached_text(hdx_frame_text_cache *c, const hdx_frame *f)
+{
+    if (!c || !f->pooled)
+        return NULL;
+    if ((c->n + 1) * 2 > c->cap) {
+        if (c->bytes >= FRAME_TEXT_MAX_BYTES)
+            goto lookup_only;
+        size_t cap = c->cap ? c->cap * 2 : 1024;
+        struct ftslot *m = calloc(cap, sizeof *m);
+        if (!m)
+            goto lookup_only;
+        for (size_t i = 0; i < c->cap; i++) {
+            if (!c->slots[i].key)
+                continue;
+            size_t k = frame_key_hash(c->slots[i].key) & (cap - 1);
+            while (m[k].key)
+                k = (k + 1) & (cap - 1);
+            m[k] = c->slots[i];
+        }
+        free(c->slots);
+        c->slots = m;
+        c->cap = cap;
+    }
+lookup_only:
+    if (!c->cap)
+        return NULL;
+    size_t k = frame_key_hash(f) & (c->cap - 1);
+    for (; c->slots[k].key; k = (k + 1) & (c->cap - 1))
+        if (frame_key_same(c->slots[k].key, f))
+            return c->slots[k].text;
+    if ((c->n + 1) * 2 > c->cap || c->bytes >= FRAME_TEXT_MAX_BYTES)
+        return NULL;
+    char *t = frame_text(f);
+    if (!t)
+        return NULL;
+    c->slots[k].key = f;
+    c->slots[k].text = t;
+    c->n++;
+    c->bytes += strlen(t) + sizeof *c->slots;
+    return t;
+}
+
+/* frames as an array of raw items (cached texts), or of objects where none is cached. */
+static cJSON *frames_printed(hdx_frame_text_cache *c, const hdx_frame *frames, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++) {
+        const char *t = cached_text(c, &frames[i]);
+        cJSON *item = t ? cJSON_CreateNull() : hdx_json_frame(&frames[i]);
+        if (!item) {
+            cJSON_Delete(a);
+            return NULL;
+        }
+        if (t) { /* a raw item that borrows the cache's text: cJSON_Delete leaves it */
+            item->type = cJSON_Raw | cJSON_IsReference;
+            item->valuestring = (char *)t;
+        }
+        cJSON_AddItemToArray(a, item);
+    }
+    return a;
+}
+
+cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_text_cache *c)
+{
+    return process_json(p, NULL, c);
 }
 
 /* A lock; waiters and a holder without a host get default_host (the snapshot's). */
@@ -390,7 +535,7 @@ cJSON *hdx_snapshot_json(const hdx_evidence *ev)
         goto nomem;
     cJSON *procs = cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; procs && i < ev->n_procs; i++)
-        cJSON_AddItemToArray(procs, process_json(&ev->procs[i], &tab));
+        cJSON_AddItemToArray(procs, process_json(&ev->procs[i], &tab, NULL));
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; locks && i < ev->n_locks; i++)
         cJSON_AddItemToArray(locks, lock_json(&ev->locks[i], ev->host));
