@@ -1,7 +1,7 @@
 /*
  * hangdx analyze: the verdict from captured evidence, after the job is gone.
  * Each input is recognised by its content: a trace directory (hangdx.trace/1),
- * a snapshot (hangdx.snapshot/1), a report (hangdx.report/1) or an ELF core
+ * a snapshot (hangdx.snapshot/2, or the earlier /1), a report (hangdx.report/1) or an ELF core
  * file of a hung rank (core.h), in any mix.
  * Every input adds to one evidence set, which is then classified and reported
  * exactly as inspect does. Locks from snapshots and reports keep the state
@@ -36,7 +36,7 @@ static void usage(FILE *f)
             "usage: hangdx analyze [--json] [-o FILE] INPUT...\n\n"
             "Give the verdict of a hang from what it left behind, after the job is gone. Each\n"
             "INPUT is recognised by its content:\n"
-            "  - a snapshot file written by 'hangdx snapshot' (hangdx.snapshot/1), one per host;\n"
+            "  - a snapshot file written by 'hangdx snapshot' (hangdx.snapshot/2 or /1), one per host;\n"
             "  - a report written by 'hangdx inspect --json' (hangdx.report/1);\n"
             "  - another tool's stack dump of a rank: py-spy dump (text or --json), gdb\n"
             "    'thread apply all bt' (and py-bt), eu-stack -p, or Python faulthandler output\n"
@@ -95,7 +95,7 @@ static int json_name(const struct dirent *de)
     return l > 5 && !strcmp(de->d_name + l - 5, ".json");
 }
 
-/* The hangdx.snapshot/1 files (*.json) directly in dir, sorted by name: how many, and with
+/* The snapshot files (*.json) directly in dir, sorted by name: how many, and with
  * paths, a heap array of heap paths (the caller frees both). -errno when dir is unreadable. */
 static int snapshot_files(const char *dir, char ***paths)
 {
