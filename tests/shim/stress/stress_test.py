@@ -517,13 +517,14 @@ def case_valgrind(stress, helper, tmp):
     # memcheck errors in any code of the process, the shim's included, fail the run (99);
     # --run-libc-freeres=no: valgrind's end-of-run clean-up would flush stdio in children
     # that leave with _exit()
-    vgargs = [vg, "-q", "--error-exitcode=99", "--run-libc-freeres=no", "--track-fds=no"]
+    vgargs = [vg, "-q", "--error-exitcode=99", "--run-libc-freeres=no", "--trace-children=yes",
+              "--trace-children-skip=/bin/*,/usr/bin/*"]
     cases = [("helper calls", lambda w: [helper, "calls", w]),
              ("threads", lambda w: [stress, "threads", w, "4", "20"]),
-             ("forkexec", lambda w: [stress, "forkexec", w, "10"]),
+             ("forkexec", lambda w: [stress, "forkexec", w, "4"]),
              ("spawnchain", lambda w: [stress, "spawnchain", w, "1", "3"]),
              ("closefds", lambda w: [stress, "closefds", w]),
-             ("signals", lambda w: [stress, "signals", w, "100"])]
+             ("signals", lambda w: [stress, "signals", w, "60"])]
     for name, make in cases:
         tr = os.path.join(tmp, name.replace(" ", "-") + "-trace")
         os.mkdir(tr)
