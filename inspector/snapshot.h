@@ -45,9 +45,10 @@
  *   already resolved on the node that took the snapshot.
  *
  * Why tables: the ranks of a host run the same code, so their stacks repeat
- * the same frames, and a frame object repeats its names. An 8-rank host of 10
- * threads × 40 frames each takes ~13 KB as /2 against ~650 KB as /1, and
- * loads without a string copy per frame (analyze of 8192 ranks: BENCHMARKS.md).
+ * the same frames, and a frame object repeats its names. The synthetic 8-rank
+ * hosts of scripts/gen-synthetic-job (10 threads × 40 frames each) take 49 KB each
+ * as /2 against 634 KB as /1, and load without a string copy per frame (analyze
+ * of 8192 ranks: BENCHMARKS.md).
  *
  * hangdx.snapshot/1 is the same object without "strings" and "frames", with
  * each thread's "frames" and "python_frames" as arrays of frame objects:
