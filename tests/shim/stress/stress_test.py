@@ -278,6 +278,7 @@ def case_subprocess(stress, helper, tmp):
     lines = out_lines(ref)
     for want in ("missing program: FileNotFoundError errno 2", "posix_spawn: 5", "fork+execv: 6",
                  "fork child's subprocess: 43", "pass_fds: rc 0 read through-fd",
+                 "preexec_fn 0: rc 2 out preexec0.lock", "preexec_fn 1: rc 2 out preexec1.lock",
                  "cwd/env/session: rc 0 out sub env-value "):
         check(want in lines, f"subprocess: no line {want!r} in {lines}")
     check(sum(l.startswith("sh ") for l in lines) == 44, "sh lines")
@@ -288,8 +289,14 @@ def case_subprocess(stress, helper, tmp):
     # the parent and its two os.fork children have a header with the script's argv
     pyheads = sorted(p for p, recs in traces.items() if any(is_py(h) for h in events(recs, "header")))
     forks = [s["child"] for s in events(traces[parent], "spawn") if s["via"] == "fork"]
-    check(pyheads == sorted([parent] + forks) and len(forks) == 2,
+    check(pyheads == sorted([parent] + forks) and len(forks) == 4,
           f"traces with the script's header: {pyheads}, parent {parent}, forks {forks}")
+    # the preexec_fn children: the lock made in the child before exec, then sh's own header
+    pre = [traces[f] for f in forks if events(traces[f], "acquire")]
+    check(sorted(os.path.basename(events(c, "acquire")[0]["path"]) for c in pre) ==
+          ["preexec0.lock", "preexec1.lock"] and
+          all(events(c, "header")[-1]["argv"][0] == "/bin/sh" for c in pre),
+          f"preexec_fn children: {pre}")
     # a vfork child whose exec failed leaves with _exit(): nothing of it in the parent's trace
     ex = events(traces[parent], "exit")
     check(len(ex) == 1 and traces[parent][-1] is ex[0], f"the parent's exit events: {ex}")
@@ -297,7 +304,7 @@ def case_subprocess(stress, helper, tmp):
     check([s["argv"] for s in ps] == [["sh", "-c", "exit 5"]], f"posix_spawn events {ps}")
     kids = [p for p, recs in traces.items() if recs[0]["ppid"] == parent]
     sh = [p for p in kids if traces[p][0]["argv"][:1] == ["/bin/sh"]]
-    check(len(sh) == 46, f"{len(sh)} /bin/sh children of subprocess traced, expected 46")
+    check(len(sh) == 46, f"{len(sh)} /bin/sh children of subprocess (vfork) traced, expected 46")
     batons = sorted(os.path.basename(a["path"]) for p in kids
                     for a in events(traces[p], "acquire") if "baton" in a["path"])
     check(batons == [f"baton{i}" for i in range(4)], f"python baton children: {batons}")

@@ -3,7 +3,8 @@ subproc.py DIR SHIM_STRESS. Prints one deterministic line per child (exit status
 what it wrote), in a fixed order, whatever the timing; stress_test.py compares the output with
 and without the shim.
 
-Children: /bin/sh with stdin/stdout/stderr pipes, cwd, env, start_new_session and pass_fds;
+Children: /bin/sh with stdin/stdout/stderr pipes, cwd, env, start_new_session, pass_fds and
+preexec_fn (then fork, not vfork, and Python code in the child);
 the C stress program's `child` mode (it takes a baton and a flock); a Python FileBaton child;
 a missing program (the vfork child's exec fails: FileNotFoundError in the parent); the same
 from four threads at once; os.posix_spawn; os.fork then os.execv; a fork child that runs
@@ -75,6 +76,15 @@ r = subprocess.run(["/bin/sh", "-c", "echo through-fd >&%d" % wp], pass_fds=(wp,
 os.close(wp)
 with os.fdopen(rp, "rb") as f:
     out.append("pass_fds: rc %d read %s" % (r.returncode, f.read().decode().strip()))
+
+# preexec_fn: subprocess forks (no vfork) and runs Python in the child before exec
+for i in range(2):
+    def pre(i=i):
+        fd = os.open("preexec%d.lock" % i, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.close(fd)
+    r = subprocess.run(["/bin/sh", "-c", "ls preexec%d.lock; exit 2" % i], preexec_fn=pre,
+                       capture_output=True)
+    out.append("preexec_fn %d: rc %d out %s" % (i, r.returncode, r.stdout.decode().strip()))
 
 # four threads at once, each its own sequence
 res = {}
