@@ -325,23 +325,44 @@ static void write_header(void)
     hdx_w_emit(&w);
 }
 
-/* Open this process's own "<host>-<pid>.jsonl" and write its header. */
-static void start_trace(void)
+/*
+ * Open this process's own "<host>-<pid>.jsonl" and write its header. dir:
+ * HANGDX_TRACE_DIR at the start of the image; a relative one is taken from
+ * the cwd then, once, so that a reopen and a fork child use the same
+ * directory after a chdir. NULL: the directory already in trace_dir_path
+ * (a fork child).
+ */
+static void start_trace(const char *dir)
 {
-    const char *dir = getenv(HDX_TRACE_DIR_ENV);
     atomic_store(&trace_fd, -1);
     atomic_store(&hdx_on, 0);
-    if (!dir || !*dir)
+    if (dir) {
+        size_t dl = strlen(dir), cl = 0;
+        trace_dir_path[0] = 0;
+        if (!dl)
+            return;
+        if (dir[0] != '/') {
+            if (syscall(SYS_getcwd, trace_dir_path, sizeof trace_dir_path) <= 0)
+                return;
+            cl = strlen(trace_dir_path);
+            trace_dir_path[cl++] = '/';
+        }
+        if (cl + dl >= sizeof trace_dir_path) {
+            trace_dir_path[0] = 0;
+            return;
+        }
+        memcpy(trace_dir_path + cl, dir, dl + 1);
+    }
+    if (!trace_dir_path[0])
         return;
     struct utsname un;
     if (uname(&un) != 0)
         return;
     char pid[24];
     hdx_itoa(raw_getpid(), pid);
-    size_t dl = strlen(dir), hl = strlen(un.nodename), pl = strlen(pid);
-    if (dl >= sizeof trace_dir_path || hl + pl + sizeof HDX_TRACE_SUFFIX + 1 > sizeof trace_name)
+    size_t hl = strlen(un.nodename), pl = strlen(pid);
+    if (hl + pl + sizeof HDX_TRACE_SUFFIX + 1 > sizeof trace_name)
         return;
-    memcpy(trace_dir_path, dir, dl + 1);
     char *p = trace_name;
     memcpy(p, un.nodename, hl), p += hl;
     *p++ = '-';
@@ -368,7 +389,7 @@ void hdx_after_fork_child(void)
         st.st_ino == trace_ino)
         syscall(SYS_close, fd); /* the parent's file, not ours */
     hdx_wait_reset_all();
-    start_trace();
+    start_trace(NULL); /* the parent's directory, whatever the cwd is now */
     in_shim = 0;
     errno = e;
 }
@@ -379,7 +400,7 @@ __attribute__((constructor)) static void hdx_init(void)
     resolve_all(); /* hdx_resolve() guards itself */
     atomic_store(&cached_pid, raw_getpid());
     in_shim = 1;
-    start_trace();
+    start_trace(getenv(HDX_TRACE_DIR_ENV));
     in_shim = 0;
     errno = e;
 }

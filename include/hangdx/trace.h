@@ -72,7 +72,9 @@
 #define HANGDX_TRACE_H
 
 #define HDX_TRACE_SCHEMA "hangdx.trace/1"
-/* Environment variable naming the trace directory; the shim is quiet without it. */
+/* Environment variable naming the trace directory; the shim is quiet without it.
+ * A relative one is resolved against the cwd at the start of each program
+ * image (a fork child keeps its parent's); hangdx run passes an absolute one. */
 #define HDX_TRACE_DIR_ENV "HANGDX_TRACE_DIR"
 /* Suffix of every trace file: "<host>-<pid>" HDX_TRACE_SUFFIX. */
 #define HDX_TRACE_SUFFIX ".jsonl"

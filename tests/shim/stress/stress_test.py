@@ -9,7 +9,7 @@ the shim recorded: every trace line parses, files are 0600, the events that must
 are (spawn trees, acquires, releases), and `hangdx analyze` reads the directory.
 
 Env (tests/CMakeLists.txt): HANGDX_PRELOAD (the shim), HANGDX (the binary).
-Cases: threads forkexec spawnchain subprocess closefds signals tracedir perms valgrind.
+Cases: threads forkexec spawnchain subprocess closefds signals tracedir perms relative valgrind.
 Exit 77 (skipped) when the machine lacks what a case needs (root for mounts, valgrind)."""
 import glob
 import json
@@ -356,6 +356,46 @@ def case_signals(stress, helper, tmp):
     check(sum(a.startswith("w") for a in acq) == 3000, f"{len(acq)} acquires")
     print(f"  the handler's creates recorded: {acq.count('sig.lock')}")
     analyze(tr, traces)
+
+
+RELATIVE = """
+import os
+os.mkdir("sub")
+os.chdir("sub")
+pid = os.fork()
+if pid == 0:
+    os.open("child.lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    os._exit(7)
+print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+os.closerange(3, 1024)  # the trace fd too: the shim reopens its file
+os.open("parent.lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+print("parent ok")
+"""
+
+
+def case_relative(stress, helper, tmp):
+    """HANGDX_TRACE_DIR relative: a fork child and a reopen after a chdir use the directory
+    the process started with."""
+    res = []
+    for label, trace in (("without the shim", None), ("with the shim", "tr")):
+        w = os.path.join(tmp, label.split()[0])
+        os.makedirs(os.path.join(w, "tr"))
+        cwd = os.getcwd()
+        os.chdir(w)
+        try:
+            res.append(run(f"relative {label}", [PY, "-c", RELATIVE], trace_dir=trace))
+        finally:
+            os.chdir(cwd)
+    same("relative trace dir", res[0], res[1])
+    check(res[0].out == b"child 7\nparent ok\n", f"relative: {res[0].out}")
+    traces = read_traces(os.path.join(tmp, "with", "tr"))
+    acq = sorted(os.path.basename(a["path"]) for recs in traces.values()
+                 for a in events(recs, "acquire"))
+    check(len(traces) == 2 and acq == ["child.lock", "parent.lock"],
+          f"relative trace dir: {len(traces)} traces, acquires {acq}")
+    check(not os.path.exists(os.path.join(tmp, "with", "sub", "tr")), "a second trace dir")
+    print("relative HANGDX_TRACE_DIR: the fork child after chdir and the reopened file use "
+          "the start's directory")
 
 
 def programs(stress):
