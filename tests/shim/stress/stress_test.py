@@ -149,10 +149,9 @@ def analyze(d, pids, torn_ok=False):
     if not (HANGDX and os.access(HANGDX, os.X_OK)):
         print("  (hangdx not built: analyze skipped)")
         return
-    r = subprocess.run([HANGDX, "analyze", "--json", d], capture_output=True, text=True,
-                       timeout=BOUND)
-    check(r.returncode == 0, f"hangdx analyze {d}: rc {r.returncode}: {r.stderr}")
-    rep = json.loads(r.stdout)
+    r = run("hangdx analyze", [HANGDX, "analyze", "--json", d])
+    check(r.rc == 0, f"hangdx analyze {d}: rc {r.rc}: {r.err.decode()}")
+    rep = json.loads(r.out)
     got = {p["pid"] for p in rep["processes"]}
     check(got == set(pids), f"analyze saw processes {sorted(got ^ set(pids))} differently")
     torn = [n for n in rep["notes"] if "torn or malformed" in n]
@@ -539,6 +538,20 @@ def case_perms(stress, helper, tmp):
     os.mkdir(other)
     os.chmod(other, 0o777)
     os.chown(other, NOBODY, NOBODY)
+    # a file of another user where the trace file goes (the same pid after exec), in a
+    # directory of ours that anyone may write: left alone, not one byte added
+    shared = os.path.join(tmp, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o777)
+    env = env_with(None)
+    env.update(D=shared, SHIM=SHIM, STRESS=stress, HANGDX_TRACE_DIR=shared)
+    r = subprocess.run(["/bin/sh", "-c", 'f="$D/$(uname -n)-$$.jsonl"; : > "$f" && chmod 666 "$f"'
+                        f' && chown {NOBODY} "$f" && LD_PRELOAD="$SHIM" exec "$STRESS" errno'],
+                       env=env, capture_output=True, timeout=BOUND)
+    files = glob.glob(os.path.join(shared, "*.jsonl"))
+    check(r.stdout == b"errno at main 0\n" and len(files) == 1, f"{r.stdout} {files}")
+    check(os.stat(files[0]).st_size == 0, "the shim wrote into another user's trace file")
+    print("a trace file of another user: left alone")
     # the shim alone: writes nothing there, changes nothing
     ref, _ = pair("threads, trace dir owned by nobody",
                   lambda w: [stress, "threads", w, "2", "20"], tmp, other)
