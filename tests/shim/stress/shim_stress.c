@@ -10,7 +10,8 @@
  *   shim_stress forkexec DIR N       N forks from a program whose threads
  *                                    spin in wrapped calls; most children exec
  *   shim_stress spawnchain DIR D W   a posix_spawn tree D deep, W wide, each
- *                                    child's output through a pipe (as ninja)
+ *                                    child's output through a pipe, signal
+ *                                    attributes and process groups (as ninja)
  *   shim_stress closefds DIR         close every fd, the trace fd included;
  *                                    reuse every number; lock, fork, spawn
  *   shim_stress signals DIR N        a 200 us SIGALRM whose handler opens,
@@ -350,9 +351,24 @@ static int mode_spawnchain(const char *id, int depth, int width)
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+        /* the attributes ninja sets: signal mask and defaults, a process group of its own */
+        posix_spawnattr_t at;
+        sigset_t none, dfl;
+        sigemptyset(&none);
+        sigemptyset(&dfl);
+        sigaddset(&dfl, SIGINT);
+        sigaddset(&dfl, SIGTERM);
+        sigaddset(&dfl, SIGHUP);
+        posix_spawnattr_init(&at);
+        posix_spawnattr_setsigmask(&at, &none);
+        posix_spawnattr_setsigdefault(&at, &dfl);
+        posix_spawnattr_setpgroup(&at, 0);
+        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                          (c % 2 ? POSIX_SPAWN_SETPGROUP : 0));
         char *argv[] = {"shim_stress", "spawnchain", ".", d, w, cid, NULL};
-        rcs[c] = c % 2 ? posix_spawnp(&pids[c], self_exe, &fa, NULL, argv, environ)
-                       : posix_spawn(&pids[c], self_exe, &fa, NULL, argv, environ);
+        rcs[c] = c % 2 ? posix_spawnp(&pids[c], self_exe, &fa, &at, argv, environ)
+                       : posix_spawn(&pids[c], self_exe, &fa, &at, argv, environ);
+        posix_spawnattr_destroy(&at);
         posix_spawn_file_actions_destroy(&fa);
         close(pfd[1]);
         rfd[c] = pfd[0];

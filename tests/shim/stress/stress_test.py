@@ -268,6 +268,48 @@ def case_spawnchain(stress, helper, tmp):
             todo.append((s["child"], s["argv"][5], depth - 1))
     check(seen == 40 == len(traces), f"tree of {seen} processes, {len(traces)} traces")
     analyze(tr, traces)
+    spawn_ninja(stress, tmp)
+
+
+NINJA = """rule chain
+  command = $stress spawnchain . 1 3 $id > $out
+rule cat
+  command = cat $in > $out
+"""
+
+
+def spawn_ninja(stress, tmp):
+    """Real ninja (posix_spawn, -j4): 12 chains of posix_spawn, then a join; the result files
+    with and without the shim, and one spawn event per command in ninja's trace."""
+    ninja = shutil.which("ninja")
+    if not ninja:
+        print("  (ninja not installed: the real ninja part skipped)")
+        return
+    tr = os.path.join(tmp, "ninja-trace")
+    os.mkdir(tr)
+    res = []
+    for label, trace in (("without the shim", None), ("with the shim", tr)):
+        w = os.path.join(tmp, "ninja-" + label.split()[0])
+        os.mkdir(w)
+        with open(os.path.join(w, "build.ninja"), "w") as f:
+            f.write(f"stress = {stress}\n" + NINJA)
+            for i in range(12):
+                f.write(f"build c{i}.txt: chain\n  id = n{i}\n")
+            f.write("build all.txt: cat " + " ".join(f"c{i}.txt" for i in range(12)) + "\n")
+        r = run(f"ninja {label}", [ninja, "-C", w, "-j4", "--quiet", "all.txt"], trace_dir=trace)
+        with open(os.path.join(w, "all.txt"), "rb") as f:
+            res.append((r.rc, r.out, r.err, f.read()))
+    check(res[0] == res[1], f"ninja: the shim changed the result:\n{res[0]}\n{res[1]}")
+    check(res[0][0] == 0 and res[0][3].count(b" ok 1 ") == 36, f"ninja: {res[0]}")
+    traces = read_traces(tr)
+    nj, = roots(traces, lambda h: os.path.basename(h["argv"][0]) == "ninja")
+    sp = events(traces[nj], "spawn")
+    check(len(sp) == 13 and all(s["via"] == "posix_spawn" for s in sp),
+          f"ninja's spawn events: {sp}")
+    for s in sp:
+        check(s["child"] in traces and traces[s["child"]][0]["ppid"] == nj,
+              f"ninja's child {s['child']}: no trace")
+    print(f"  real ninja -j4: 13 commands, result identical, {len(traces)} traces")
 
 
 def case_subprocess(stress, helper, tmp):
