@@ -129,9 +129,9 @@ cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
 static int put_indented(FILE *f, const char *s)
 {
     /* One write of the re-indented copy: a line at a time was ~20 % of a large report. */
-    size_t len = strlen(s), lines = 0;
-    for (const char *nl = s; (nl = memchr(nl, '\n', len - (size_t)(nl - s))); nl++)
-        lines++;
+    size_t len = 0, lines = 0;
+    for (; s[len]; len++) /* lines are short: a plain loop beats a memchr per line */
+        lines += s[len] == '\n';
     char *out = malloc(len + 2 * lines + 1), *w = out;
     if (!out) { /* the slow way, without memory */
         for (const char *nl; (nl = strchr(s, '\n')); s = nl + 1)
@@ -139,15 +139,12 @@ static int put_indented(FILE *f, const char *s)
                 return -EIO;
         return fputs(s, f) < 0 ? -EIO : 0;
     }
-    for (const char *q = s, *nl; q < s + len; q = nl + 1) {
-        nl = memchr(q, '\n', len - (size_t)(q - s));
-        size_t n = nl ? (size_t)(nl - q) : len - (size_t)(q - s);
-        memcpy(w, q, n);
-        w += n;
-        if (!nl)
-            break;
-        memcpy(w, "\n\t\t", 3);
-        w += 3;
+    for (const char *q = s; *q; q++) {
+        *w++ = *q;
+        if (*q == '\n') {
+            *w++ = '\t';
+            *w++ = '\t';
+        }
     }
     int rc = fwrite(out, 1, (size_t)(w - out), f) == (size_t)(w - out) ? 0 : -EIO;
     free(out);
