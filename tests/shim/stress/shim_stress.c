@@ -9,6 +9,8 @@
  *                                    locks, a shared counter, forks
  *   shim_stress forkexec DIR N       N forks from a program whose threads
  *                                    spin in wrapped calls; most children exec
+ *   shim_stress vfork DIR N          N vfork children that open and stat
+ *                                    before they exec (odd) or _exit (even)
  *   shim_stress spawnchain DIR D W   a posix_spawn tree D deep, W wide, each
  *                                    child's output through a pipe, signal
  *                                    attributes and process groups (as ninja)
@@ -313,6 +315,57 @@ static int mode_forkexec(int n)
             h = fnv(h, buf, (size_t)len);
     }
     printf("children's files fnv %08x\nerrors %d\n", h, errors);
+    return errors != 0;
+}
+
+/* ------------------------------------------------------------------ vfork */
+
+/*
+ * vfork children that call wrapped functions before they exec or _exit (as
+ * Python's subprocess child closes and dups fds): child i creates vf<i>.lock
+ * exclusively; odd ones exec the child mode, even ones _exit(60 or 61).
+ */
+/* One vfork child; a function of its own, so that nothing of the caller's
+ * lives across vfork (the child runs on the parent's stack). */
+static __attribute__((noinline)) pid_t vfork_one(const char *lock, char *const argv[], int exec)
+{
+    pid_t c = vfork();
+    if (c == 0) {
+        int fd = open(lock, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+        struct stat st;
+        if (fd < 0 || stat(lock, &st) != 0)
+            _exit(61);
+        if (exec)
+            execv(self_exe, argv);
+        _exit(60);
+    }
+    return c;
+}
+
+static int mode_vfork(int n)
+{
+    int errors = 0;
+    printf("statuses");
+    for (int i = 0; i < n; i++) {
+        char num[16], lock[32];
+        snprintf(num, sizeof num, "%d", 200 + i);
+        snprintf(lock, sizeof lock, "vf%d.lock", i);
+        char *argv[] = {"shim_stress", "child", ".", num, NULL};
+        fflush(stdout);
+        pid_t c = vfork_one(lock, argv, i % 2);
+        int ws = -1;
+        if (c < 0 || waitpid(c, &ws, 0) != c)
+            errors++;
+        printf(" %d", WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+    }
+    struct stat st;
+    int locks = 0;
+    for (int i = 0; i < n; i++) {
+        char lock[32];
+        snprintf(lock, sizeof lock, "vf%d.lock", i);
+        locks += stat(lock, &st) == 0;
+    }
+    printf("\nlock files %d\nerrors %d\n", locks, errors);
     return errors != 0;
 }
 
@@ -661,6 +714,8 @@ int main(int argc, char **argv)
         return mode_threads(a3 ? a3 : 8, a4 ? a4 : 200);
     if (!strcmp(m, "forkexec"))
         return mode_forkexec(a3 ? a3 : 40);
+    if (!strcmp(m, "vfork"))
+        return mode_vfork(a3 ? a3 : 10);
     if (!strcmp(m, "spawnchain"))
         return mode_spawnchain(argc > 5 ? argv[5] : "r", a3, a4);
     if (!strcmp(m, "closefds"))

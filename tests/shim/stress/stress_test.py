@@ -9,7 +9,8 @@ the shim recorded: every trace line parses, files are 0600, the events that must
 are (spawn trees, acquires, releases), and `hangdx analyze` reads the directory.
 
 Env (tests/CMakeLists.txt): HANGDX_PRELOAD (the shim), HANGDX (the binary).
-Cases: threads forkexec spawnchain subprocess closefds signals tracedir perms relative valgrind.
+Cases: threads forkexec vfork spawnchain subprocess closefds signals tracedir perms relative
+valgrind.
 Exit 77 (skipped) when the machine lacks what a case needs (root for mounts, valgrind)."""
 import glob
 import json
@@ -236,6 +237,30 @@ def case_forkexec(stress, helper, tmp):
                   f"child {i}: exec'd image's header {heads}")
             check([os.path.basename(a["path"]) for a in events(img, "acquire")] ==
                   [f"child{i}.out"], f"child {i} after exec: {img}")
+    analyze(tr, traces)
+
+
+def case_vfork(stress, helper, tmp):
+    tr = os.path.join(tmp, "trace")
+    os.mkdir(tr)
+    ref, _ = pair("vfork", lambda w: [stress, "vfork", w, "10"], tmp, tr)
+    want = " ".join(str(20 + (200 + i) % 5 if i % 2 else 60) for i in range(10))
+    check(out_lines(ref) == ["statuses " + want, "lock files 10", "errors 0"],
+          f"vfork: {out_lines(ref)}")
+    traces = read_traces(tr)
+    parent, = roots(traces, lambda h: h["argv"][1:2] == ["vfork"])
+    recs = traces[parent]
+    # the children share the parent's memory until exec: nothing of theirs in its trace
+    check(not events(recs, "acquire") and not events(recs, "wait") and not events(recs, "spawn"),
+          f"a vfork child's calls in the parent's trace: {recs}")
+    ex = events(recs, "exit")
+    check(len(ex) == 1 and recs[-1] is ex[0], f"the parent's exit lines: {ex}")
+    kids = {p: r for p, r in traces.items() if p != parent}
+    check(len(kids) == 5 and all(r[0]["ppid"] == parent and r[0]["argv"][1] == "child" and
+                                 len(events(r, "header")) == 1 for r in kids.values()),
+          f"traces besides the parent's: only the 5 exec'd images, {kids}")
+    acq = sorted(os.path.basename(events(r, "acquire")[0]["path"]) for r in kids.values())
+    check(acq == sorted(f"child{200 + i}.out" for i in range(1, 10, 2)), f"exec'd: {acq}")
     analyze(tr, traces)
 
 
