@@ -2,8 +2,10 @@
  * hangdx run [--hang-timeout SEC [--on-hang report|kill]] [-d DIR] -- COMMAND...:
  * run COMMAND with the lock-tracing shim preloaded, tracing into DIR, and pass
  * its exit status through. With --hang-timeout, watch the job (watch.h: CPU
- * time, trace events; here: its output, passed through) and capture, classify
- * and report it into DIR when nothing moved for SEC seconds.
+ * time, trace events, Python stacks read without a stop; here: its output,
+ * passed through) and capture, classify and report it into DIR when nothing
+ * moved for SEC seconds. CPU time whose Python stacks stayed put is confirmed
+ * by the capture: a verdict of not_hung is progress, and no report.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -53,17 +55,22 @@ static void usage(FILE *f)
             "options:\n"
             "  -d, --trace-dir DIR   trace directory (created 0700; default ./hangdx-<date>-<time>/)\n"
             "  --hang-timeout SEC    watch the job: when none of its processes made progress for\n"
-            "                        SEC seconds, capture them all, classify, write DIR/report.txt\n"
-            "                        and DIR/report.json and print the verdict on stderr\n"
+            "                        SEC seconds, capture them all and classify; unless that\n"
+            "                        says not_hung, write DIR/report.txt and DIR/report.json and\n"
+            "                        print the verdict on stderr\n"
             "  --on-hang report|kill after a report: keep watching (report, the default; a new\n"
             "                        report only after progress resumed and stopped again), or\n"
             "                        end the job (kill: SIGTERM, SIGKILL 10 s later) and exit 124\n"
             "  -h, --help            this text\n\n"
-            "Progress is any of: the job's processes used at least 5%% of a core over the last\n"
-            "3 s (a hung job's pollers use less), a byte of output, a new trace event other than\n"
-            "a lock wait. With --hang-timeout, the job's stdout and stderr when they are not a\n"
-            "terminal pass through hangdx unchanged (a pipe instead of the file: programs that\n"
-            "ask isatty() see no difference); output to a terminal goes straight to it and is not\n"
+            "Progress is any of: a byte of output, a new trace event other than a lock wait, a\n"
+            "process whose main thread's Python stack moved while it used CPU (read from memory,\n"
+            "nothing stopped, once a second while the job is silent but busy). CPU time alone\n"
+            "(5%% of a core over 3 s) is not: a rank spinning in a GPU or NCCL wait burns a\n"
+            "core. After SEC seconds without progress hangdx captures the job; a not_hung\n"
+            "verdict counts as progress (no report; the next check SEC later), any other is\n"
+            "reported. The job's stdout and stderr when they are not a terminal pass through\n"
+            "hangdx unchanged (a pipe instead of the file: programs that ask isatty() see no\n"
+            "difference); output to a terminal goes straight to it and is not\n"
             "a progress signal there. hangdx adopts the processes whose parents exit (child\n"
             "subreaper), so 'kill' ends the whole tree, new sessions included.\n\n"
             "The exit status is COMMAND's own (128+N when a signal N killed it), or 124 when\n"
@@ -401,10 +408,17 @@ static int reap(pid_t job, int *status)
     return ended;
 }
 
-/* Capture the job, classify, write DIR/report.{txt,json} and say the verdict on stderr. */
-static void report_hang(const char *dir, double quiet_s)
+/*
+ * Capture the job and classify it; unless the verdict is not_hung, write DIR/report.{txt,json}
+ * and say the verdict on stderr. cpu_busy: the job was silent but used CPU, and n_python of its
+ * processes had a Python stack that did not move (0: none could be read), so the capture decides
+ * whether that CPU was work or a spinning wait. Returns 1 when a hang was reported (or could not
+ * be written), 0 when the verdict is not_hung (no report: the job makes progress), -1 when the
+ * job's processes are gone.
+ */
+static int check_job(const char *dir, double quiet_s, int cpu_busy, size_t n_python)
 {
-    int *pids = NULL, failures = 0;
+    int *pids = NULL, failures = 0, ret = 1;
     size_t n = 0;
     hdx_evidence *ev = NULL;
     hdx_verdict v = {0};
@@ -412,10 +426,17 @@ static void report_hang(const char *dir, double quiet_s)
     int rc = hdx_watch_job_pids(&pids, &n);
     if (rc || n == 0) {
         fprintf(stderr, "hangdx: no progress for %.0f s, but the job's processes are gone\n", quiet_s);
+        ret = -1;
         goto out;
     }
-    fprintf(stderr, "hangdx: no progress for %.0f s; capturing the job's %zu process%s...\n",
-            quiet_s, n, n == 1 ? "" : "es");
+    if (cpu_busy)
+        fprintf(stderr, "hangdx: no progress for %.0f s (no output, no trace event, %s), but the job uses "
+                        "CPU; capturing its %zu process%s to tell work from a spinning wait...\n",
+                quiet_s, n_python ? "no Python stack moved" : "no Python stack could be read", n,
+                n == 1 ? "" : "es");
+    else
+        fprintf(stderr, "hangdx: no progress for %.0f s; capturing the job's %zu process%s...\n",
+                quiet_s, n, n == 1 ? "" : "es");
     hdx_capture_options co = {pids, n, 0, dir, 2, 250};
     if (!(ev = hdx_evidence_new())) {
         rc = -ENOMEM;
@@ -424,6 +445,20 @@ static void report_hang(const char *dir, double quiet_s)
     ev->build_timeout_s = 1800;
     if ((rc = hdx_capture(ev, &co, &failures)) || (rc = hdx_classify(ev, &v)))
         goto fail;
+    int alive = 0;
+    for (size_t i = 0; i < ev->n_procs; i++)
+        alive |= ev->procs[i].alive != 0;
+    if (!alive) { /* it ended while it was captured: it was not hung */
+        fprintf(stderr, "hangdx: the job's processes ended during the capture; no report\n");
+        ret = -1;
+        goto out;
+    }
+    if (v.cls == HDX_CLASS_NOT_HUNG) {
+        fprintf(stderr, "hangdx: not_hung: %s; no report, next check after %.0f s more without progress\n",
+                v.summary ? v.summary : "(no summary)", quiet_s);
+        ret = 0;
+        goto out;
+    }
     snprintf(txt, sizeof txt, "%s/report.txt", dir);
     snprintf(json, sizeof json, "%s/report.json", dir);
     /* Each file appears whole (a reader waiting for report.json never sees half of it). */
@@ -443,6 +478,7 @@ out:
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
     free(pids);
+    return ret;
 }
 
 /* Send sig to every process of the job: the job's process group when it is not ours, and each
@@ -563,6 +599,7 @@ static int watch_child(const struct run_opts *o, const char *dir)
         fprintf(stderr, "hangdx run: out of memory: the job runs unwatched\n");
     double t = now_s(), last_progress = t, next_tick = t; /* first tick: the baseline */
     int status = 0, ended = 0, reported = 0, killed = 0, output = 0;
+    size_t n_python = 0; /* processes whose Python stacks the last check read */
     while (!(ended |= reap(pid, &status))) {
         struct pollfd pf[2];
         nfds_t np = 0;
@@ -582,19 +619,29 @@ static int watch_child(const struct run_opts *o, const char *dir)
             continue;
         next_tick = t + TICK_S;
         hdx_stacks_release_orphans(); /* a thread a capture could not detach (it was in D) never stays stopped */
-        if (hdx_watch_tick(w, t) || output) {
+        /* Output and trace events are progress. CPU time alone is not (a rank spinning in
+         * cuStreamSynchronize uses a whole core): it counts when a main thread's Python stack
+         * moved (read without stopping anything), else the capture below decides. */
+        int seen = hdx_watch_tick(w, t), cpu_busy = (seen & HDX_WATCH_CPU) != 0;
+        if (!output && !(seen & HDX_WATCH_TRACE) && cpu_busy && hdx_watch_python(w, t, &n_python) > 0)
+            seen |= HDX_WATCH_PYTHON;
+        if (output || (seen & (HDX_WATCH_TRACE | HDX_WATCH_PYTHON))) {
             last_progress = t;
             reported = 0;
         }
         output = 0;
         if (reported || t - last_progress < o->hang_timeout)
             continue;
-        report_hang(dir, t - last_progress);
-        reported = 1;
-        if (o->on_hang_kill) {
-            end_job(pid, &status, &ended, s, ns);
-            killed = 1;
-            break;
+        int hung = check_job(dir, t - last_progress, cpu_busy, n_python);
+        if (hung == 0) {
+            last_progress = now_s(); /* not_hung: the next check comes SEC from now */
+        } else {
+            reported = 1;
+            if (o->on_hang_kill) {
+                end_job(pid, &status, &ended, s, ns);
+                killed = 1;
+                break;
+            }
         }
         /* What the capture did (ptrace stops) is not the job's progress. */
         hdx_watch_rebase(w);

@@ -1,7 +1,8 @@
 /*
  * Progress of a running job: CPU time of the tree under hangdx (proc(5)
- * /proc/PID/stat fields 14-17 and 22) and new non-"wait" events in the shim's
- * trace files (include/hangdx/trace.h).
+ * /proc/PID/stat fields 14-17 and 22), new non-"wait" events in the shim's
+ * trace files (include/hangdx/trace.h), and, on demand, whether a process's
+ * main thread moved in Python (python.h: memory reads only, no stop).
  */
 #include "watch.h"
 
@@ -17,6 +18,7 @@
 
 #include "hangdx/trace.h"
 #include "proc.h"
+#include "python.h"
 
 #define CPU_RING 64 /* ticks of CPU history kept; more than any window at one tick a second */
 
@@ -24,12 +26,28 @@ struct cpu_entry {
     int pid;
     uint64_t start; /* field 22: tells a reused pid apart */
     uint64_t ticks; /* utime + stime + cutime + cstime */
+    uint64_t own;   /* utime + stime: a thread's own, without the children reaped */
 };
 
 struct trace_file {
     char *name;
     ino_t ino;
     off_t off; /* end of the last complete line read */
+};
+
+/* One process of the job as the Python check last saw it. */
+struct py_entry {
+    int pid;
+    uint64_t start;      /* field 22 */
+    uint64_t stack_top;  /* field 28, startstack: placed anew by every exec (ASLR), so a changed
+                            value says the attachment below belongs to an image that is gone */
+    hdx_pyproc *py;      /* NULL: not attached (yet) */
+    int not_python;      /* attaching failed for good (not Python, not permitted, unknown version) */
+    int have;            /* hash, main_ticks and t hold a read */
+    uint64_t hash;       /* the main thread's Python frames: functions, files, lines */
+    uint64_t main_ticks; /* the main thread's utime + stime then */
+    double t;            /* monotonic s of that read */
+    int seen;            /* listed in the current pass */
 };
 
 struct hdx_watch {
@@ -43,6 +61,8 @@ struct hdx_watch {
     size_t ring_next, ring_n;
     struct trace_file *traces;
     size_t n_traces, cap_traces;
+    struct py_entry *py;
+    size_t n_py, cap_py;
 };
 
 hdx_watch *hdx_watch_new(const char *trace_dir, double window_s, double cpu_share)
@@ -69,6 +89,9 @@ void hdx_watch_free(hdx_watch *w)
     for (size_t i = 0; i < w->n_traces; i++)
         free(w->traces[i].name);
     free(w->traces);
+    for (size_t i = 0; i < w->n_py; i++)
+        hdx_py_detach(w->py[i].py);
+    free(w->py);
     free(w->prev);
     free(w->trace_dir);
     free(w);
@@ -82,11 +105,11 @@ void hdx_watch_rebase(hdx_watch *w)
     w->ring_n = w->ring_next = 0;
 }
 
-/* State letter and the CPU fields of pid; 0, or -errno when it is gone. */
-static int read_stat(int pid, char *state, struct cpu_entry *e)
+/* State letter and the CPU fields of pid (*stack_top: field 28, may be NULL); 0, or -errno when
+ * it is gone. */
+static int read_stat_at(const char *path, int pid, char *state, struct cpu_entry *e, uint64_t *stack_top)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    char buf[1024];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -99,10 +122,10 @@ static int read_stat(int pid, char *state, struct cpu_entry *e)
     if (!p || p[1] != ' ')
         return -EINVAL;
     p += 2;
-    /* p is field 3 (state); we want 14-17 and 22. */
-    unsigned long long f[23] = {0};
+    /* p is field 3 (state); we want 14-17, 22 and 28. */
+    unsigned long long f[29] = {0};
     *state = *p;
-    for (int field = 3; field <= 22 && *p; field++) {
+    for (int field = 3; field <= 28 && *p; field++) {
         if (field > 3)
             f[field] = strtoull(p, NULL, 10);
         while (*p && *p != ' ')
@@ -113,7 +136,17 @@ static int read_stat(int pid, char *state, struct cpu_entry *e)
     e->pid = pid;
     e->start = f[22];
     e->ticks = f[14] + f[15] + f[16] + f[17];
+    e->own = f[14] + f[15];
+    if (stack_top)
+        *stack_top = f[28];
     return 0;
+}
+
+static int read_stat(int pid, char *state, struct cpu_entry *e)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    return read_stat_at(path, pid, state, e, NULL);
 }
 
 int hdx_watch_job_pids(int **pids, size_t *n)
@@ -292,4 +325,174 @@ int hdx_watch_tick(hdx_watch *w, double now_s)
     if (!w)
         return 0;
     return cpu_progress(w, now_s) | trace_progress(w);
+}
+
+/* ------------------------------------------------ the Python check */
+
+static uint64_t fnv(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *b = data;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+    return s ? fnv(h, s, strlen(s) + 1) : fnv(h, "", 1);
+}
+
+/*
+ * The main thread of a read: the thread state whose kernel TID is the pid;
+ * when no TID is known, the last thread state of the main interpreter (CPython
+ * puts each new thread state at the head of the list, so the first one, the
+ * main thread's, ends it). NULL when there is none (not initialised yet, or
+ * finalised).
+ */
+static const hdx_py_thread *main_thread(const hdx_py_sample *s, int pid)
+{
+    const hdx_py_thread *last = NULL;
+    for (size_t i = 0; i < s->n_threads; i++) {
+        if (s->threads[i].tid == pid)
+            return &s->threads[i];
+        if (s->threads[i].interp_id == 0)
+            last = &s->threads[i];
+    }
+    for (size_t i = 0; i < s->n_threads; i++)
+        if (s->threads[i].tid >= 0 && s->threads[i].interp_id == 0)
+            return NULL; /* TIDs are known and none is the pid: the main thread is not Python's */
+    return last;
+}
+
+static struct py_entry *py_entry_of(hdx_watch *w, int pid)
+{
+    for (size_t i = 0; i < w->n_py; i++)
+        if (w->py[i].pid == pid)
+            return &w->py[i];
+    if (w->n_py == w->cap_py) {
+        size_t cap = w->cap_py ? 2 * w->cap_py : 16;
+        struct py_entry *n = realloc(w->py, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        w->py = n;
+        w->cap_py = cap;
+    }
+    struct py_entry *e = &w->py[w->n_py++];
+    memset(e, 0, sizeof *e);
+    e->pid = pid;
+    return e;
+}
+
+/*
+ * Read pid's main-thread Python stack into e. 1 when it moved since e's last
+ * read while the main thread used at least cpu_share of a core; 0 when not (or
+ * this is the first read); -1 when no Python stack could be read.
+ */
+static int py_check_one(hdx_watch *w, struct py_entry *e, double now_s)
+{
+    char path[64], st;
+    struct cpu_entry proc, main;
+    uint64_t stack_top = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", e->pid);
+    if (read_stat_at(path, e->pid, &st, &proc, &stack_top) != 0 || st == 'Z' || st == 'X')
+        return -1;
+    if (e->start != proc.start || e->stack_top != stack_top) { /* another process, or an exec */
+        hdx_py_detach(e->py);
+        e->py = NULL;
+        e->not_python = e->have = 0;
+        e->start = proc.start;
+        e->stack_top = stack_top;
+    }
+    if (e->not_python)
+        return -1;
+    if (!e->py) {
+        char *err = NULL;
+        e->py = hdx_py_attach(e->pid, &err);
+        int why = errno;
+        free(err);
+        if (!e->py) {
+            /* Not Python, not ours to read, or a Python this reader does not know: not worth
+             * asking again until the process execs. Other failures (a torn read while the
+             * interpreter starts) are tried again at the next check. */
+            e->not_python = why == ENOENT || why == EPERM || why == EACCES || why == ENOTSUP;
+            return -1;
+        }
+    }
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", e->pid, e->pid);
+    if (read_stat_at(path, e->pid, &st, &main, NULL) != 0)
+        return -1;
+    hdx_py_sample s = {0};
+    if (hdx_py_read(e->py, 0, &s) != 0) {
+        hdx_py_detach(e->py); /* perhaps an image the reader no longer fits: attach anew */
+        e->py = NULL;
+        e->have = 0;
+        return -1;
+    }
+    const hdx_py_thread *t = main_thread(&s, e->pid);
+    if (!t || t->n_frames == 0) {
+        hdx_py_sample_clear(&s);
+        e->have = 0;
+        return -1;
+    }
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < t->n_frames; i++) {
+        h = fnv_str(h, t->frames[i].function);
+        h = fnv_str(h, t->frames[i].file);
+        h = fnv(h, &t->frames[i].line, sizeof t->frames[i].line);
+    }
+    h = fnv(h, &t->partial, sizeof t->partial);
+    hdx_py_sample_clear(&s);
+    int moved = 0;
+    if (e->have && h != e->hash && main.own >= e->main_ticks) {
+        double used_ms = (double)(main.own - e->main_ticks) * 1000.0 / (double)w->clk_tck;
+        moved = used_ms >= w->cpu_share * (now_s - e->t) * 1000.0;
+    }
+    e->have = 1;
+    e->hash = h;
+    e->main_ticks = main.own;
+    e->t = now_s;
+    return moved;
+}
+
+int hdx_watch_python(hdx_watch *w, double now_s, size_t *n_read)
+{
+    size_t read_ok = 0;
+    int moved = 0, *pids = NULL;
+    size_t n = 0;
+    if (n_read)
+        *n_read = 0;
+    if (!w)
+        return 0;
+    int rc = hdx_watch_job_pids(&pids, &n);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < w->n_py; i++)
+        w->py[i].seen = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct py_entry *e = py_entry_of(w, pids[i]);
+        if (!e) {
+            rc = -ENOMEM;
+            break;
+        }
+        e->seen = 1;
+        int r = py_check_one(w, e, now_s);
+        if (r >= 0)
+            read_ok++;
+        if (r > 0)
+            moved = HDX_WATCH_PYTHON;
+    }
+    free(pids);
+    /* Processes that ended: their attachments go. */
+    size_t k = 0;
+    for (size_t i = 0; i < w->n_py; i++) {
+        if (w->py[i].seen || rc) {
+            w->py[k++] = w->py[i];
+            continue;
+        }
+        hdx_py_detach(w->py[i].py);
+    }
+    w->n_py = k;
+    if (n_read)
+        *n_read = read_ok;
+    return rc ? rc : moved;
 }

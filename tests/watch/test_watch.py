@@ -7,9 +7,21 @@ usage: test_watch.py CASE
   lock_kill     the same with --on-hang kill: exit 124, nothing of the job left
   collective    tests/distributed/launch.py collective_skip (3 gloo ranks in sessions of their
                 own) with --on-hang kill: collective_wait, culprit [2], exit 124, nothing left
-  healthy       a job printing a line a second for 12 s (--hang-timeout 4), and one burning
-                CPU silently for 10 s: never reported, their own exit status
-Bounds are generous (a report within 60 s); nothing here times a step tightly.
+  healthy       a job printing a line a second for 12 s (--hang-timeout 4), and a pure-Python
+                loop calling functions at varying depths silently for 12 s: never captured
+                (nothing from hangdx on stderr), never reported, their own exit status and output
+  frozen_busy   a job silent for longer than SEC while its main thread spins in one native call
+                (spin.c through ctypes, no name hangdx knows): its Python stack does not move,
+                so one capture checks it: not_hung on stderr, no report, the job runs on and
+                ends with its own status and output
+  spin_wait     a single rank (RANK=0, WORLD_SIZE=1) whose main thread spins in a stand-in for
+                cudaStreamSynchronize (spin.c: CUDA's host wait for a stuck kernel, CPU-only)
+                with --on-hang kill: reported as collective_wait within SEC + 30 s, exit 124
+  gpu_stuck_fixture  hangdx analyze of the NCCL hang recorded on an H200 (a rank spinning in
+                cuStreamSynchronize, state R, CPU time growing): collective_wait
+Bounds are generous (a report within 60 s); nothing here times a step tightly. The one bound
+frozen_busy relies on: the test ends the spin within SEC (10 s) of the first verdict, so that
+no second check comes.
 """
 import json
 import os
@@ -27,6 +39,46 @@ from hdxscen import (PYTHON, SKIP, Failure, alive, check, find_lock, hangdx_bin,
                      log, need_torch, session_members, wait_for)
 
 LOADER = os.path.join(SRC, "tests", "scenarios", "loader.py")
+NCCL_FIXTURES = os.path.join(SRC, "tests", "fixtures", "nccl-h200")
+
+# A job whose main thread calls one native busy loop of spin.c (argv: the library, the
+# function) from wait_for_result(), until a file named "stop" appears in its directory.
+SPIN_JOB = """import ctypes, os, sys, threading, time
+lib = ctypes.CDLL(sys.argv[1])
+flag = ctypes.c_int(0)
+
+def watch_for_stop():
+    while not os.path.exists("stop"):
+        time.sleep(0.1)
+    flag.value = 1
+
+def wait_for_result():
+    return getattr(lib, sys.argv[2])(ctypes.byref(flag))
+
+threading.Thread(target=watch_for_stop, daemon=True).start()
+print("spinning", flush=True)
+wait_for_result()
+print("done", flush=True)
+raise SystemExit(3)
+"""
+
+# A healthy, silent, CPU-bound pure-Python loop: its main thread's stack moves all the time.
+BUSY_PYTHON = """import random, time
+
+def leaf(n):
+    return sum(range(n))
+
+def down(depth, n):
+    return down(depth - 1, n) if depth else leaf(n)
+
+t = time.monotonic()
+calls = 0
+while time.monotonic() - t < 12:
+    down(random.randrange(1, 40), random.randrange(100, 3000))
+    calls += 1
+print("calls", calls > 0)
+raise SystemExit(5)
+"""
 LAUNCH = os.path.join(SRC, "tests", "distributed", "launch.py")
 
 
@@ -183,22 +235,116 @@ def case_healthy(tmp):
     finally:
         job.close()
 
+    # Silent and CPU-bound for 3 SEC: the watch reads its Python stack (no stop) and sees it
+    # move, so nothing is captured.
     os.makedirs(os.path.join(tmp, "b"))
     d2 = os.path.join(tmp, "dx2")
     job = Job(os.path.join(tmp, "b"), ["--hang-timeout", "4", "-d", d2, "--", sys.executable, "-c",
-                                      "import time\nt = time.monotonic()\n"
-                                      "while time.monotonic() - t < 10: pass\nraise SystemExit(5)"])
+                                      BUSY_PYTHON])
     try:
         rc = job.wait(120)
-        check(rc == 5, "a job burning CPU silently for 10 s: its own exit status 5", f"{rc} {job.stderr()}")
+        check(rc == 5, "a pure-Python loop burning CPU silently for 12 s: its own exit status 5",
+              f"{rc} {job.stderr()}")
         check(not os.path.exists(os.path.join(d2, "report.json")), "no report", job.stderr())
-        check("hangdx:" not in job.stderr(), "nothing from hangdx on stderr", job.stderr())
+        check("hangdx:" not in job.stderr(), "nothing from hangdx on stderr: no capture", job.stderr())
+        check(job.stdout() == "calls True\n", "its output, whole", job.stdout())
     finally:
         job.close()
 
 
+def spin_lib():
+    lib = os.environ.get("WATCH_SPIN")
+    if not lib or not os.path.exists(lib):
+        log("SKIP: WATCH_SPIN (the spin.c library, built as watch_spin) is not set; run through ctest")
+        sys.exit(SKIP)
+    return lib
+
+
+def spin_job(tmp, args, function, env=None):
+    job_dir = os.path.join(tmp, "job")
+    os.makedirs(job_dir)
+    script = os.path.join(job_dir, "spin_job.py")
+    with open(script, "w") as f:
+        f.write(SPIN_JOB)
+    return job_dir, Job(job_dir, args + ["--", sys.executable, script, spin_lib(), function], env)
+
+
+def case_frozen_busy(tmp):
+    d = os.path.join(tmp, "dx")
+    job_dir, job = spin_job(tmp, ["--hang-timeout", "10", "-d", d], "hdx_test_spin")
+    try:
+        wait_for(lambda: "spinning" in job.stdout(), "the job to start spinning", 60, 0.2)
+        wait_for(lambda: "hangdx: not_hung:" in job.stderr() or job.p.poll() is not None,
+                 "the confirming capture's verdict on stderr", 90, 0.2)
+        open(os.path.join(job_dir, "stop"), "w").close()  # ends the spin
+        rc = job.wait(60)
+        err = job.stderr()
+        check(rc == 3, "the job's own exit status 3", f"{rc}\n{err}")
+        check(err.count("capturing its 1 process to tell work from a spinning wait") == 1,
+              "exactly one confirming capture, announced as such", err)
+        check(err.count("hangdx: not_hung: the processes are making progress") == 1,
+              "its verdict not_hung on stderr", err)
+        check(not os.path.exists(os.path.join(d, "report.json")) and
+              not os.path.exists(os.path.join(d, "report.txt")), "no report", err)
+        check("report in" not in err, "no report announced", err)
+        check(job.stdout() == "spinning\ndone\n", "its output, whole: it ran on after the check",
+              job.stdout())
+    finally:
+        job.close()
+
+
+def case_spin_wait(tmp):
+    d = os.path.join(tmp, "dx")
+    sec = 5
+    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511"}
+    _, job = spin_job(tmp, ["--hang-timeout", str(sec), "--on-hang", "kill", "-d", d],
+                      "hdx_standin_cudaStreamSynchronize", env)
+    try:
+        wait_for(lambda: "spinning" in job.stdout() or job.p.poll() is not None,
+                 "the rank to start spinning", 60, 0.2)
+        spin_start = time.monotonic()
+        rc = job.wait(120)
+        took = time.monotonic() - spin_start
+        err = job.stderr()
+        log(f"reported and ended {took:.1f} s after the spin began (--hang-timeout {sec})")
+        check(rc == 124, "exit status 124 (--on-hang kill)", f"{rc}\n{err}")
+        check(took <= sec + 30, f"reported within SEC + 30 s of the spin's start ({took:.1f} s)", err)
+        check("not_hung" not in err, "the spin was never taken for work", err)
+        rep = read_report(d, 1)
+        v = rep.get("verdict") or {}
+        check(v.get("class") == "collective_wait", "verdict.class == collective_wait", v)
+        check("cudaStreamSynchronize" in (v.get("summary") or ""), "the summary names the wait", v)
+        procs = [p for p in rep.get("processes", []) if p.get("rank") == 0]
+        check(len(procs) == 1, "rank 0 is in the report", rep.get("processes"))
+        main = procs[0]["threads"][0]
+        check(main.get("wait") == "collective" and main.get("state") == "R",
+              "its main thread: state R, a collective wait", main)
+        check(any(f.get("function") == "hdx_standin_cudaStreamSynchronize" for f in main.get("frames", [])),
+              "the spinning frame is on its stack", main.get("frames"))
+        check(not session_members(job.sid), "nothing of the job is left", session_members(job.sid))
+    finally:
+        job.close()
+
+
+def case_gpu_stuck_fixture(tmp):
+    snap = os.path.join(NCCL_FIXTURES, "gpu_stuck.snapshot.json")
+    r = subprocess.run([hangdx_bin(), "analyze", "--json", snap], capture_output=True, text=True, timeout=60)
+    check(r.returncode in (0, 1), "hangdx analyze ran", f"{r.returncode}\n{r.stderr}")
+    rep = json.loads(r.stdout)
+    v = rep.get("verdict") or {}
+    check(v.get("class") == "collective_wait", "a rank spinning in cuStreamSynchronize: collective_wait", v)
+    check(v.get("culprit_ranks") == [], "no culprit rank (none is missing)", v)
+    rank0 = [p for p in rep.get("processes", []) if p.get("rank") == 0]
+    check(rank0 and rank0[0].get("progressing") is True,
+          "its CPU time grew (the case CPU time alone took for progress)", rank0)
+    main = rank0[0]["threads"][0]
+    check(main.get("state") == "R" and main.get("wait") == "collective", "main thread: R, collective wait", main)
+
+
 CASES = {"lock_report": case_lock_report, "lock_kill": case_lock_kill,
-         "collective": case_collective, "healthy": case_healthy}
+         "collective": case_collective, "healthy": case_healthy, "frozen_busy": case_frozen_busy,
+         "spin_wait": case_spin_wait, "gpu_stuck_fixture": case_gpu_stuck_fixture}
 
 
 def main():
