@@ -25,6 +25,8 @@ struct slot {
     int tid;    /* 0 free */
     int sig;    /* signal to hand back on resume/detach */
     int orphan; /* interrupted but never stopped in time */
+    int child;  /* the main thread of a child of hangdx's own (hangdx run's job): its exit
+                   belongs to the code that started it, so it is looked at, never reaped */
 };
 
 static struct slot slots[SLOTS];
@@ -47,7 +49,50 @@ static void forget(int tid)
         STORE(s->tid, 0);
         STORE(s->sig, 0);
         STORE(s->orphan, 0);
+        STORE(s->child, 0);
     }
+}
+
+/*
+ * waitpid(tid, status, __WALL | WNOHANG) for a seized thread, except that the
+ * exit of a child of hangdx's own is left for its parent code to reap (hangdx
+ * run waits for its job: a capture that took the job's exit status made run
+ * wait forever). Such an exit is reported (with a status made by W_EXITCODE)
+ * but stays reapable. Async-signal-safe.
+ */
+static pid_t wait_tid(int tid, int *status)
+{
+    struct slot *s = find(tid);
+    if (s && LOAD(s->child)) {
+        siginfo_t si;
+        si.si_pid = 0;
+        if (waitid(P_PID, (id_t)tid, &si, WEXITED | WSTOPPED | WNOHANG | WNOWAIT | __WALL) < 0)
+            return -1;
+        if (si.si_pid == 0)
+            return 0;
+        if (si.si_code == CLD_EXITED || si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED) {
+            *status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
+            return tid; /* left for the parent code to reap */
+        }
+        /* a stop is pending: take it (the exit, if it came meanwhile, stays: no WEXITED) */
+    }
+    return waitpid(tid, status, __WALL | WNOHANG);
+}
+
+/* Is pid a child of this process (field 4 of its stat)? Not for signal handlers. */
+static int is_own_child(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    char *buf = hdx_read_file(path, 4096, NULL);
+    if (!buf)
+        return 0;
+    char *p = strrchr(buf, ')');
+    int ppid = 0;
+    if (p)
+        sscanf(p + 1, " %*c %d", &ppid);
+    free(buf);
+    return ppid == (int)getpid();
 }
 
 /* Raw ptrace, as the glibc wrapper's varargs and errno juggling is not
@@ -94,6 +139,7 @@ int hdx_ptrace_seize(int pid, int tid, unsigned long options, int *tracer)
     /* Publish before seizing: a signal between the two must find it. */
     STORE(s->sig, 0);
     STORE(s->orphan, 0);
+    STORE(s->child, tid == pid && is_own_child(pid));
     STORE(s->tid, tid);
     long r = raw_ptrace(PTRACE_SEIZE, tid, 0, (long)options);
     if (r == 0)
@@ -116,7 +162,7 @@ int hdx_ptrace_wait_stop(int tid, int timeout_ms, int *status)
     long spin = 0;
     for (;;) {
         int st = 0;
-        pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
+        pid_t r = wait_tid(tid, &st);
         if (r == tid) {
             if (WIFEXITED(st) || WIFSIGNALED(st)) {
                 forget(tid);
@@ -177,7 +223,7 @@ int hdx_ptrace_release(int tid, int timeout_ms)
         return 0;
     /* A stop nobody has collected yet carries its own signal. */
     int st;
-    pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
+    pid_t r = wait_tid(tid, &st);
     if (r == tid && !WIFSTOPPED(st)) {
         forget(tid); /* exited */
         return 0;
@@ -241,13 +287,13 @@ void hdx_ptrace_detach_all(void)
         int sig = LOAD(slots[i].sig);
         int st;
         /* A stop nobody has collected yet carries its own signal. */
-        if (waitpid(tid, &st, __WALL | WNOHANG) == tid && WIFSTOPPED(st))
+        if (wait_tid(tid, &st) == tid && WIFSTOPPED(st))
             sig = stop_signal_of(st);
         if (raw_ptrace(PTRACE_DETACH, tid, 0, sig) != 0 &&
             raw_ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0) {
             /* Running: detaching needs a stop. Wait for it, briefly. */
             for (int k = 0; k < 20; k++) {
-                pid_t r = waitpid(tid, &st, __WALL | WNOHANG);
+                pid_t r = wait_tid(tid, &st);
                 if (r == tid && WIFSTOPPED(st)) {
                     raw_ptrace(PTRACE_DETACH, tid, 0, stop_signal_of(st));
                     break;
@@ -262,6 +308,7 @@ void hdx_ptrace_detach_all(void)
         STORE(slots[i].tid, 0);
         STORE(slots[i].sig, 0);
         STORE(slots[i].orphan, 0);
+        STORE(slots[i].child, 0);
     }
     errno = saved;
 }

@@ -27,9 +27,10 @@
  *     sleeps. The child prints "ready VFORKER_TID CHILD_PID" (a raw write:
  *     it shares the parent's memory).
  *
- *   hostile_target suicide
+ *   hostile_target suicide [POLL_US]
  *     The main thread polls with nanosleep; thread "sentinel" reads the
- *     TracerPid of every thread of the process every ~0.2 ms and calls
+ *     TracerPid of every thread of the process every POLL_US (default 200)
+ *     microseconds and calls
  *     _exit(3) the moment one is traced: the process ends in the middle of
  *     an inspection. Prints "ready"; exits 0 on EOF on stdin.
  */
@@ -328,6 +329,8 @@ static int vfork_mode(long seconds)
 
 /* ---- suicide ------------------------------------------------------------ */
 
+static long sentinel_poll_us = 200;
+
 static void *sentinel(void *arg)
 {
     (void)arg;
@@ -355,7 +358,7 @@ static void *sentinel(void *arg)
                 _exit(3); /* traced: end now, in the middle of it */
         }
         closedir(d);
-        struct timespec ts = {0, 200 * 1000};
+        struct timespec ts = {sentinel_poll_us / 1000000, (sentinel_poll_us % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
 }
@@ -380,8 +383,11 @@ int main(int argc, char **argv)
         return churn();
     if (argc == 3 && !strcmp(argv[1], "vfork"))
         return vfork_mode(atol(argv[2]));
-    if (argc == 2 && !strcmp(argv[1], "suicide"))
+    if ((argc == 2 || argc == 3) && !strcmp(argv[1], "suicide")) {
+        if (argc == 3)
+            sentinel_poll_us = atol(argv[2]);
         return suicide();
-    fprintf(stderr, "usage: hostile_target compute [ROUNDS] | churn | vfork SECONDS | suicide\n");
+    }
+    fprintf(stderr, "usage: hostile_target compute [ROUNDS] | churn | vfork SECONDS | suicide [POLL_US]\n");
     return 64;
 }

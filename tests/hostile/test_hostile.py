@@ -201,6 +201,24 @@ def case_exits(tmp):
         kill(p)
     log("dump in a loop until the target ends itself: %s" % outcomes)
 
+    # 4. The same under `hangdx run --hang-timeout`: the job (run's own child) goes quiet, run
+    # captures it, it exits in the middle of the capture. run must still see its job end and
+    # exit with the job's status (3), not wait for it forever.
+    rundir = os.path.join(tmp, "run")
+    t0 = time.monotonic()
+    rd, wr = os.pipe()  # the job's stdin stays open (EOF would end it)
+    try:
+        r = subprocess.run([HANGDX, "run", "--hang-timeout", "1", "-d", rundir, "--", TARGET, "suicide", "20000"],
+                           stdin=rd, capture_output=True, text=True, timeout=40)
+    except subprocess.TimeoutExpired:
+        raise Fail("hangdx run did not end after its job exited during a capture (it lost the job's exit)")
+    finally:
+        os.close(rd)
+        os.close(wr)
+    check("capturing the job's 1 process" in r.stderr, "run captured the quiet job: %r" % r.stderr)
+    check(r.returncode == 3, "run's status is the job's own (3), not %d; stderr %r" % (r.returncode, r.stderr))
+    log("hangdx run whose job exits mid-capture: ended in %.1f s with the job's status 3" % (time.monotonic() - t0))
+
 
 def case_churn(tmp):
     p, _ = start([TARGET, "churn"], cwd=tmp)
