@@ -459,6 +459,20 @@ def case_signals(tmp):
             h.communicate(timeout=10)
             check(h.returncode in (0, -signal.SIGINT, -signal.SIGTERM), "dump after a signal: status %d" % h.returncode)
             assert_untraced(p.pid, "after a signal to dump at %d ms" % (5 * k))
+        # a job its user stopped (SIGSTOP, Ctrl-Z) stays stopped (T, not traced), and runs on at SIGCONT
+        os.kill(p.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        for cmd in (["dump"], ["inspect", "--samples", "1"]):
+            r = hangdx(*(cmd + [p.pid]))
+            check(r.returncode == 0, "%s of a stopped process: status %d" % (cmd[0], r.returncode))
+            st = task_status(p.pid)
+            check(all(s == "T" and t == 0 for s, t in st.values()), "after %s the stopped job is still T and "
+                  "untraced: %s" % (cmd[0], st))
+        check(" T  cpu" in r.stdout, "the report shows it stopped (T): %s" % r.stdout[-800:])
+        os.kill(p.pid, signal.SIGCONT)
+        time.sleep(0.2)
+        assert_untraced(p.pid, "after SIGCONT to the job")
+        log("a job stopped by SIGSTOP stays T and untraced through dump and inspect, and runs on at SIGCONT")
         check_compute(p, "after signals to hangdx")
     finally:
         kill(p)
