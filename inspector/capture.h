@@ -33,8 +33,9 @@ typedef struct hdx_capture_options {
  * descendants (its build). Each missing or unreadable pid gets a note. Busy vs
  * stuck: CPU time across the samples, and whether the main thread's stack
  * moved between the first and the last (set on each process).
- * *failures (may be NULL) counts processes whose stacks could not be read.
- * Returns 0 (check ev->n_procs: nothing may have been found), or -ENOMEM.
+ * *failures (may be NULL) counts processes whose stacks could not be read,
+ * and those that exited during the capture (each noted "process N exited
+ * while being inspected", alive set to 0, kept as last seen). Returns 0 (check ev->n_procs: nothing may have been found), or -ENOMEM.
  */
 int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures);
 

@@ -15,7 +15,8 @@
 /*
  * Sample p's threads as flags say. Threads get merged frames; a Python thread
  * that hangdx did not see in /proc is added. A process that is not Python is
- * not an error. Notes in ev say what failed (and, once, which Python
+ * not an error. Locals and command-line words that hold the value of an
+ * environment variable outside the design's list are redacted (redact.h). Notes in ev say what failed (and, once, which Python
  * version was read, and from where). Returns 0, or the negative errno of
  * hdx_stacks_sample when no native stack could be read.
  */

@@ -11,10 +11,10 @@
  * Take the native stack of every thread of p (already filled by
  * hdx_proc_read). For each thread: seize, interrupt, wait for the stop (at
  * most timeout_ms), take the registers and a copy of the stack, detach, then
- * unwind from the copy while the thread runs again. A thread in
- * uninterruptible sleep ('D') is first given timeout_ms to leave it and is
- * not seized while it stays there; it, or one that does not stop in time,
- * gets stack_error = -ETIMEDOUT. Threads that ended get -ESRCH quietly.
+ * unwind from the copy while the thread runs again. Threads in
+ * uninterruptible sleep ('D') share one wait of timeout_ms (from the start of
+ * the call) to leave it and are not seized while they stay there; such a
+ * thread, or one that does not stop in time, gets stack_error = -ETIMEDOUT. Threads that ended get -ESRCH quietly.
  * No thread is left stopped or traced on any path, including signals to
  * hangdx (see hdx_stacks_emergency_detach). The one exception the kernel
  * forces: a thread that enters 'D' between the seize and the stop cannot be
@@ -23,7 +23,9 @@
  * kernel detaches it. Frames are symbolized after every thread is detached;
  * they replace frames from an earlier call. Adds to p->stopped_us the total
  * microseconds threads were stopped (interrupt to detach). Notes what failed
- * into ev (ptrace not permitted, already traced, did not stop).
+ * into ev: ptrace not permitted (with the uids, or kernel.yama.ptrace_scope,
+ * and what to do), "PID n is traced by PID m (name)", did not stop (state
+ * and wchan).
  * Returns 0, or a negative errno when no thread could be read
  * (-EPERM: not permitted, -EBUSY: another tracer, -ETIMEDOUT, -ESRCH gone).
  */

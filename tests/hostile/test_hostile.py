@@ -573,7 +573,8 @@ def case_env(tmp):
     env = {"PATH": "/usr/bin:/bin", "HOME": tmp}
     env.update(ENV_SECRETS)
     env.update(ENV_ALLOWED)
-    p, _ = start([PY, script, "--token-from-env"], env=env, cwd=tmp)
+    # the token on the command line too, as launch scripts pass it on
+    p, _ = start([PY, script, "--hf-token", ENV_SECRETS["SECRET_TOKEN"]], env=env, cwd=tmp)
     try:
         outs = {}
         for name, cmd in (("snapshot", ["snapshot", "--samples", "1"]),
@@ -590,6 +591,8 @@ def case_env(tmp):
             proc = [q for q in json.loads(outs[name])["processes"] if q["pid"] == p.pid][0]
             check(proc["env"] == ENV_ALLOWED, "%s keeps the allowed variables: %s" % (name, proc["env"]))
             check(proc["rank"] == 3 and proc["world_size"] == 4, "%s rank 3 of 4" % name)
+            check(proc["cmdline"] == [PY, script, "--hf-token", "<redacted: value of $SECRET_TOKEN>"],
+                  "%s: the command line's token is redacted, the rest kept: %s" % (name, proc["cmdline"]))
         # the locals that held the secrets are there, their values redacted
         d = outs["dump --locals --json"]
         frames = [f for q in json.loads(d)["processes"] for t in q["threads"] for f in t["frames"]
