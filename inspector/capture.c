@@ -179,7 +179,9 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
         else if (rc)
             return rc;
         else if (!hdx_evidence_find_process(ev, o->pids[i]) && o->pids[i] != getpid())
-            hdx_evidence_note(ev, "process %d exited while being inspected, before anything of it was read",
+            hdx_evidence_note(ev, hdx_proc_state(o->pids[i]) == 'Z'
+                                      ? "no process %d: it has exited (a zombie its parent has not reaped)"
+                                      : "process %d exited while being inspected, before anything of it was read",
                               o->pids[i]);
     }
     if (o->all) {

@@ -93,7 +93,10 @@ int hdx_cmd_dump(int argc, char **argv)
                 partial = 1;
             } else if (r != 0) {
                 if (p) { /* gone meanwhile, or unreadable */
-                    if (r == -ESRCH)
+                    if (r == -ESRCH && hdx_proc_state(pids[j]) == 'Z')
+                        fprintf(stderr, "hangdx dump: no process %d: it has exited (a zombie its parent has not "
+                                        "reaped)\n", pids[j]);
+                    else if (r == -ESRCH)
                         fprintf(stderr, "hangdx dump: process %d exited while being inspected\n", pids[j]);
                     else
                         fprintf(stderr, "hangdx dump: cannot read /proc/%d: %s\n", pids[j], strerror(-r));

@@ -1121,6 +1121,18 @@ int hdx_proc_uid(int pid)
     return uid;
 }
 
+char hdx_proc_state(int pid)
+{
+    char path[64];
+    struct statline sl;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (pid <= 0 || read_stat(path, &sl) < 0)
+        return 0;
+    char st = stat_state(&sl);
+    free(sl.buf);
+    return st;
+}
+
 /* 0 readable, 1 denied (EACCES/EPERM), -1 other (gone). */
 static int denied_open(const char *path, int read_too)
 {

@@ -106,6 +106,9 @@ const char *hdx_syscall_name(long nr);
 /* The real uid of pid (the first Uid of /proc/PID/status, readable by anyone), or -1. */
 int hdx_proc_uid(int pid);
 
+/* The state letter of pid (field 3 of its stat: R S D T t Z ...), 0 when there is no such pid. */
+char hdx_proc_state(int pid);
+
 /*
  * Which of pid's /proc files hangdx may not read (another user's process,
  * without root or CAP_SYS_PTRACE): environ, exe, cwd, fd, syscall, wchan

@@ -159,6 +159,19 @@ def case_exits(tmp):
         check(r.returncode == 2, "%s of a pid that is gone: status %d, want 2" % (cmd[0], r.returncode))
         check("no process %d" % p.pid in r.stderr, "%s names the missing pid: %r" % (cmd[0], r.stderr))
     log("gone before: dump, inspect and snapshot say 'no process N', status 2")
+    # exited but not reaped (a zombie): not "exited while being inspected"
+    z = os.fork()
+    if z == 0:
+        os._exit(0)
+    try:
+        time.sleep(0.2)
+        for cmd in (["dump"], ["inspect", "--samples", "1"]):
+            r = hangdx(*(cmd + [z]))
+            want = "no process %d: it has exited (a zombie its parent has not reaped)" % z
+            check(r.returncode == 2 and want in r.stderr, "%s of a zombie: status %d, stderr %r" % (cmd[0], r.returncode, r.stderr))
+    finally:
+        os.waitpid(z, 0)
+    log("a zombie: 'no process N: it has exited (a zombie its parent has not reaped)', status 2")
 
     # 2. The target ends itself the moment hangdx traces one of its threads (the sentinel
     # thread sees TracerPid), so it exits in the middle of the inspection, every time.
