@@ -304,6 +304,9 @@ static int watch_thread(hdx_evidence *ev, hdx_process *p, hdx_thread *t, int ms,
             hdx_evidence_note(ev, "could not watch the system calls of pid %d: ptrace not permitted — run as "
                                   "the same user or with CAP_SYS_PTRACE",
                               p->pid);
+        else if (r == -EBUSY)
+            hdx_evidence_note(ev, "could not watch the system calls of pid %d thread %d: another tracer holds it",
+                              p->pid, t->tid);
         else
             hdx_evidence_note(ev, "could not watch the system calls of pid %d thread %d: %s", p->pid, t->tid,
                               strerror(-r));

@@ -345,6 +345,7 @@ def case_tracer(tmp):
             check(msg in r.stderr, "%s says %r on stderr: %r" % (cmd[0], msg, r.stderr))
             rep = json.loads(r.stdout)
             check(any(msg in n for n in rep["notes"]), "%s notes say %r: %s" % (cmd[0], msg, rep["notes"]))
+            check(not any("resource busy" in n for n in rep["notes"]), "no errno text for a person: %s" % rep["notes"])
             proc = [q for q in rep["processes"] if q["pid"] == p.pid][0]
             names = sorted(t["name"] for t in proc["threads"])
             check(names == sorted(["hostile_target", "hash", "sum", "signaller", "stdin"]),
