@@ -417,7 +417,7 @@ static int ok_pid_rank(const hdx_process *p, const void *arg)
 static int ok_rank_elsewhere(const hdx_process *p, const void *arg)
 {
     const struct want *w = arg;
-    return p->rank == w->rank && p->host && w->host && strcmp(p->host, w->host) != 0;
+    return p->rank == w->rank && p->is_rank_process && p->host && w->host && strcmp(p->host, w->host) != 0;
 }
 
 static hdx_process *scan(const hdx_evidence *ev, int (*ok)(const hdx_process *, const void *), const void *arg)
@@ -625,14 +625,38 @@ static int same_host_proc(const hdx_process *a, const hdx_process *b)
     return same_host(a->host, b->host);
 }
 
-/* An ancestor of p (within the evidence, same host) with p's rank; with want_python, a Python one. */
+/* p's rank is PyTorch's own RANK, not a scheduler's task number (SLURM_PROCID, PMI_RANK, ...). */
+static int has_torch_rank(const hdx_process *p)
+{
+    return hdx_process_env(p, "RANK") != NULL;
+}
+
+/* An ancestor of p (within the evidence, same host) with p's rank; with want_python, a Python
+ * one. A rank that RANK gives is not inherited from an ancestor whose rank is a scheduler's task
+ * number: torchrun under srun has SLURM_PROCID = its node's index, its workers RANK. */
 static int ancestor_with_rank(const hdx_evidence *ev, const hdx_process *p, int want_python)
 {
     const hdx_process *a = p;
     for (int depth = 0; depth < 64 && (a = hdx_evidence_find_process_on(ev, a->host, a->ppid)); depth++)
-        if (a != p && a->rank == p->rank && same_host_proc(a, p) && (!want_python || is_python(a)))
+        if (a != p && a->rank == p->rank && same_host_proc(a, p) && (!want_python || is_python(a)) &&
+            (!has_torch_rank(p) || has_torch_rank(a)))
             return 1;
     return 0;
+}
+
+/* A launcher: an ancestor (same host) of a process with RANK, whose own rank is only a
+ * scheduler's task number (srun's torchrun, one per node). Not a rank of the job. */
+static void unmark_launchers(hdx_evidence *ev)
+{
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        if (!has_torch_rank(p))
+            continue;
+        hdx_process *a = &ev->procs[i];
+        for (int depth = 0; depth < 64 && (a = hdx_evidence_find_process_on(ev, a->host, a->ppid)); depth++)
+            if (a->rank >= 0 && !has_torch_rank(a))
+                a->is_rank_process = 0;
+    }
 }
 
 struct python_rank {
@@ -664,6 +688,7 @@ void hdx_mark_rank_processes(hdx_evidence *ev)
                                : scan(ev, ok_python_rank, &arg)) != NULL;
         p->is_rank_process = !python_has_it && !ancestor_with_rank(ev, p, 0);
     }
+    unmark_launchers(ev);
 }
 
 int hdx_process_same_job(const hdx_process *a, const hdx_process *b)

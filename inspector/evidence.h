@@ -274,8 +274,9 @@ hdx_process *hdx_evidence_find_waiter(const hdx_evidence *ev, const hdx_waiter *
 /* The lock holder's process: (l->holder_host, l->holder_pid). Borrowed, or NULL. */
 hdx_process *hdx_evidence_find_holder(const hdx_evidence *ev, const hdx_lock *l);
 
-/* A process with rank on a host other than `host` (both hosts known), or NULL.
- * Scans unless indexed (above). Borrowed. */
+/* A rank process (is_rank_process, as hdx_mark_rank_processes set it) with rank
+ * on a host other than `host` (both hosts known), or NULL. Scans unless indexed
+ * (above). Borrowed. */
 hdx_process *hdx_evidence_find_rank_elsewhere(const hdx_evidence *ev, int rank, const char *host);
 
 /*
@@ -301,7 +302,10 @@ const char *hdx_process_env(const hdx_process *p, const char *name);
  * task) and children (ninja, compilers) inherit a rank's variables: a rank's
  * own process is its outermost Python process (Python frames were read, or
  * argv[0] is python*); for a job without Python, its outermost process with
- * that rank. Processes are matched per host.
+ * that rank. A process whose rank is only a scheduler's task number
+ * (SLURM_PROCID, PMI_RANK, OMPI_COMM_WORLD_RANK) and that has a descendant with
+ * RANK is a launcher (torchrun started by srun on each node), not a rank.
+ * Processes are matched per host.
  */
 void hdx_mark_rank_processes(hdx_evidence *ev);
 

@@ -1746,8 +1746,9 @@ static hdx_process *same_process(const hdx_evidence *dst, const hdx_process *p)
 /* A process of procs[0..n) that has p's rank on another host, or NULL. */
 static const hdx_process *rank_elsewhere(const hdx_process *procs, size_t n, const hdx_process *p)
 {
-    for (size_t i = 0; p->rank >= 0 && i < n; i++)
-        if (&procs[i] != p && procs[i].rank == p->rank && procs[i].host && p->host && strcmp(procs[i].host, p->host))
+    for (size_t i = 0; p->rank >= 0 && p->is_rank_process && i < n; i++)
+        if (&procs[i] != p && procs[i].rank == p->rank && procs[i].is_rank_process && procs[i].host && p->host &&
+            strcmp(procs[i].host, p->host))
             return &procs[i];
     return NULL;
 }
@@ -1763,10 +1764,13 @@ int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
      * the lookups scan. */
     if (!hdx_evidence_indexed(dst))
         hdx_evidence_index(dst);
-    /* Check everything first: an error leaves both as they were. */
+    /* Check everything first: an error leaves both as they were. A rank twice is an error
+     * between ranks' own processes only: srun's torchrun on node k has SLURM_PROCID = k. */
+    hdx_mark_rank_processes(src);
     for (size_t i = 0; i < src->n_procs; i++) {
         const hdx_process *p = &src->procs[i], *q;
-        if ((q = hdx_evidence_find_rank_elsewhere(dst, p->rank, p->host)) || (q = rank_elsewhere(src->procs, i, p))) {
+        if (p->is_rank_process &&
+            ((q = hdx_evidence_find_rank_elsewhere(dst, p->rank, p->host)) || (q = rank_elsewhere(src->procs, i, p)))) {
             if (err)
                 *err = hdx_asprintf("rank %d is on two hosts: pid %d on %s and pid %d on %s — the inputs come from "
                                     "different jobs, or a rank variable is set wrongly",

@@ -176,8 +176,10 @@ void hdx_snapshot_batch_free(hdx_snapshot_batch *b);
 /*
  * Move everything of src into dst, and leave src empty (free it with
  * hdx_evidence_free). The merge is associative:
- *  - processes are appended. The same rank in two processes of different
- *    hosts is an error (-EEXIST) naming both (host and pid). The same pid on
+ *  - processes are appended. The same rank in two rank processes of
+ *    different hosts is an error (-EEXIST) naming both (host and pid); src's
+ *    is_rank_process is set first (hdx_mark_rank_processes), so launchers
+ *    that carry a scheduler's task number do not count. The same pid on
  *    the same host: the one with threads (a snapshot) replaces one without
  *    (a trace's); two with threads are the same host given twice (-EEXIST);
  *  - locks with the same path are one lock (a shared build directory seen

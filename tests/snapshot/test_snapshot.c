@@ -795,6 +795,54 @@ static void test_same_pid_on_two_hosts(void)
     hdx_evidence_free(job);
 }
 
+/* srun starts torchrun on each node (SLURM_PROCID = the node's index, no RANK), torchrun the
+ * workers (RANK). Node b's torchrun has SLURM_PROCID 1, the number of a worker on node a: the
+ * merge must not take it for rank 1, and it is no rank of the job. */
+static void test_torchrun_under_srun(void)
+{
+    hdx_evidence *job = hdx_evidence_new();
+    job->taken_ns = HDX_UNKNOWN;
+    for (int node = 0; node < 2; node++) {
+        hdx_evidence *h = hdx_evidence_new();
+        const char *host = node ? "b" : "a";
+        h->host = sdup(host);
+        hdx_process *agent = hdx_evidence_add_process(h); /* torchrun: Python, no RANK of its own */
+        agent->pid = 200;
+        agent->ppid = 1;
+        agent->host = sdup(host);
+        agent->state = 'S';
+        hdx_process_set_env(agent, "SLURM_PROCID", node ? "1" : "0");
+        hdx_process_set_env(agent, "SLURM_NTASKS", "2");
+        agent->cmdline = calloc(2, sizeof *agent->cmdline);
+        agent->cmdline[0] = sdup("/usr/bin/python3");
+        agent->cmdline[1] = sdup("/usr/bin/torchrun");
+        agent->n_cmdline = 2;
+        agent->alive = 1;
+        for (int w = 0; w < 2; w++) {
+            hdx_process *p = rank_proc(h, host, 201 + w, node * 2 + w);
+            p->ppid = 200;
+            hdx_process_set_env(p, "SLURM_PROCID", node ? "1" : "0"); /* inherited from the agent */
+        }
+        char *t = to_text(h), *err = NULL;
+        CHECK(t && hdx_snapshot_load_text(t, strlen(t), host, job, &err) == 0);
+        if (err)
+            fprintf(stderr, "merge: %s\n", err);
+        free(t);
+        free(err);
+        hdx_evidence_free(h);
+    }
+    CHECK(job->n_procs == 6);
+    hdx_mark_rank_processes(job);
+    int ranks = 0;
+    for (size_t i = 0; i < job->n_procs; i++) {
+        const hdx_process *p = &job->procs[i];
+        CHECK(p->is_rank_process == (p->pid != 200));
+        ranks += p->is_rank_process;
+    }
+    CHECK(ranks == 4);
+    hdx_evidence_free(job);
+}
+
 /* The verdict of ev: class and culprit ranks as text. */
 static void verdict_of(hdx_evidence *ev, char *buf, size_t size)
 {
@@ -862,6 +910,7 @@ int main(void)
     test_bad_inputs();
     test_v1_to_v2();
     test_same_pid_on_two_hosts();
+    test_torchrun_under_srun();
     test_multi_host();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
