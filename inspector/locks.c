@@ -363,11 +363,15 @@ static int add_found_file(hdx_evidence *ev, const char *path)
     return lock_for(ev, path, HDX_LOCK_BATON, "well-known place") ? 0 : -ENOMEM;
 }
 
-static int add_glob(hdx_evidence *ev, const char *pattern)
+/* The lock files that DIR/pattern names (a glob); a DIR too long for a path adds nothing. */
+static int add_glob(hdx_evidence *ev, const char *dir, const char *pattern)
 {
+    char full[PATH_MAX];
+    if (snprintf(full, sizeof full, "%s/%s", dir, pattern) >= (int)sizeof full)
+        return 0;
     glob_t g;
     int r = 0;
-    if (glob(pattern, GLOB_NOSORT, NULL, &g) != 0)
+    if (glob(full, GLOB_NOSORT, NULL, &g) != 0)
         return 0;
     for (size_t i = 0; i < g.gl_pathc && r == 0; i++) {
         struct stat st;
@@ -381,25 +385,15 @@ static int add_glob(hdx_evidence *ev, const char *pattern)
 /* "DIR/build/lock" and "DIR/<any>/build/lock". */
 static int scan_build_dirs(hdx_evidence *ev, const char *dir)
 {
-    char pat[PATH_MAX];
-    int r;
-    snprintf(pat, sizeof pat, "%s/build/lock", dir);
-    if ((r = add_glob(ev, pat)) < 0)
-        return r;
-    snprintf(pat, sizeof pat, "%s/*/build/lock", dir);
-    return add_glob(ev, pat);
+    int r = add_glob(ev, dir, "build/lock");
+    return r < 0 ? r : add_glob(ev, dir, "*/build/lock");
 }
 
 /* "ROOT/<ext>/lock" and "ROOT/<py tag>/<ext>/lock" (torch_extensions layouts). */
 static int scan_extensions_root(hdx_evidence *ev, const char *root)
 {
-    char pat[PATH_MAX];
-    int r;
-    snprintf(pat, sizeof pat, "%s/*/lock", root);
-    if ((r = add_glob(ev, pat)) < 0)
-        return r;
-    snprintf(pat, sizeof pat, "%s/*/*/lock", root);
-    return add_glob(ev, pat);
+    int r = add_glob(ev, root, "*/lock");
+    return r < 0 ? r : add_glob(ev, root, "*/*/lock");
 }
 
 static int scan_well_known(hdx_evidence *ev, hdx_process *p)
