@@ -23,7 +23,21 @@ static int is_allowed(const char *name, size_t len)
 struct secret {
     const char *name; /* into the environ buffer, NUL-terminated */
     const char *value;
+    int inside;       /* also looked for inside longer strings ("Bearer <token>") */
 };
+
+/* Names that say their value is a secret: its copies inside longer strings are redacted too.
+ * Other values only where a string is exactly the value: a word such as a conda environment's
+ * name also appears in paths that the classifier needs (a build directory). */
+static int secret_name(const char *name)
+{
+    static const char *const words[] = {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "KEY", "CREDENTIAL",
+                                        "AUTH", "COOKIE", "SESSION", "PRIVATE", "SIGNATURE", "SAS", NULL};
+    for (size_t i = 0; words[i]; i++)
+        if (strstr(name, words[i]))
+            return 1;
+    return 0;
+}
 
 static int worth_hiding(const char *v, const hdx_process *p)
 {
@@ -42,7 +56,7 @@ static int worth_hiding(const char *v, const hdx_process *p)
 static char *redacted(const char *s, const struct secret *sec, size_t n, int *oom)
 {
     for (size_t i = 0; s && i < n; i++) {
-        if (!strstr(s, sec[i].value))
+        if (sec[i].inside ? !strstr(s, sec[i].value) : strcmp(s, sec[i].value) != 0)
             continue;
         char *r = hdx_asprintf(strcmp(s, sec[i].value) ? "<redacted: holds the value of $%s>"
                                                         : "<redacted: value of $%s>",
@@ -103,6 +117,7 @@ int hdx_redact_env_values(hdx_process *p)
         }
         e->name = kv;
         e->value = eq + 1;
+        e->inside = secret_name(kv);
     }
     for (size_t i = 0; n && i < p->n_cmdline; i++) {
         char *r = redacted(p->cmdline[i], sec, n, &oom);

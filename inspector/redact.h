@@ -13,9 +13,12 @@
 /*
  * Replace in p's command line and in the string locals of its frames
  * (frames and py_frames of every thread; pooled frames are left alone) each
- * string that is, or holds, the value of an environment variable of p
- * (/proc/PID/environ) outside HDX_TRACE_ENV_NAMES: "<redacted: value of
- * $NAME>" or "<redacted: holds the value of $NAME>". Values that are not
+ * string that is the value of an environment variable of p
+ * (/proc/PID/environ) outside HDX_TRACE_ENV_NAMES ("<redacted: value of
+ * $NAME>"), or that holds it, when the variable's name says it is a secret
+ * (TOKEN, SECRET, PASSWORD, KEY, AUTH, ...: "<redacted: holds the value of
+ * $NAME>"; other values, such as a conda environment's name, also appear in
+ * paths the classifier reads, so only exact copies go). Values that are not
  * looked for, as they say nothing secret or leave the host anyway: shorter
  * than 6 bytes, digits only, absolute paths and path lists (PATH, HOME,
  * PWD: paths leave as exe, cwd and frame files), the host name, and the

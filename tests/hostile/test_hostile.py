@@ -583,6 +583,8 @@ ENV_TARGET = r"""
 import os, sys, time
 def poll(token, key):
     header = "Bearer " + token
+    env_name = os.environ["CONDA_DEFAULT_ENV"]
+    build_directory = "/opt/conda/envs/" + env_name + "/ext/build"
     print("ready", flush=True)
     while True:
         time.sleep(0.1)
@@ -597,6 +599,7 @@ def case_env(tmp):
     env = {"PATH": "/usr/bin:/bin", "HOME": tmp}
     env.update(ENV_SECRETS)
     env.update(ENV_ALLOWED)
+    env["CONDA_DEFAULT_ENV"] = "pytorch-env"  # no secret in its name: only exact copies go
     # the token on the command line too, as launch scripts pass it on
     p, _ = start([PY, script, "--hf-token", ENV_SECRETS["SECRET_TOKEN"]], env=env, cwd=tmp)
     try:
@@ -626,8 +629,11 @@ def case_env(tmp):
         check(loc.get("token") == "<redacted: value of $SECRET_TOKEN>", "token redacted: %r" % loc.get("token"))
         check(loc.get("key") == "<redacted: value of $AWS_SECRET_ACCESS_KEY>", "key redacted: %r" % loc.get("key"))
         check(loc.get("header") == "<redacted: holds the value of $SECRET_TOKEN>", "header redacted: %r" % loc.get("header"))
+        check(loc.get("env_name") == "<redacted: value of $CONDA_DEFAULT_ENV>", "env_name redacted: %r" % loc.get("env_name"))
+        check(loc.get("build_directory") == "/opt/conda/envs/pytorch-env/ext/build",
+              "a path that holds a value of no secret's name is kept: %r" % loc.get("build_directory"))
         log("env: snapshot, inspect (JSON, text) and dump hold %s and none of the secrets; locals redacted: %s"
-            % (sorted(ENV_ALLOWED), {k: loc[k] for k in ("token", "key", "header")}))
+            % (sorted(ENV_ALLOWED), {k: loc[k] for k in ("token", "key", "header", "env_name", "build_directory")}))
         assert_untraced(p.pid, "after the env checks")
     finally:
         kill(p)
