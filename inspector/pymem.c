@@ -126,61 +126,60 @@ void hdx_pymaps_free(hdx_pymap *maps, size_t n)
     free(maps);
 }
 
-int hdx_pymaps_read(int pid, hdx_pymap **maps, size_t *n)
+int hdx_pymaps_parse(const char *text, hdx_pymap **maps, size_t *n)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/maps", pid);
     *maps = NULL;
     *n = 0;
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return errno == ENOENT ? -ESRCH : -errno;
-    int rc = 0;
-    char *line = NULL;
-    size_t cap = 0;
     hdx_pymap *arr = NULL;
     size_t cnt = 0;
-    while (getline(&line, &cap, f) > 0) {
+    for (const char *line = text; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        const char *next = nl ? nl + 1 : NULL;
         uint64_t start, end, off;
-        char perms[8] = { 0 };
+        char perms[8] = {0};
         int consumed = 0;
-        /* start-end perms offset dev inode [path] */
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s%n", &start, &end, perms,
-                   &off, &consumed) < 4 || consumed <= 0)
+        /* start-end perms offset dev inode [path]; sscanf stops at the line's end (a newline
+         * is whitespace to %*s, so the path is cut at len below, not by sscanf) */
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s%n", &start, &end, perms, &off,
+                   &consumed) < 4 || consumed <= 0 || (size_t)consumed > len) {
+            line = next;
             continue;
+        }
         hdx_pymap *m = hdx_append((void **)&arr, &cnt, sizeof *arr);
         if (!m) {
-            rc = -ENOMEM;
-            break;
+            hdx_pymaps_free(arr, cnt);
+            return -ENOMEM;
         }
         m->start = start;
         m->end = end;
         m->offset = off;
         perms[4] = 0;
         memcpy(m->perms, perms, 5); /* "rwxp" and its NUL */
-        char *p = line + consumed;
-        while (*p == ' ' || *p == '\t')
+        const char *p = line + consumed, *stop = line + len;
+        while (p < stop && (*p == ' ' || *p == '\t'))
             p++;
-        size_t l = strlen(p);
-        while (l && (p[l - 1] == '\n'))
-            p[--l] = 0;
-        if (l) {
-            m->path = strdup(p);
-            if (!m->path) {
-                rc = -ENOMEM;
-                break;
-            }
+        if (p < stop && !(m->path = strndup(p, (size_t)(stop - p)))) {
+            hdx_pymaps_free(arr, cnt);
+            return -ENOMEM;
         }
-    }
-    if (!rc && ferror(f))
-        rc = -EIO;
-    free(line);
-    fclose(f);
-    if (rc) {
-        hdx_pymaps_free(arr, cnt);
-        return rc;
+        line = next;
     }
     *maps = arr;
     *n = cnt;
     return 0;
+}
+
+int hdx_pymaps_read(int pid, hdx_pymap **maps, size_t *n)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", pid);
+    *maps = NULL;
+    *n = 0;
+    char *text = hdx_read_file(path, 64 << 20, NULL);
+    if (!text)
+        return errno == ENOENT ? -ESRCH : -errno;
+    int rc = hdx_pymaps_parse(text, maps, n);
+    free(text);
+    return rc;
 }

@@ -72,9 +72,16 @@ typedef struct hdx_pymap {
 } hdx_pymap;
 
 /*
- * Read /proc/PID/maps into a new array (*maps, *n); the caller frees it with
- * hdx_pymaps_free(). Returns 0, or -errno of the open (ENOENT/ESRCH: no such
- * process, EACCES) or -ENOMEM.
+ * Parse the text of a /proc/PID/maps file (proc(5): "start-end perms offset
+ * dev inode [path]" a line, hex numbers) into a new array (*maps, *n); lines
+ * that do not parse are skipped. The caller frees it with hdx_pymaps_free().
+ * text is a C string. 0 or -ENOMEM (then *maps is NULL, *n 0).
+ */
+int hdx_pymaps_parse(const char *text, hdx_pymap **maps, size_t *n);
+
+/*
+ * Read /proc/PID/maps and parse it (hdx_pymaps_parse). Returns 0, or -ESRCH
+ * (no such process), -errno of the read (EACCES...) or -ENOMEM.
  */
 int hdx_pymaps_read(int pid, hdx_pymap **maps, size_t *n);
 

@@ -1,0 +1,24 @@
+/* libFuzzer target: /proc/PID/maps text (hdx_pymaps_parse). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "python.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1); /* the parser takes a C string */
+    if (!text)
+        return 0;
+    memcpy(text, data, size);
+    text[size] = 0;
+    hdx_pymap *maps = NULL;
+    size_t n = 0;
+    if (hdx_pymaps_parse(text, &maps, &n) == 0)
+        for (size_t i = 0; i < n; i++)
+            if (maps[i].path && !maps[i].path[0])
+                abort(); /* a kept path is never empty: no path is NULL */
+    hdx_pymaps_free(maps, n);
+    free(text);
+    return 0;
+}
