@@ -330,6 +330,8 @@ static void free_frames(hdx_thread *t)
  * Symbolizers kept across the samples of one capture: building one reads every module's
  * symbol table and decompresses its debug info (about 0.2 s for python3.11), the same for
  * each sample. Keyed by pid and start time, so a reused pid never gets another's symbols.
+ * They share sym_shared: the ranks of a job run the same binaries, whose symbols and
+ * DWARF are then read once per capture, not once per rank.
  */
 #define SYM_CACHE 64
 static struct {
@@ -337,13 +339,16 @@ static struct {
     uint64_t start_ticks;
     hdx_symbolizer *sym;
 } sym_cache[SYM_CACHE];
+static hdx_symcache *sym_shared;
 
 static hdx_symbolizer *symbolizer_for(const hdx_process *p)
 {
     for (size_t i = 0; i < SYM_CACHE; i++)
         if (sym_cache[i].sym && sym_cache[i].pid == p->pid && sym_cache[i].start_ticks == p->start_ticks)
             return sym_cache[i].sym;
-    hdx_symbolizer *s = hdx_symbolizer_new(p->pid);
+    if (!sym_shared)
+        sym_shared = hdx_symcache_new(); /* NULL: each process on its own */
+    hdx_symbolizer *s = hdx_symbolizer_new_shared(p->pid, sym_shared);
     for (size_t i = 0; s && i < SYM_CACHE; i++)
         if (!sym_cache[i].sym) {
             sym_cache[i].pid = p->pid;
@@ -374,6 +379,8 @@ void hdx_stacks_forget(void)
         hdx_symbolizer_free(sym_cache[i].sym);
         sym_cache[i].sym = NULL;
     }
+    hdx_symcache_free(sym_shared);
+    sym_shared = NULL;
 }
 
 int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)

@@ -34,7 +34,9 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms);
 /*
  * Free the symbolizers that hdx_stacks_sample() keeps per process (pid and
  * start time) so that the samples of one capture read each process's symbols
- * once, and let go of the threads that stopped since (hdx_stacks_release_orphans).
+ * once, and the symbol cache they share (symbols.h: each binary's symbols and
+ * DWARF read once for all the processes that map it), and let go of the
+ * threads that stopped since (hdx_stacks_release_orphans).
  * Call when a capture is over.
  */
 void hdx_stacks_forget(void);
