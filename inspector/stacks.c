@@ -436,7 +436,8 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
             if (st == 'D') {
                 t->stack_error = -ETIMEDOUT;
                 hdx_evidence_note(ev, "thread %d (%s) of %d%s stayed in uninterruptible sleep (state D, "
-                                  "wchan %s) for %d ms: not stopped, no native stack",
+                                  "wchan %s) through the %d ms a sample gives its process's D threads: not "
+                                  "stopped, no native stack",
                                   tid, t->name ? t->name : "?", p->pid, rl,
                                   wchan[0] ? wchan : "?", timeout_ms);
                 if (!first_err)
