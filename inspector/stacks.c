@@ -13,6 +13,7 @@
 #include "proc.h"
 #include "ptrace_registry.h"
 #include "symbols.h"
+#include "unwind_tables.h"
 #include "util.h"
 
 #define MAX_DEPTH 256
@@ -37,6 +38,10 @@ struct unwind_ctx {
         uint64_t addr; /* page address + 1, 0 empty */
         unsigned char data[PAGE];
     } *cache;
+    /* where each image's unwind table lies, from one more read of /proc/PID/maps
+     * (made at the first lookup; tables_tried: made or failed) */
+    hdx_unwind_tables *tables;
+    int tables_tried;
 };
 
 /* libunwind's callbacks get the _UPT handle as their argument (for
@@ -148,10 +153,22 @@ static int acc_get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, si
     return -UNW_ENOINFO; /* names come from symbols.c */
 }
 
-/* Unwind tables are found by libunwind-ptrace from the files in
- * /proc/PID/maps; memory and registers come from the copy above. */
+/* Unwind tables: from one read of /proc/PID/maps per sample (unwind_tables.h), where
+ * _UPT_find_proc_info re-reads it whenever the unwind moves to another image. */
+static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need_unwind_info,
+                              void *arg)
+{
+    struct unwind_ctx *c = cur_ctx;
+    if (c && !c->tables_tried) {
+        c->tables = hdx_unwind_tables_new(c->pid); /* NULL: _UPT_find_proc_info alone */
+        c->tables_tried = 1;
+    }
+    return hdx_unwind_tables_find(c ? c->tables : NULL, as, ip, pi, need_unwind_info, arg);
+}
+
+/* Memory and registers come from the copy above. */
 static unw_accessors_t accessors = {
-    .find_proc_info = _UPT_find_proc_info,
+    .find_proc_info = acc_find_proc_info,
     .put_unwind_info = _UPT_put_unwind_info,
     .get_dyn_info_list_addr = _UPT_get_dyn_info_list_addr,
     .access_mem = acc_access_mem,
@@ -568,6 +585,7 @@ out:
         _UPT_destroy(upt);
     if (as)
         unw_destroy_addr_space(as);
+    hdx_unwind_tables_free(ctx.tables);
     free(ctx.maps);
     free(ctx.cache);
     free(ctx.stack);

@@ -1,0 +1,55 @@
+/*
+ * Unwind tables of a live process for libunwind's find_proc_info callback,
+ * from one read of /proc/PID/maps.
+ *
+ * libunwind-ptrace's _UPT_find_proc_info re-reads and re-parses the whole
+ * /proc/PID/maps (1700 lines in a torch process) every time an unwind moves
+ * into another ELF image. Here the maps are read once per object; each
+ * image's .eh_frame_hdr (PT_GNU_EH_FRAME, from the file's program headers,
+ * read through /proc/PID/root) is located once, and libunwind's own search
+ * of that table (dwarf_search_unwind_table: the libunwind export that
+ * _UPT_find_proc_info itself uses, declared here as Linux perf does) finds
+ * the FDE, reading the table and the FDE from target memory through the
+ * address space's access_mem. Whatever this cannot handle (an address
+ * outside the maps read, the vDSO, a deleted file, a table in an encoding
+ * other than the usual one) goes to _UPT_find_proc_info as before.
+ */
+#ifndef HDX_UNWIND_TABLES_H
+#define HDX_UNWIND_TABLES_H
+
+#include <libunwind.h>
+#include <stddef.h>
+
+typedef struct hdx_unwind_tables hdx_unwind_tables;
+
+/*
+ * The file mappings of live process pid, from one read of /proc/PID/maps.
+ * The caller owns the result (hdx_unwind_tables_free). NULL with errno set:
+ * ESRCH (no such process), EACCES/EPERM, ENOMEM.
+ */
+hdx_unwind_tables *hdx_unwind_tables_new(int pid);
+
+/*
+ * libunwind's find_proc_info (unw_accessors_t) for ip in t's process: fills
+ * pi (and its unwind info when need_unwind_info, freed by libunwind as
+ * after its own search) and returns 0, or a negative UNW_E* code
+ * (-UNW_ENOINFO: no unwind info covers ip). upt is the _UPT_create() handle
+ * of the same process (borrowed), passed to libunwind's callbacks as their
+ * argument and used for the fallback to _UPT_find_proc_info. t NULL: the
+ * fallback only.
+ */
+int hdx_unwind_tables_find(hdx_unwind_tables *t, unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
+                           int need_unwind_info, void *upt);
+
+/*
+ * How many hdx_unwind_tables_find calls went to _UPT_find_proc_info (each
+ * reads /proc/PID/maps again), and how many images were located. For tests
+ * and benchmarks; 0 for NULL.
+ */
+size_t hdx_unwind_tables_fallbacks(const hdx_unwind_tables *t);
+size_t hdx_unwind_tables_images(const hdx_unwind_tables *t);
+
+/* Accepts NULL. */
+void hdx_unwind_tables_free(hdx_unwind_tables *t);
+
+#endif
