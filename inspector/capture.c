@@ -163,7 +163,7 @@ static void slurm_filter(hdx_evidence *ev, hdx_rank_filter *f, const char **skip
 
 int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
 {
-    int rc = 0, failed = 0;
+    int rc = 0, failed = 0, exited = 0;
     uint64_t *first = NULL;
     ev->live = 1;
     ev->samples = o->samples;
@@ -214,9 +214,17 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
         first[i] = ev->procs[i].n_threads ? hdx_stack_hash(&ev->procs[i].threads[0]) : 0;
     for (int s = 2; s <= o->samples; s++) {
         hdx_sleep_ms(o->interval_ms);
-        for (size_t i = 0; i < ev->n_procs; i++)
-            if (ev->procs[i].alive != 0)
-                hdx_proc_sample(&ev->procs[i]);
+        for (size_t i = 0; i < ev->n_procs; i++) {
+            hdx_process *p = &ev->procs[i];
+            if (p->alive == 0)
+                continue;
+            hdx_proc_sample(p);
+            if (p->alive == 0) { /* it ended between samples: reported as last seen, and said */
+                exited++;
+                hdx_evidence_note(ev, "process %d exited while being inspected (between samples): what was "
+                                      "read before it ended is kept", p->pid);
+            }
+        }
     }
     int64_t now_ms = hdx_mono_ns() / 1000000;
     for (size_t i = 0; i < ev->n_procs; i++)
@@ -236,13 +244,13 @@ out:
         if (p->alive == 0 || hdx_proc_alive(p->pid, p->start_ticks))
             continue;
         p->alive = 0;
-        failed++;
+        exited++;
         hdx_evidence_note(ev, "process %d exited while being inspected: what was read before it ended is "
                               "kept", p->pid);
     }
     hdx_stacks_forget();
     free(first);
     if (failures)
-        *failures = failed;
+        *failures = failed + exited;
     return rc;
 }

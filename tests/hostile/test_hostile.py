@@ -189,6 +189,30 @@ def case_exits(tmp):
         check(procs and procs[0]["threads"], "the report keeps what was read before it exited")
     log("exits mid-inspection (3 times): status 1, '%s', what was read is kept" % exited_message(p.pid))
 
+    # 2b. The target exits on its own between two samples (inspect --samples 2: the second sample
+    # finds it gone): status 1, the note and stderr say so, for inspect, inspect --json and
+    # snapshot. Before the fix this was status 0 with nothing said but "gone".
+    for cmd in (["inspect"], ["inspect", "--json"], ["snapshot"]):
+        t = subprocess.Popen([PY, "-c", "import sys, time; print('ready', flush=True); time.sleep(2.0)"],
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            check(t.stdout.readline().startswith("ready"), "the sleeping target did not start")
+            r = hangdx(*(cmd + ["--samples", "2", "--interval", "4000", t.pid]))
+            t.wait(timeout=10)
+        finally:
+            kill(t)
+        check(r.returncode == 1, "%s of a process that exited between samples: status %d, want 1 (partial); "
+              "stderr:\n%s" % (" ".join(cmd), r.returncode, r.stderr))
+        check(exited_message(t.pid) in r.stderr, "%s: stderr says the process exited: %r" % (" ".join(cmd), r.stderr))
+        if cmd[-1] == "--json":
+            rep = json.loads(r.stdout)
+            check(any(exited_message(t.pid) in n for n in rep["notes"]), "the report's notes say so: %s" % rep["notes"])
+            procs = [q for q in rep["processes"] if q["pid"] == t.pid]
+            check(procs and procs[0]["threads"], "the report keeps what was read before it exited")
+        elif cmd == ["inspect"]:
+            check(exited_message(t.pid) in r.stdout, "the text report's notes say so: %r" % r.stdout[-600:])
+    log("exits between samples: inspect, inspect --json, snapshot: status 1, '%s'" % exited_message(t.pid))
+
     # 3. dump in a loop until the target ends itself: each run is whole (0) or says
     # the process exited (1), never crashes or hangs.
     outcomes = {}
