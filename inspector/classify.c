@@ -135,16 +135,34 @@ int hdx_cls_set_text(char **dst, const char *fmt, ...)
     return 0;
 }
 
+/* A waiter of the job judged: not one of a job set aside (hdx_keep_largest_job). */
+static int waiter_kept(const hdx_evidence *ev, const hdx_waiter *w)
+{
+    const hdx_process *p = hdx_evidence_find_waiter(ev, w);
+    return !p || !p->set_aside;
+}
+
+/* How many of l's waiters belong to the job judged. */
+static size_t kept_waiters(const hdx_evidence *ev, const hdx_lock *l)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->n_waiters; i++)
+        n += waiter_kept(ev, &l->waiters[i]);
+    return n;
+}
+
 /* The waiters of a lock as one phrase: "rank 1 (pid 12), pid 40". */
 static void waiters_phrase(const hdx_evidence *ev, const hdx_lock *l, char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = 0;
     for (size_t i = 0; i < l->n_waiters && used + 40 < size; i++) {
+        if (!waiter_kept(ev, &l->waiters[i]))
+            continue;
         char w[64];
         hdx_cls_who(hdx_evidence_find_waiter(ev, &l->waiters[i]), l->waiters[i].pid,
             l->waiters[i].rank, w, sizeof w);
-        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", w);
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", w);
     }
     if (!buf[0])
         snprintf(buf, size, "no process seen waiting");
@@ -180,7 +198,7 @@ static void call_site(const hdx_evidence *ev, const hdx_lock *l, char *buf, size
     buf[0] = 0;
     for (size_t i = 0; i < l->n_waiters; i++) {
         const hdx_process *p = hdx_evidence_find_waiter(ev, &l->waiters[i]);
-        for (size_t k = 0; p && k < p->n_threads; k++) {
+        for (size_t k = 0; p && !p->set_aside && k < p->n_threads; k++) {
             const hdx_thread *t = &p->threads[k];
             size_t at = 0;
             const hdx_frame *wait = hdx_thread_find_python(t, "FileBaton.wait", "torch/utils/file_baton.py", &at);
@@ -231,9 +249,11 @@ static build_state build_of(const hdx_evidence *ev, const hdx_lock *l, const hdx
     return b;
 }
 
-static int culprits_from_waiters(hdx_verdict *v, const hdx_lock *l)
+static int culprits_from_waiters(const hdx_evidence *ev, hdx_verdict *v, const hdx_lock *l)
 {
     for (size_t i = 0; i < l->n_waiters; i++) {
+        if (!waiter_kept(ev, &l->waiters[i]))
+            continue;
         if (l->waiters[i].rank >= 0 && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, l->waiters[i].rank))
             return -ENOMEM;
         if (hdx_cls_add_pid(v, l->waiters[i].pid))
@@ -257,14 +277,14 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
     }
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = l->has_creator && l->creator_alive == 0 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
-    if (culprits_from_waiters(v, l))
+    if (culprits_from_waiters(ev, v, l))
         return -ENOMEM;
     if (l->unchecked > 0) { /* a holder may hide among processes hangdx could not read */
         v->confidence = HDX_CONF_LOW;
         if (hdx_cls_set_text(&v->summary,
                              "%s wait%s%s on %s, which looks stale (%s), but %d process%s of other users could not be "
                              "checked for a holder",
-                             waiters, l->n_waiters == 1 ? "s" : "", site, l->path, creator, l->unchecked,
+                             waiters, kept_waiters(ev, l) == 1 ? "s" : "", site, l->path, creator, l->unchecked,
                              l->unchecked == 1 ? "" : "es"))
             return -ENOMEM;
         return hdx_cls_set_text(&v->remedy,
@@ -275,7 +295,7 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
     if (hdx_cls_set_text(&v->summary,
                  "%s wait%s%s on the stale build lock %s (%s); no process holds or has it open, so nothing will "
                  "release it",
-                 waiters, l->n_waiters == 1 ? "s" : "", site, l->path, creator))
+                 waiters, kept_waiters(ev, l) == 1 ? "s" : "", site, l->path, creator))
         return -ENOMEM;
     return hdx_cls_set_text(&v->remedy,
                     "stop the ranks that wait on it first (a waiter that wakes up loads a half-built module), and "
@@ -299,7 +319,7 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
         v->cls = HDX_CLASS_BUILD_LOCK;
         v->confidence = HDX_CONF_LOW;
         if (hdx_cls_set_text(&v->summary, "%s wait%s on %s, held by %s, which could not be inspected",
-                     waiters, l->n_waiters == 1 ? "s" : "", l->path, h))
+                     waiters, kept_waiters(ev, l) == 1 ? "s" : "", l->path, h))
             return -ENOMEM;
         return hdx_cls_set_text(&v->remedy, "inspect the holder: hangdx inspect %d", l->holder_pid);
     }
@@ -321,7 +341,7 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
             return -ENOMEM;
         if (hdx_cls_set_text(&v->summary, "%s holds %s and its build is stuck (%s): %s; %s wait%s", h, l->path,
                      timed_out ? "past --build-timeout" : "no CPU progress", child, waiters,
-                     l->n_waiters == 1 ? "s" : ""))
+                     kept_waiters(ev, l) == 1 ? "s" : ""))
             return -ENOMEM;
         return hdx_cls_set_text(&v->remedy,
                         "look at the compiler (pid %d): kill it and the build of %s, then relaunch; "
@@ -333,7 +353,7 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
         v->cls = HDX_CLASS_NOT_HUNG;
         v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
         if (hdx_cls_set_text(&v->summary, "a build is running: %s holds %s%s%s; %s wait%s for it%s", h, l->path,
-                     child[0] ? " and " : "", child, waiters, l->n_waiters == 1 ? "s" : "", site))
+                     child[0] ? " and " : "", child, waiters, kept_waiters(ev, l) == 1 ? "s" : "", site))
             return -ENOMEM;
         return hdx_cls_set_text(&v->remedy, "wait for the build; hangdx calls it compile_stall after --build-timeout (%lld s)",
                         (long long)ev->build_timeout_s);
@@ -341,20 +361,21 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
     if (hdx_cls_set_text(&v->summary, "%s wait%s%s on %s %s, held by %s, which is itself stuck (%s, no CPU progress)",
-                 waiters, l->n_waiters == 1 ? "s" : "", site, hdx_lock_kind_name(l->kind), l->path, h,
+                 waiters, kept_waiters(ev, l) == 1 ? "s" : "", site, hdx_lock_kind_name(l->kind), l->path, h,
                  holder->n_threads && holder->threads[0].wait ? holder->threads[0].wait : "idle"))
         return -ENOMEM;
     return hdx_cls_set_text(&v->remedy, "find why %s is stuck (hangdx inspect %d); ending it releases %s", h,
                     holder->pid, l->path);
 }
 
-/* The lock that decides: stale first, then held, among locks with waiters. */
+/* The lock that decides: stale first, then held, among locks with waiters of the
+ * job judged (the waiters of jobs set aside decide nothing). */
 static const hdx_lock *deciding_lock(const hdx_evidence *ev)
 {
     const hdx_lock *held = NULL;
     for (size_t i = 0; i < ev->n_locks; i++) {
         const hdx_lock *l = &ev->locks[i];
-        if (!l->n_waiters)
+        if (!kept_waiters(ev, l))
             continue;
         if (l->state == HDX_LOCK_STALE)
             return l;
@@ -406,7 +427,7 @@ static int add_consequences(const hdx_evidence *ev, const hdx_lock *l, hdx_verdi
     const hdx_process *waiter = NULL;
     for (size_t i = 0; i < l->n_waiters && !waiter; i++) {
         const hdx_process *w = hdx_evidence_find_waiter(ev, &l->waiters[i]);
-        if (w && w->is_rank_process)
+        if (w && w->is_rank_process) /* never one set aside: those are no rank processes */
             waiter = w;
     }
     if (!waiter)
@@ -474,7 +495,7 @@ static int all_busy(const hdx_evidence *ev)
         any_rank |= ev->procs[i].is_rank_process;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
-        if ((any_rank && !p->is_rank_process) || p->alive == 0)
+        if ((any_rank && !p->is_rank_process) || p->alive == 0 || p->set_aside)
             continue;
         if (!busy(ev, p))
             return 0;
@@ -490,7 +511,7 @@ static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
     char busy[256] = "";
     size_t used = 0;
     for (size_t i = 0; i < ev->n_procs && used + 64 < sizeof busy; i++) {
-        if (ev->procs[i].progressing != 1)
+        if (ev->procs[i].progressing != 1 || ev->procs[i].set_aside)
             continue;
         char w[64];
         hdx_cls_who(&ev->procs[i], 0, 0, w, sizeof w);
@@ -520,14 +541,14 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
     size_t other_jobs = hdx_keep_largest_job(ev);
     if (other_jobs)
         hdx_evidence_note(ev, "%zu rank process%s of other jobs (another MASTER_ADDR/MASTER_PORT) were set aside: the "
-                              "verdict is about the job with the most ranks here; inspect each job's pids alone",
+                              "verdict is about the job with the most live ranks here; inspect each job's pids alone",
                           other_jobs, other_jobs == 1 ? "" : "es");
     int any_progress = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         hdx_process *p = &ev->procs[i];
         if (ev->samples > 0)
             p->progressing = hdx_cls_progressing(ev, p);
-        any_progress |= p->progressing == 1;
+        any_progress |= p->progressing == 1 && !p->set_aside;
     }
     if (label_waits(ev))
         return -ENOMEM;

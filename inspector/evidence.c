@@ -707,7 +707,8 @@ size_t hdx_keep_largest_job(hdx_evidence *ev)
     const hdx_process *first = NULL;
     int one_job = 1;
     for (size_t i = 0; i < ev->n_procs; i++) {
-        const hdx_process *p = &ev->procs[i];
+        hdx_process *p = &ev->procs[i];
+        p->set_aside = 0;
         if (!p->is_rank_process)
             continue;
         if (!first)
@@ -717,23 +718,35 @@ size_t hdx_keep_largest_job(hdx_evidence *ev)
     }
     if (one_job) /* the common case, in one pass even at 8192 ranks */
         return 0;
+    /* The job with the most live rank processes: one whose ranks all exited is no hang to judge. */
     const hdx_process *best = NULL;
-    size_t best_n = 0, set_aside = 0;
+    size_t best_live = 0, best_n = 0, set_aside = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
-        size_t n = 0;
-        for (size_t k = 0; p->is_rank_process && k < ev->n_procs; k++)
-            n += ev->procs[k].is_rank_process && hdx_process_same_job(p, &ev->procs[k]);
-        if (n > best_n) {
+        size_t n = 0, live = 0;
+        for (size_t k = 0; p->is_rank_process && k < ev->n_procs; k++) {
+            const hdx_process *q = &ev->procs[k];
+            if (q->is_rank_process && hdx_process_same_job(p, q)) {
+                n++;
+                live += q->alive != 0;
+            }
+        }
+        if (n && (!best || live > best_live || (live == best_live && n > best_n))) {
+            best_live = live;
             best_n = n;
             best = p;
         }
     }
     const hdx_process keep = *best; /* a copy: is_rank_process changes below */
-    for (size_t i = 0; i < ev->n_procs; i++)
-        if (ev->procs[i].is_rank_process && !hdx_process_same_job(&keep, &ev->procs[i])) {
-            ev->procs[i].is_rank_process = 0;
-            set_aside++;
-        }
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        hdx_process *p = &ev->procs[i];
+        if (p->rank < 0)
+            continue; /* no rank variables: no job's process */
+        if (hdx_process_same_job(&keep, p))
+            continue;
+        set_aside += p->is_rank_process != 0;
+        p->is_rank_process = 0;
+        p->set_aside = 1;
+    }
     return set_aside;
 }

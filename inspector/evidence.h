@@ -104,6 +104,8 @@ typedef struct hdx_process {
     char *python;          /* "3.11 /usr/bin/python3.11" when Python frames were read, else NULL */
     int is_rank_process;   /* set by classify: 1 when p is its rank's own process, not a launcher
                               or child that inherited the rank variables (hdx_mark_rank_processes) */
+    int set_aside;         /* set by classify: 1 when p belongs to another job than the one judged
+                              (hdx_keep_largest_job); every rule ignores it */
     hdx_thread *threads;
     size_t n_threads;
 } hdx_process;
@@ -315,9 +317,12 @@ int hdx_process_same_job(const hdx_process *a, const hdx_process *b);
 
 /*
  * When the rank processes belong to several jobs (inspect --all on a shared
- * host), keep is_rank_process only for the job with the most of them, and
- * return how many rank processes of other jobs were set aside (0: one job).
- * Call after hdx_mark_rank_processes.
+ * host), keep is_rank_process only for the job with the most live rank
+ * processes (alive != 0; on a tie, the most rank processes), and return how
+ * many rank processes of other jobs were set aside (0: one job). Every process
+ * of another job (its rank processes, and the launchers and children that carry
+ * its rank variables) gets set_aside = 1 and is_rank_process = 0; the others
+ * set_aside = 0. Call after hdx_mark_rank_processes.
  */
 size_t hdx_keep_largest_job(hdx_evidence *ev);
 

@@ -243,8 +243,77 @@ static void idle_unknown(void)
     hdx_evidence_free(ev);
 }
 
+/* A rank of job `port` (MASTER_PORT) whose main thread is in the Python frame
+ * function (file). */
+static hdx_process *rank_in(hdx_evidence *ev, int pid, int rank, int world, const char *port, const char *function,
+                            const char *file, int line)
+{
+    hdx_process *p = proc(ev, pid, 1, rank, "python3", 'S', 202 /* futex */, 100, 100);
+    char r[16], w[16];
+    snprintf(r, sizeof r, "%d", rank);
+    snprintf(w, sizeof w, "%d", world);
+    hdx_process_set_env(p, "RANK", r);
+    hdx_process_set_env(p, "WORLD_SIZE", w);
+    hdx_process_set_env(p, "MASTER_ADDR", "127.0.0.1");
+    hdx_process_set_env(p, "MASTER_PORT", port);
+    p->python = strdup("3.11 /usr/bin/python3.11");
+    hdx_frame *f = hdx_thread_add_frame(&p->threads[0]);
+    f->kind = HDX_FRAME_PYTHON;
+    f->function = strdup(function);
+    f->file = strdup(file);
+    f->line = line;
+    return p;
+}
+
+#define C10D "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py"
+
+/* inspect --all with two jobs: a 3-rank job whose rank 0 waits on a stale
+ * build lock (ranks 1-2 in barrier behind it), and a 4-rank job whose rank 0
+ * skipped the barrier. The 4-rank job is judged; the lock of the job set aside
+ * decides nothing. */
+static void two_jobs_lock_of_other_job(void)
+{
+    hdx_evidence *ev = evidence(2);
+    rank_in(ev, 1000, 0, 3, "29500", "wait", "/usr/lib/python3/dist-packages/torch/utils/file_baton.py", 42);
+    rank_in(ev, 1001, 1, 3, "29500", "barrier", C10D, 3439);
+    rank_in(ev, 1002, 2, 3, "29500", "barrier", C10D, 3439);
+    rank_in(ev, 2000, 0, 4, "29600", "skip_and_sleep", "/t/hangs.py", 40);
+    for (int r = 1; r < 4; r++)
+        rank_in(ev, 2000 + r, r, 4, "29600", "barrier", C10D, 3439);
+    hdx_lock *l = lock(ev, "/w/ext/lock", HDX_LOCK_BATON, HDX_LOCK_STALE, HDX_UNKNOWN);
+    waiter(l, 1000, 0);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
+    CHECK(v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 0);
+    CHECK(v.n_culprit_pids == 1 && v.culprit_pids[0] == 2000);
+    CHECK(v.summary && strstr(v.summary, "skip_and_sleep") && !strstr(v.summary, "pid 1000"));
+    CHECK(ev->procs[0].set_aside == 1 && ev->procs[3].set_aside == 0);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
+/* Two jobs, the larger one's processes all exited: the live job is judged. */
+static void two_jobs_larger_gone(void)
+{
+    hdx_evidence *ev = evidence(2);
+    for (int r = 0; r < 4; r++)
+        rank_in(ev, 3000 + r, r, 4, "29700", "barrier", C10D, 3439)->alive = 0;
+    rank_in(ev, 4000, 0, 2, "29800", "skip_and_sleep", "/t/hangs.py", 40);
+    rank_in(ev, 4001, 1, 2, "29800", "all_reduce", C10D, 2050);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
+    CHECK(v.n_culprit_pids == 1 && v.culprit_pids[0] == 4000);
+    CHECK(ev->procs[0].set_aside == 1 && ev->procs[4].set_aside == 0 && ev->procs[4].is_rank_process == 1);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
 int main(void)
 {
+    two_jobs_lock_of_other_job();
+    two_jobs_larger_gone();
     stale_baton_from_trace();
     stale_baton_no_trace();
     stale_baton_unverified();
