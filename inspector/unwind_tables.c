@@ -106,61 +106,47 @@ static size_t enc_size(unsigned enc)
     }
 }
 
-/* Where the image mapped by m (ip inside it) keeps its .eh_frame_hdr search table, into
- * di as libunwind's dwarf_find_unwind_table describes it for _UPT_find_proc_info: the
- * image's range, and the table's address in the target. 0, or -1 when there is none that
- * libunwind's binary search can use. */
-static int locate_table(const hdx_unwind_tables *t, const hdx_pymap *m, uint64_t ip, unw_dyn_info_t *di)
+int hdx_unwind_table_locate(Elf *elf, uint64_t map_start, uint64_t map_offset, uint64_t ip, unw_dyn_info_t *di)
 {
-    char path[PATH_MAX + 32];
-    int n = snprintf(path, sizeof path, "/proc/%d/root%s", t->pid, m->path);
-    if (n <= 0 || (size_t)n >= sizeof path)
-        return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = -1;
-    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     size_t phnum = 0;
     GElf_Ehdr eh;
     if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64 ||
-        elf_getphdrnum(elf, &phnum) != 0)
-        goto out;
+        elf_getphdrnum(elf, &phnum) != 0 || ip < map_start)
+        return -ENOENT;
     /* the load bias from the segment that holds ip's file offset */
-    uint64_t foff = m->offset + (ip - m->start), lo = UINT64_MAX, hi = 0;
+    uint64_t foff = map_offset + (ip - map_start), lo = UINT64_MAX, hi = 0, bias = 0;
     int have_bias = 0;
-    uint64_t bias = 0;
     GElf_Phdr eh_frame = {0};
-    for (size_t i = 0; i < phnum; i++) {
+    for (size_t i = 0; i < phnum && i <= INT_MAX; i++) {
         GElf_Phdr ph;
         if (!gelf_getphdr(elf, (int)i, &ph))
-            goto out;
+            return -ENOENT;
         if (ph.p_type == PT_GNU_EH_FRAME)
             eh_frame = ph;
-        if (ph.p_type != PT_LOAD)
+        if (ph.p_type != PT_LOAD || ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
             continue;
         if (ph.p_vaddr < lo)
             lo = ph.p_vaddr;
         if (ph.p_vaddr + ph.p_memsz > hi)
             hi = ph.p_vaddr + ph.p_memsz;
-        if (!have_bias && foff >= ph.p_offset && foff < ph.p_offset + ph.p_filesz) {
-            bias = ip - (ph.p_vaddr + (foff - ph.p_offset));
+        if (!have_bias && foff >= ph.p_offset && foff - ph.p_offset < ph.p_filesz) {
+            bias = ip - (ph.p_vaddr + (foff - ph.p_offset)); /* modulo 2^64, as addresses are */
             have_bias = 1;
         }
     }
     if (!have_bias || eh_frame.p_type != PT_GNU_EH_FRAME || lo >= hi)
-        goto out;
+        return -ENOENT;
     /* version, eh_frame_ptr_enc, fde_count_enc, table_enc, then eh_frame_ptr and fde_count */
     Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)eh_frame.p_offset,
                                        eh_frame.p_filesz < 20 ? eh_frame.p_filesz : 20, ELF_T_BYTE);
     if (!d || d->d_size < 4)
-        goto out;
+        return -ENOENT;
     const unsigned char *h = d->d_buf;
     size_t ptr_size = enc_size(h[1]), count_size = enc_size(h[2]);
     /* libunwind searches only a table of (sdata4, sdata4) pairs relative to the header */
     if (h[0] != 1 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4) || (h[1] != DW_EH_PE_omit && !ptr_size) ||
         !count_size || (h[2] & 0x70) != DW_EH_PE_absptr || 4 + ptr_size + count_size > d->d_size)
-        goto out;
+        return -ENOENT;
     uint64_t fde_count = 0;
     const unsigned char *c = h + 4 + ptr_size;
     switch (count_size) {
@@ -171,7 +157,7 @@ static int locate_table(const hdx_unwind_tables *t, const hdx_pymap *m, uint64_t
     /* the table (8 bytes an FDE) must lie inside the segment */
     if (fde_count == 0 || fde_count > eh_frame.p_memsz / 8 ||
         4 + ptr_size + count_size + fde_count * 8 > eh_frame.p_memsz)
-        goto out;
+        return -ENOENT;
     memset(di, 0, sizeof *di);
     di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
     di->start_ip = lo + bias;
@@ -182,8 +168,22 @@ static int locate_table(const hdx_unwind_tables *t, const hdx_pymap *m, uint64_t
     di->u.rti.segbase = eh_frame.p_vaddr + bias;
     di->u.rti.table_data = di->u.rti.segbase + 4 + ptr_size + count_size;
     di->u.rti.table_len = fde_count * 8 / sizeof(unw_word_t);
-    rc = 0;
-out:
+    return 0;
+}
+
+/* The table of the image that m maps (ip inside it), from its file read through
+ * /proc/PID/root. 0 or -ENOENT. */
+static int locate_table(const hdx_unwind_tables *t, const hdx_pymap *m, uint64_t ip, unw_dyn_info_t *di)
+{
+    char path[PATH_MAX + 32];
+    int n = snprintf(path, sizeof path, "/proc/%d/root%s", t->pid, m->path);
+    if (n <= 0 || (size_t)n >= sizeof path)
+        return -ENOENT;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -ENOENT;
+    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    int rc = hdx_unwind_table_locate(elf, m->start, m->offset, ip, di);
     elf_end(elf);
     close(fd);
     return rc;

@@ -17,8 +17,10 @@
 #ifndef HDX_UNWIND_TABLES_H
 #define HDX_UNWIND_TABLES_H
 
+#include <libelf.h>
 #include <libunwind.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct hdx_unwind_tables hdx_unwind_tables;
 
@@ -51,5 +53,20 @@ size_t hdx_unwind_tables_images(const hdx_unwind_tables *t);
 
 /* Accepts NULL. */
 void hdx_unwind_tables_free(hdx_unwind_tables *t);
+
+/*
+ * Where the x86-64 ELF image elf (borrowed; NULL is fine) keeps its
+ * .eh_frame_hdr binary search table, for ip, which lies in a mapping of the
+ * image's file that starts at map_start and maps file offset map_offset:
+ * fills di as libunwind's dwarf_find_unwind_table does for
+ * _UPT_find_proc_info (format UNW_INFO_FORMAT_REMOTE_TABLE; start_ip and
+ * end_ip the image's PT_LOAD range; segbase and table_data the header's and
+ * the table's addresses in the target). Reads only the program headers and
+ * the first bytes of the PT_GNU_EH_FRAME segment. Returns 0, or -ENOENT when
+ * the image has no table that libunwind's binary search can use (none,
+ * another encoding, sizes that do not fit the segment) or ip is in no
+ * PT_LOAD segment.
+ */
+int hdx_unwind_table_locate(Elf *elf, uint64_t map_start, uint64_t map_offset, uint64_t ip, unw_dyn_info_t *di);
 
 #endif
