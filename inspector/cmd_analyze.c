@@ -43,12 +43,17 @@ static void usage(FILE *f)
             "    (a job log whose lines carry [rankN]: prefixes holds several ranks);\n"
             "  - a trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process);\n"
             "  - a directory of snapshot files (*.json), such as 'hangdx snapshot --slurm-job -o DIR'\n"
-            "    writes, one per node;\n"
+            "    writes, one per node: a *.json file in it that is not a usable snapshot (empty,\n"
+            "    cut short, not JSON) is named on stderr and in the notes and left out, and the\n"
+            "    rest is analyzed (exit status 1); files not named *.json are not read (a note\n"
+            "    counts them);\n"
             "  - the output of 'hangdx snapshot --all --frames' of any number of nodes, mixed\n"
-            "    line by line and prefixed as pdsh does ('node7: ...');\n"
+            "    line by line and prefixed as pdsh does ('node7: ...'); a node whose snapshot is\n"
+            "    incomplete there is named on stderr and in the notes, and the verdict is from the\n"
+            "    other nodes (exit status 1);\n"
             "  - a job log: a combined launcher log ([rank3]: or [default0]: prefixes, torchrun's\n"
             "    failure summary) or one file per rank, read with the patterns of\n"
-            "    share/hangdx/patterns/logs.json (add your own in a file named by HANGDX_PATTERNS);"
+            "    share/hangdx/patterns/logs.json (add your own in a file named by HANGDX_PATTERNS);\n"
             "  - an ELF core file of a hung rank (gcore PID, or a kernel core), read with the\n"
             "    executable and libraries of this machine (their build ids are checked).\n"
             "All inputs are merged into one job and one verdict; the same rank on two hosts is\n"
@@ -61,8 +66,9 @@ static void usage(FILE *f)
             "  hangdx analyze --json pyspy-rank0.txt pyspy-rank1.txt pyspy-rank2.txt\n"
             "  hangdx analyze core.4123 traces/\n"
             "  hangdx analyze --json -o report.json traces/\n\n"
-            "exit status: 0 report produced, 2 failure (an input could not be read),\n"
-            "64 usage error.\n");
+            "exit status: 0 report produced, 1 partial (a report from what could be read: a file\n"
+            "of a snapshot directory, or a node of a --frames file, was left out; stderr and the\n"
+            "notes say which), 2 failure (an input given by name could not be read), 64 usage error.\n");
 }
 
 enum input_kind {
@@ -95,37 +101,24 @@ static int json_name(const struct dirent *de)
     return l > 5 && !strcmp(de->d_name + l - 5, ".json");
 }
 
-/* The snapshot files (*.json) directly in dir, sorted by name: how many, and with
- * paths, a heap array of heap paths (the caller frees both). -errno when dir is unreadable. */
-static int snapshot_files(const char *dir, char ***paths)
+/* How many *.json files directly in dir are snapshots (what makes dir a snapshot directory),
+ * or -errno when dir is unreadable. */
+static int snapshot_files(const char *dir)
 {
     struct dirent **des = NULL;
     int n = scandir(dir, &des, json_name, alphasort), found = 0;
     if (n < 0)
         return -errno;
-    size_t np = 0;
     for (int i = 0; i < n; i++) {
         char *p = found >= 0 ? hdx_asprintf("%s/%s", dir, des[i]->d_name) : NULL;
-        if (p && hdx_snapshot_sniff(p) == HDX_INPUT_SNAPSHOT) {
-            char **slot = paths ? hdx_append((void **)paths, &np, sizeof *slot) : NULL;
-            if (slot) {
-                *slot = p;
-                p = NULL;
-            }
-            found = paths && !slot ? -ENOMEM : found + 1;
-        } else if (!p && found >= 0) {
+        if (!p)
             found = -ENOMEM;
-        }
+        else if (hdx_snapshot_sniff(p) == HDX_INPUT_SNAPSHOT)
+            found++;
         free(p);
         free(des[i]);
     }
     free(des);
-    if (found < 0 && paths) {
-        for (size_t k = 0; k < np; k++)
-            free((*paths)[k]);
-        free(*paths);
-        *paths = NULL;
-    }
     return found;
 }
 
@@ -158,7 +151,7 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
             *kind = INPUT_TRACE_DIR;
             return 0;
         }
-        if (snapshot_files(path, NULL) > 0) {
+        if (snapshot_files(path) > 0) {
             *kind = INPUT_SNAPSHOT_DIR; /* e.g. what 'hangdx snapshot --slurm-job -o DIR' wrote */
             return 0;
         }
@@ -290,25 +283,148 @@ static int add_snapshot_arg(hdx_evidence *ev, char **argv, int i, char ***kept, 
     return add_loaded(ev, argv[i], one, r, kept, n_kept, err);
 }
 
-/* Every node's snapshot in a file of frames; *n_snapshots counts them. 0 or -errno with *err. */
+/* An input that analyze leaves out (a bad file of a snapshot directory, an incomplete node of
+ * a frames file): named on stderr and in the notes, and the exit status becomes partial. why
+ * may start with name (the loaders' messages do): that is not said twice. 0 or -ENOMEM. */
+static int left_out(hdx_evidence *ev, const char *name, const char *why, const char *rest, int *partial)
+{
+    size_t nl = strlen(name);
+    if (!strncmp(why, name, nl) && !strncmp(why + nl, ": ", 2))
+        why += nl + 2;
+    *partial = 1;
+    fprintf(stderr, "hangdx analyze: %s: left out: %s; the verdict is from %s\n", name, why, rest);
+    return hdx_evidence_note(ev, "%s: left out: %s; the verdict is from %s", name, why, rest) < 0 ? -ENOMEM : 0;
+}
+
+/*
+ * Every *.json file directly in dir (by name order) into ev, as 'hangdx snapshot --slurm-job -o
+ * DIR' writes them. A *.json file that is not a usable snapshot (empty, not JSON, cut short,
+ * another schema) is left out (left_out: stderr, a note, *partial); entries not named *.json are
+ * not read, and a note counts them. *n_snapshots counts those taken. 0, or -errno with *err:
+ * dir unreadable, no usable snapshot in it, or a merge that fails (the same rank on two hosts).
+ */
+static int add_snapshot_dir(hdx_evidence *ev, const char *dir, char ***kept, size_t *n_kept, size_t *n_snapshots,
+                            int *partial, char **err)
+{
+    struct dirent **des = NULL;
+    int n = scandir(dir, &des, NULL, alphasort), r = 0;
+    if (n < 0) {
+        int e = errno;
+        *err = hdx_asprintf("%s: cannot read: %s", dir, strerror(e));
+        return -e;
+    }
+    size_t used = 0, bad = 0, ignored = 0;
+    for (int i = 0; i < n; i++) {
+        const char *base = des[i]->d_name;
+        if (r < 0 || !strcmp(base, ".") || !strcmp(base, "..")) {
+            free(des[i]);
+            continue;
+        }
+        if (!json_name(des[i])) {
+            ignored++;
+            free(des[i]);
+            continue;
+        }
+        char *path = hdx_asprintf("%s/%s", dir, base), *why = NULL;
+        free(des[i]);
+        hdx_evidence *one = NULL;
+        struct stat st;
+        if (!path) {
+            r = -ENOMEM;
+        } else if (stat(path, &st) != 0) {
+            why = hdx_asprintf("cannot read it: %s", strerror(errno));
+        } else if (!S_ISREG(st.st_mode)) {
+            why = hdx_asprintf("not a regular file");
+        } else if (st.st_size == 0) {
+            why = hdx_asprintf("the file is empty");
+        } else if (hdx_snapshot_sniff(path) == HDX_INPUT_NOT_JSON) {
+            why = hdx_asprintf("not a hangdx snapshot (not a JSON object with a \"schema\")");
+        } else if (!(one = hdx_evidence_new())) {
+            r = -ENOMEM;
+        } else {
+            int lr = hdx_snapshot_load(path, one, &why);
+            if (lr == 0) {
+                r = add_loaded(ev, path, one, 0, kept, n_kept, err); /* frees one */
+                one = NULL;
+                used++;
+                (*n_snapshots)++;
+            } else if (lr == -ENOMEM) {
+                r = -ENOMEM;
+            } else if (!why) {
+                why = hdx_asprintf("%s", strerror(-lr));
+            }
+        }
+        if (r == 0 && path && why) {
+            bad++;
+            r = left_out(ev, path, why, "the other snapshots of the directory", partial);
+        } else if (r == 0 && path && one) {
+            r = -ENOMEM; /* a message that could not be made */
+        }
+        hdx_evidence_free(one);
+        free(why);
+        free(path);
+    }
+    free(des);
+    if (r == 0 && !used) {
+        *err = hdx_asprintf("%s: none of its %zu *.json file%s is a usable snapshot (see above)", dir, bad,
+                            bad == 1 ? "" : "s");
+        r = -ENODATA;
+    }
+    if (r == 0 && ignored &&
+        hdx_evidence_note(ev, "%s: %zu entr%s not named *.json not read (a snapshot directory holds *.json files)",
+                          dir, ignored, ignored == 1 ? "y" : "ies") < 0)
+        r = -ENOMEM;
+    return r;
+}
+
+/*
+ * Every node's snapshot in a file of frames; *n_snapshots counts them. A node whose snapshot is
+ * incomplete (its frames end early or came out of order) or unreadable is left out as the live
+ * collector does (left_out: stderr, a note, *partial). 0, or -errno with *err: the file
+ * unreadable, no complete snapshot in it, or a merge that fails.
+ */
 static int add_frames(hdx_evidence *ev, const char *path, char ***kept, size_t *n_kept, size_t *n_snapshots,
-                      char **err)
+                      int *partial, char **err)
 {
     hdx_frames fr = {0};
+    size_t used = 0;
     int r = hdx_frames_read_file(path, HDX_SNAPSHOT_MAX_BYTES, &fr, err);
     for (size_t i = 0; r == 0 && i < fr.n; i++) {
-        char *name = hdx_asprintf("%s (%s)", path, fr.docs[i].id);
-        if (!name)
+        const hdx_frames_doc *d = &fr.docs[i];
+        char *name = hdx_asprintf("%s (%s)", path, d->id), *why = NULL;
+        hdx_evidence *one = NULL;
+        if (!name || !(one = hdx_evidence_new())) {
             r = -ENOMEM;
-        else if (!fr.docs[i].complete) {
-            *err = hdx_asprintf("%s: the snapshot is incomplete (its frames end early or came out of order): "
-                                "take it again", name);
-            r = -EBADMSG;
+        } else if (!d->complete) {
+            why = hdx_asprintf("the snapshot is incomplete (%s)",
+                               d->broken ? "its frames came out of order, or disagree with their end line"
+                                         : "its frames end early: no end line");
         } else {
-            r = add_snapshot_text(ev, name, fr.docs[i].text, fr.docs[i].len, kept, n_kept, err);
-            (*n_snapshots)++;
+            int lr = hdx_snapshot_load_text(d->text, d->len, name, one, &why);
+            if (lr == 0) {
+                r = add_loaded(ev, name, one, 0, kept, n_kept, err); /* frees one */
+                one = NULL;
+                used++;
+                (*n_snapshots)++;
+            } else if (lr == -ENOMEM) {
+                r = -ENOMEM;
+            } else if (!why) {
+                why = hdx_asprintf("%s", strerror(-lr));
+            }
         }
+        if (r == 0 && why)
+            r = left_out(ev, name, why, "the other nodes' snapshots: take that node's again", partial);
+        else if (r == 0 && one)
+            r = -ENOMEM;
+        hdx_evidence_free(one);
+        free(why);
         free(name);
+    }
+    if (r == 0 && !used) {
+        *err = fr.n ? hdx_asprintf("%s: no node's snapshot in it is complete (%zu left out, see above): take them "
+                                   "again", path, fr.n)
+                    : hdx_asprintf("%s: no snapshot in its frames", path);
+        r = -ENODATA;
     }
     hdx_frames_clear(&fr);
     return r;
@@ -405,7 +521,7 @@ int hdx_cmd_analyze(int argc, char **argv)
         return HDX_EXIT_USAGE;
     }
 
-    int status = HDX_EXIT_FAILURE, r;
+    int status = HDX_EXIT_FAILURE, r, partial = 0;
     char *err = NULL, *host = NULL, **kept = NULL;
     size_t n_kept = 0, n_snapshots = 0, n_logs = 0;
     hdx_verdict v;
@@ -429,22 +545,11 @@ int hdx_cmd_analyze(int argc, char **argv)
             n_snapshots++;
             break;
         case INPUT_FRAMES:
-            r = add_frames(ev, argv[i], &kept, &n_kept, &n_snapshots, &err);
+            r = add_frames(ev, argv[i], &kept, &n_kept, &n_snapshots, &partial, &err);
             break;
-        case INPUT_SNAPSHOT_DIR: {
-            char **paths = NULL;
-            int np = snapshot_files(argv[i], &paths);
-            r = np < 0 ? np : 0;
-            for (int k = 0; k < np; k++) {
-                if (r == 0 && paths[k]) {
-                    r = add_snapshot(ev, paths[k], &kept, &n_kept, &err);
-                    n_snapshots++;
-                }
-                free(paths[k]);
-            }
-            free(paths);
+        case INPUT_SNAPSHOT_DIR:
+            r = add_snapshot_dir(ev, argv[i], &kept, &n_kept, &n_snapshots, &partial, &err);
             break;
-        }
         case INPUT_FOREIGN:
             r = hdx_foreign_load(argv[i], ev, &err);
             n_snapshots++; /* stacks, as a snapshot has */
@@ -505,7 +610,7 @@ int hdx_cmd_analyze(int argc, char **argv)
         fprintf(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));
         goto out;
     }
-    status = HDX_EXIT_OK;
+    status = partial ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
     goto out;
 fail:
     if (r == -ENOMEM)
