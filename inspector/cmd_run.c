@@ -149,8 +149,9 @@ static int parse(int argc, char **argv, struct run_opts *o)
     return 0;
 }
 
-/* Create (0700) or accept the trace directory; its absolute path into abs. */
-static int prepare_trace_dir(const char *dir, char *abs, size_t size)
+/* Create (0700) or accept the trace directory; its absolute path into abs. *created: 1 when
+ * this call made it (then run removes it at the end if nothing was written into it). */
+static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *created)
 {
     char def[64];
     if (!dir) {
@@ -160,7 +161,10 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size)
         strftime(def, sizeof def, "hangdx-%Y%m%d-%H%M%S", &tm);
         dir = def;
     }
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    *created = 0;
+    if (mkdir(dir, 0700) == 0) {
+        *created = 1;
+    } else if (errno != EEXIST) {
         fprintf(stderr, "hangdx run: cannot create trace directory %s: %s — "
                         "create its parent or choose another -d DIR\n", dir, strerror(errno));
         return -1;
@@ -185,6 +189,8 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size)
     }
     if (!realpath(dir, abs) || strlen(abs) >= size) {
         fprintf(stderr, "hangdx run: cannot resolve %s: %s\n", dir, strerror(errno));
+        if (*created)
+            rmdir(dir);
         return -1;
     }
     if (dir == def)
@@ -468,7 +474,14 @@ static int check_job(const char *dir, double quiet_s, int cpu_busy, size_t n_pyt
     snprintf(tmp, sizeof tmp, "%s/.report.json.tmp", dir);
     if ((rc = hdx_report_write(ev, &v, 1, tmp)) || (rename(tmp, json) && (rc = -errno)))
         goto fail;
-    fprintf(stderr, "hangdx: %s: %s\n", hdx_class_name(v.cls), v.summary ? v.summary : "(no summary)");
+    /* The summary points at what follows it in a report ("read the stack groups below"): on
+     * stderr nothing follows, so it points at the report file instead. */
+    const char *sum = v.summary ? v.summary : "(no summary)";
+    size_t sl = strlen(sum), bl = strlen(" below");
+    if (sl > bl && !strcmp(sum + sl - bl, " below"))
+        fprintf(stderr, "hangdx: %s: %.*s in %s\n", hdx_class_name(v.cls), (int)(sl - bl), sum, txt);
+    else
+        fprintf(stderr, "hangdx: %s: %s\n", hdx_class_name(v.cls), sum);
     fprintf(stderr, "hangdx: report in %s (and report.json)%s\n", txt,
             failures ? "; some processes could not be read" : "");
     goto out;
@@ -672,11 +685,19 @@ int hdx_cmd_run(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc != 0)
         return rc > 0 ? HDX_EXIT_OK : HDX_EXIT_USAGE;
-    if (find_shim(shim, sizeof shim) != 0 || prepare_trace_dir(o.trace_dir, dir, sizeof dir) != 0)
+    int created = 0;
+    if (find_shim(shim, sizeof shim) != 0 || prepare_trace_dir(o.trace_dir, dir, sizeof dir, &created) != 0)
         return HDX_EXIT_FAILURE;
     if (set_env(shim, dir) != 0) {
         fprintf(stderr, "hangdx run: cannot set LD_PRELOAD: %s\n", strerror(errno));
-        return HDX_EXIT_FAILURE;
+        rc = HDX_EXIT_FAILURE;
+    } else {
+        rc = o.hang_timeout > 0 ? watch_child(&o, dir) : run_child(o.command);
     }
-    return o.hang_timeout > 0 ? watch_child(&o, dir) : run_child(o.command);
+    /* A trace directory that run made and nothing was written into (the command could not
+     * start, or no process of it loaded the shim) is not left behind; rmdir removes only an
+     * empty one, and never one that was there before. */
+    if (created && rmdir(dir) == 0)
+        fprintf(stderr, "hangdx: nothing was traced; removed the empty trace directory %s/\n", dir);
+    return rc;
 }
