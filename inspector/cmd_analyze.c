@@ -522,6 +522,11 @@ int hdx_cmd_analyze(int argc, char **argv)
     }
 
     int status = HDX_EXIT_FAILURE, r, partial = 0;
+    struct log_dump {
+        const char *path; /* argv's */
+        int rank;         /* the one rank of the log's lines, HDX_UNKNOWN */
+    } *dumps = NULL;
+    size_t n_dumps = 0;
     char *err = NULL, *host = NULL, **kept = NULL;
     size_t n_kept = 0, n_snapshots = 0, n_logs = 0;
     hdx_verdict v;
@@ -558,18 +563,29 @@ int hdx_cmd_analyze(int argc, char **argv)
             r = hdx_core_load(argv[i], ev, &err);
             n_snapshots++; /* stacks, as a snapshot has */
             break;
-        case INPUT_LOG:
-            r = hdx_log_load(log_patterns, argv[i], ev, &err);
+        case INPUT_LOG: {
+            int only_rank = HDX_UNKNOWN;
+            r = hdx_log_load_ranked(log_patterns, argv[i], ev, &only_rank, &err);
             n_logs++;
             if (r == 0 && hdx_foreign_sniff_file(argv[i]) != HDX_FOREIGN_NONE) {
-                r = hdx_foreign_load(argv[i], ev, &err);
+                /* The stack dump in the log: read after every other input (below), so that a
+                 * rank that a snapshot or a core shows keeps those stacks. */
+                struct log_dump *slot = hdx_append((void **)&dumps, &n_dumps, sizeof *slot);
+                if (!slot)
+                    goto nomem;
+                slot->path = argv[i];
+                slot->rank = only_rank;
                 n_snapshots++;
             }
             break;
         }
+        }
         if (r < 0)
             goto fail;
     }
+    for (size_t i = 0; i < n_dumps; i++)
+        if ((r = hdx_foreign_load_log(dumps[i].path, dumps[i].rank, ev, &err)) < 0)
+            goto fail;
     /* One host among all inputs: the evidence's host. Several: none. */
     if (n_snapshots) {
         const char *one = ev->host;
@@ -623,6 +639,7 @@ out:
     for (size_t i = 0; i < n_kept; i++)
         free(kept[i]);
     free(kept);
+    free(dumps);
     free(err);
     free(host);
     batch_end();

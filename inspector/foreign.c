@@ -250,6 +250,7 @@ typedef struct stream { /* the lines of one launcher prefix */
 typedef struct pmeta {
     int rank, local, has_prefix; /* of the stream that made it */
     int dropped;                 /* faulthandler: a later dump of the same stream replaced it */
+    int log_ranked;              /* its rank is the one rank of the job log's lines */
     int cut;                     /* threads whose frames were cut at the limit */
 } pmeta;
 
@@ -264,6 +265,8 @@ typedef struct parser {
     size_t lineno;
     char **err;
     int replaced; /* faulthandler dumps replaced by a later one */
+    int log_rank; /* a job log's one rank (hdx_foreign_load_log), HDX_UNKNOWN */
+    int in_log;   /* a dump inside a job log: a rank that ev has already leaves it out */
 } parser;
 
 static int fail(parser *P, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -1145,27 +1148,61 @@ static int finish(parser *P, hdx_evidence *ev)
     if (!threads)
         return fail(P, -EBADMSG, "no stack in this %s output", hdx_foreign_format_name(P->fmt));
     int from_name = rank_from_name(P->name);
+    /* A job log whose lines are all one rank's: its one unprefixed dump is that rank's, unless a
+     * prefixed dump of the file is already that rank's. */
+    size_t unprefixed = 0;
+    int log_rank = P->log_rank;
+    for (size_t i = 0; i < one->n_procs; i++) {
+        if (P->meta[i].dropped)
+            continue;
+        unprefixed += !P->meta[i].has_prefix;
+        if (P->meta[i].rank == log_rank)
+            log_rank = HDX_UNKNOWN;
+    }
+    if (unprefixed != 1)
+        log_rank = HDX_UNKNOWN;
     /* Ranks, and the checks, before anything moves into ev. */
+    size_t superseded = 0;
     for (size_t i = 0; i < one->n_procs; i++) {
         hdx_process *p = &one->procs[i];
-        const pmeta *m = &P->meta[i];
+        pmeta *m = &P->meta[i];
         if (m->dropped)
             continue;
         if (m->rank != HDX_UNKNOWN)
             p->rank = m->rank;
-        else if (!m->has_prefix && kept == 1 && from_name != HDX_UNKNOWN)
+        else if (!m->has_prefix && log_rank != HDX_UNKNOWN) {
+            p->rank = log_rank;
+            m->log_ranked = 1;
+        } else if (!m->has_prefix && kept == 1 && from_name != HDX_UNKNOWN)
             p->rank = from_name;
         if (m->local != HDX_UNKNOWN)
             p->local_rank = m->local;
         for (size_t j = 0; p->rank >= 0 && j < i; j++)
             if (!P->meta[j].dropped && one->procs[j].rank == p->rank)
                 return fail(P, -EEXIST, "rank %d appears twice in this file", p->rank);
-        for (size_t j = 0; p->rank >= 0 && j < ev->n_procs; j++)
-            if (ev->procs[j].rank == p->rank)
+        for (size_t j = 0; p->rank >= 0 && j < ev->n_procs && !m->dropped; j++) {
+            const hdx_process *q = &ev->procs[j];
+            if (q->rank != p->rank)
+                continue;
+            if (!P->in_log)
                 return fail(P, -EEXIST, "rank %d is also in an earlier input (pid %d%s%s); give each rank once",
-                            p->rank, ev->procs[j].pid, ev->procs[j].host ? " on " : "",
-                            ev->procs[j].host ? ev->procs[j].host : "");
+                            p->rank, q->pid, q->host ? " on " : "", q->host ? q->host : "");
+            /* A traceback printed into the log is the weaker view of a process that another
+             * input (a snapshot, a core, a dump of its own) shows: that one is kept. */
+            char pid[32] = "";
+            if (q->pid >= 0)
+                snprintf(pid, sizeof pid, "pid %d", q->pid);
+            if (hdx_evidence_note(ev, "%s: the %s dump of rank %d in this log is left out: another input has rank %d "
+                                      "(%s%s%s), whose stacks are used", P->name, hdx_foreign_format_name(P->fmt),
+                                  p->rank, p->rank, q->pid >= 0 ? pid : "its process", q->host ? " on " : "",
+                                  q->host ? q->host : ""))
+                return -ENOMEM;
+            m->dropped = 1;
+            superseded++;
+        }
     }
+    if (superseded == kept)
+        return 0; /* every dump of the log is shown better by another input */
     P->lineno = 0;
     const char *fmt = hdx_foreign_format_name(P->fmt);
     if (hdx_evidence_note(ev, "%s: %s output: stacks only, no CPU time%s", P->name, fmt,
@@ -1194,6 +1231,9 @@ static int finish(parser *P, hdx_evidence *ev)
         if (m->rank != HDX_UNKNOWN)
             r = hdx_evidence_note(ev, "%s: %s is rank %d, from its \"[rank%d]:\" line prefix", P->name, who, p->rank,
                                   p->rank);
+        else if (m->log_ranked)
+            r = hdx_evidence_note(ev, "%s: %s is rank %d, the one rank of the log's lines (the dump itself has no "
+                                  "rank prefix)", P->name, who, p->rank);
         else if (p->rank != HDX_UNKNOWN)
             r = hdx_evidence_note(ev, "%s: %s is rank %d, from the file name only", P->name, who, p->rank);
         else
@@ -1219,8 +1259,17 @@ static int finish(parser *P, hdx_evidence *ev)
     return 0;
 }
 
+static int load_text(const char *text, size_t len, enum hdx_foreign_format format, const char *name, int log_rank,
+                     int in_log, hdx_evidence *ev, char **err);
+
 int hdx_foreign_load_text(const char *text, size_t len, enum hdx_foreign_format format, const char *name,
                           hdx_evidence *ev, char **err)
+{
+    return load_text(text, len, format, name, HDX_UNKNOWN, 0, ev, err);
+}
+
+static int load_text(const char *text, size_t len, enum hdx_foreign_format format, const char *name, int log_rank,
+                     int in_log, hdx_evidence *ev, char **err)
 {
     if (err)
         *err = NULL;
@@ -1240,7 +1289,7 @@ int hdx_foreign_load_text(const char *text, size_t len, enum hdx_foreign_format 
                                 name);
         return -EINVAL;
     }
-    parser P = {name, format, hdx_evidence_new(), NULL, 0, NULL, 0, 0, err, 0};
+    parser P = {name, format, hdx_evidence_new(), NULL, 0, NULL, 0, 0, err, 0, log_rank, in_log};
     char *buf = malloc(HDX_FOREIGN_MAX_LINE + 1);
     int rc = 0;
     if (!P.one || !buf) {
@@ -1330,7 +1379,7 @@ static char *slurp(const char *path, size_t *len, int *e)
     return b;
 }
 
-int hdx_foreign_load(const char *path, hdx_evidence *ev, char **err)
+static int load_file(const char *path, int log_rank, int in_log, hdx_evidence *ev, char **err)
 {
     size_t len = 0;
     int e = 0;
@@ -1342,9 +1391,19 @@ int hdx_foreign_load(const char *path, hdx_evidence *ev, char **err)
             *err = hdx_asprintf("%s: cannot read: %s", path, strerror(e));
         return -e;
     }
-    int rc = hdx_foreign_load_text(text, len, HDX_FOREIGN_NONE, path, ev, err);
+    int rc = load_text(text, len, HDX_FOREIGN_NONE, path, log_rank, in_log, ev, err);
     free(text);
     return rc;
+}
+
+int hdx_foreign_load(const char *path, hdx_evidence *ev, char **err)
+{
+    return load_file(path, HDX_UNKNOWN, 0, ev, err);
+}
+
+int hdx_foreign_load_log(const char *path, int log_rank, hdx_evidence *ev, char **err)
+{
+    return load_file(path, log_rank, 1, ev, err);
 }
 
 enum hdx_foreign_format hdx_foreign_sniff_file(const char *path)

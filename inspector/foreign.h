@@ -81,6 +81,14 @@ int hdx_foreign_load_text(const char *text, size_t len, enum hdx_foreign_format 
  * read errors are returned as their negative errno, with a message. */
 int hdx_foreign_load(const char *path, hdx_evidence *ev, char **err);
 
+/*
+ * hdx_foreign_load for the stack dump inside a job log (logs.h): the one process without a
+ * launcher prefix gets log_rank (the one rank of the log's lines, hdx_log_load_ranked; or
+ * HDX_UNKNOWN), with a note saying so. A process whose rank ev already has (another input
+ * shows it: a snapshot, a core, a dump of its own) is left out with a note, not an error.
+ */
+int hdx_foreign_load_log(const char *path, int log_rank, hdx_evidence *ev, char **err);
+
 /* Sniff the file at path (its first HDX_FOREIGN_MAX_BYTES). HDX_FOREIGN_NONE
  * when unreadable. */
 enum hdx_foreign_format hdx_foreign_sniff_file(const char *path);

@@ -253,6 +253,8 @@ typedef struct reader {
     int block_rank;  /* torch elastic's failure table entry, HDX_UNKNOWN */
     int root_cause_next;
     int noted_group, noted_assumed, noted_role;
+    int only_rank;   /* the one rank of the file's lines so far, HDX_UNKNOWN */
+    int several;     /* lines of two ranks or more */
 } reader;
 
 static stream *stream_of(reader *rd, int rank)
@@ -554,6 +556,10 @@ static int read_lines(reader *rd, char *buf)
                     from = "line";
                 }
         if (rank >= 0 && *t) {
+            if (rd->only_rank == HDX_UNKNOWN)
+                rd->only_rank = rank;
+            else if (rd->only_rank != rank)
+                rd->several = 1;
             if (note_line(rd, rank, text, lineno, from))
                 return -ENOMEM;
             if (rd->ev->n_log_facts > before) {
@@ -573,7 +579,7 @@ static int reader_init(reader *rd, const hdx_log_patterns *ps, hdx_evidence *ev,
     rd->ps = ps;
     rd->ev = ev;
     rd->path = path;
-    rd->file_rank = rd->block_rank = HDX_UNKNOWN;
+    rd->file_rank = rd->block_rank = rd->only_rank = HDX_UNKNOWN;
     if (regcomp(&rd->prefix_re, PREFIX_RE, REG_EXTENDED))
         return -ENOMEM;
     if (regcomp(&rd->time_re, TIME_RE, REG_EXTENDED)) {
@@ -608,6 +614,13 @@ static int rank_from_name(const char *path)
 
 int hdx_log_load(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, char **err)
 {
+    return hdx_log_load_ranked(ps, path, ev, NULL, err);
+}
+
+int hdx_log_load_ranked(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, int *only_rank, char **err)
+{
+    if (only_rank)
+        *only_rank = HDX_UNKNOWN;
     size_t len = 0;
     char *buf = hdx_read_file(path, LOG_MAX_BYTES, &len);
     if (!buf) {
@@ -633,6 +646,8 @@ int hdx_log_load(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev,
         hdx_evidence_note(ev, "%s: no rank prefix in the file; its lines taken as rank %d's, from the file name",
                           path, rd.file_rank);
     r = read_lines(&rd, buf);
+    if (r == 0 && only_rank && !rd.several)
+        *only_rank = rd.only_rank;
     reader_fini(&rd);
     free(buf);
     if (r < 0 && !*err)

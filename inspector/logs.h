@@ -59,6 +59,13 @@ int hdx_log_sniff(const hdx_log_patterns *ps, const char *path);
  */
 int hdx_log_load(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, char **err);
 
+/*
+ * hdx_log_load, and *only_rank: the one rank that the file's lines belong to (their launcher
+ * prefixes, the file name, or an NCCL line's own [Rank n] of the default group), or
+ * HDX_UNKNOWN when they name none or several. only_rank may be NULL.
+ */
+int hdx_log_load_ranked(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, int *only_rank, char **err);
+
 /* The value of field name of f (borrowed), or NULL. */
 const char *hdx_log_fact_field(const hdx_log_fact *f, const char *name);
 /* The same as an integer; def when absent or not a number. */
