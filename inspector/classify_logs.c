@@ -371,6 +371,30 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
     return rc < 0 ? rc : 1;
 }
 
+/* The world size the logs tell (a printed WORLD_SIZE, else NCCL's largest "nranks N" at
+ * communicator init), or HDX_UNKNOWN; from (size bytes) says which, for the verdict. */
+static long long log_world_size(const hdx_evidence *ev, char *from, size_t size)
+{
+    long long w = HDX_UNKNOWN, env = HDX_UNKNOWN;
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        const hdx_log_fact *f = &ev->log_facts[i];
+        long long n = is(f, "nccl_comm_init") ? hdx_log_fact_int(f, "nranks", HDX_UNKNOWN)
+                      : is(f, "env_world_size") ? hdx_log_fact_int(f, "world_size", HDX_UNKNOWN)
+                                                : HDX_UNKNOWN;
+        if (n <= 0)
+            continue;
+        if (is(f, "nccl_comm_init") && n > w)
+            w = n;
+        else if (is(f, "env_world_size") && n > env)
+            env = n;
+    }
+    if (env > 0)
+        snprintf(from, size, "WORLD_SIZE=%lld in the log", env);
+    else
+        snprintf(from, size, "NCCL's \"nranks %lld\" at communicator init", w);
+    return env > 0 ? env : w;
+}
+
 static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
 {
     int *desync = NULL;
@@ -391,6 +415,8 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     char w[RANKS_TEXT], c[RANKS_TEXT];
     ranks_text(s->waiting, s->n_waiting, w, sizeof w);
     int rc = 0;
+    long long world = HDX_UNKNOWN;
+    char world_from[96];
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
     if (s->n_behind) {
         v->confidence = HDX_CONF_HIGH;
@@ -424,6 +450,24 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
                                   s->n_waiting == 1 ? "" : "s", w, s->op ? s->op : "a collective", s->n,
                                   s->n_silent == 1 ? "" : "s", c, s->n_silent == 1 ? "it" : "they",
                                   s->n_silent == 1 ? "it" : "them");
+    } else if ((world = log_world_size(ev, world_from, sizeof world_from)) > 0 && (long long)s->n_waiting >= world) {
+        /* Every rank of the job waits in it: no rank to blame, the collective's own work is stuck. */
+        v->confidence = HDX_CONF_MEDIUM;
+        rc = hdx_cls_set_text(&v->summary,
+                              world == 1 ? "rank%s %s timed out in %s SeqNum=%lld, and the job has no other rank (world "
+                                           "size %lld, from %s): the collective's GPU work never finished (a "
+                                           "kernel queued before it, or the GPU itself, is stuck)"
+                                         : "rank%s %s timed out in %s SeqNum=%lld: every rank of the job (world size "
+                                           "%lld, from %s) is waiting in it, so none is missing: the "
+                                           "collective's GPU work never finished (a kernel queued before it, the GPU "
+                                           "or the network is stuck)",
+                              s->n_waiting == 1 ? "" : "s", w, s->op ? s->op : "a collective", s->n, world, world_from);
+        if (!rc)
+            rc = hdx_cls_set_text(&v->remedy, "look at the GPU side of the ranks: the kernels queued before the "
+                                  "collective (CUDA_LAUNCH_BLOCKING=1 names the one that hangs), nvidia-smi, and the "
+                                  "kernel log (dmesg: Xid errors); NCCL_DEBUG=INFO for the network");
+        free(desync);
+        return rc < 0 ? rc : 1;
     } else {
         v->confidence = HDX_CONF_LOW;
         rc = hdx_cls_set_text(&v->summary,

@@ -2,7 +2,8 @@
 # The faulthandler dump inside a job log whose lines are all rank 0's (a real NCCL 2.28 /
 # torch 2.11 log of a stuck GPU kernel, tests/logs/fixtures/nccl_watchdog_torch211.log): the
 # dump is rank 0's process (not a process of no rank: "pid -1 ?"), with a note saying where the
-# rank came from; given with a snapshot of rank 0 (either order) the snapshot's process is the
+# rank came from, and as NCCL says "nranks 1" the verdict blames no other rank (the GPU work
+# never finished); given with a snapshot of rank 0 (either order) the snapshot's process is the
 # one kept and the dump is left out with a note. Needs $HANGDX and $HDX_SOURCE_DIR.
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
@@ -27,6 +28,11 @@ assert any("is rank 0, the one rank of the log's lines" in n for n in d["notes"]
 assert not any("rank unknown" in n for n in d["notes"]), d["notes"]
 g = d["groups"]
 assert g and g[0]["ranks"] == "0", g
+# NCCL's own line says "nranks 1": no other rank to blame, the GPU work never finished
+v = d["verdict"]
+assert v["class"] == "collective_wait" and v["culprit_ranks"] == [], v
+assert "no other rank (world size 1" in v["summary"] and "GPU work never finished" in v["summary"], v["summary"]
+assert "logs of the other ranks are missing" not in v["summary"], v["summary"]
 PYEOF
 "$HANGDX" analyze "$LOG" >"$T/out.txt" 2>/dev/null
 check "the text report lists rank 0, not a process without a rank" grep -qE "^  rank 0 " "$T/out.txt"
