@@ -78,19 +78,22 @@ static int descendant_depth(const hdx_evidence *ev, const hdx_process *p, const 
     return 0;
 }
 
-/* "rank 1 (pid 123)", "rank 1" (pid unknown: a dump without pids) or "pid 123". */
-void hdx_cls_who(const hdx_process *p, int pid, int rank, char *buf, size_t size)
+/* "rank 1 (pid 123)", "rank 1" (pid unknown: a dump without pids) or "pid 123";
+ * in a multi-host job the pid with its host: "rank 1 (pid 123 on node3)". */
+void hdx_cls_who(const hdx_evidence *ev, const hdx_process *p, int pid, int rank, char *buf, size_t size)
 {
+    const char *host = NULL;
     if (p) {
         pid = p->pid;
         rank = p->rank;
+        host = p->host && hdx_evidence_multi_host(ev) ? p->host : NULL;
     }
     if (rank >= 0 && pid > 0)
-        snprintf(buf, size, "rank %d (pid %d)", rank, pid);
+        snprintf(buf, size, "rank %d (pid %d%s%s)", rank, pid, host ? " on " : "", host ? host : "");
     else if (rank >= 0)
         snprintf(buf, size, "rank %d", rank);
     else
-        snprintf(buf, size, "pid %d", pid);
+        snprintf(buf, size, "pid %d%s%s", pid, host ? " on " : "", host ? host : "");
 }
 
 const char *hdx_cls_proc_name(const hdx_process *p)
@@ -156,11 +159,11 @@ static void waiters_phrase(const hdx_evidence *ev, const hdx_lock *l, char *buf,
 {
     size_t used = 0;
     buf[0] = 0;
-    for (size_t i = 0; i < l->n_waiters && used + 40 < size; i++) {
+    for (size_t i = 0; i < l->n_waiters && used + 60 < size; i++) {
         if (!waiter_kept(ev, &l->waiters[i]))
             continue;
-        char w[64];
-        hdx_cls_who(hdx_evidence_find_waiter(ev, &l->waiters[i]), l->waiters[i].pid,
+        char w[160];
+        hdx_cls_who(ev, hdx_evidence_find_waiter(ev, &l->waiters[i]), l->waiters[i].pid,
             l->waiters[i].rank, w, sizeof w);
         used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", w);
     }
@@ -264,12 +267,12 @@ static int culprits_from_waiters(const hdx_evidence *ev, hdx_verdict *v, const h
 
 static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
 {
-    char waiters[512], creator[160], site[600];
+    char waiters[512], creator[256], site[600];
     waiters_phrase(ev, l, waiters, sizeof waiters);
     call_site(ev, l, site, sizeof site);
     if (l->has_creator) {
-        char c[64];
-        hdx_cls_who(NULL, l->creator_pid, l->creator_rank, c, sizeof c);
+        char c[160];
+        hdx_cls_who(ev, NULL, l->creator_pid, l->creator_rank, c, sizeof c);
         snprintf(creator, sizeof creator, "created by %s, which is %s", c,
                  l->creator_alive == 1 ? "alive but no longer holds it" : "gone");
     } else {
@@ -307,10 +310,10 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
 static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
 {
     const hdx_process *holder = hdx_evidence_find_holder(ev, l);
-    char waiters[512], h[64], site[600];
+    char waiters[512], h[160], site[600];
     waiters_phrase(ev, l, waiters, sizeof waiters);
     call_site(ev, l, site, sizeof site);
-    hdx_cls_who(holder, l->holder_pid, HDX_UNKNOWN, h, sizeof h);
+    hdx_cls_who(ev, holder, l->holder_pid, HDX_UNKNOWN, h, sizeof h);
     if (holder && holder->rank >= 0 && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, holder->rank))
         return -ENOMEM;
     if (hdx_cls_add_pid(v, l->holder_pid))
@@ -513,8 +516,8 @@ static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
     for (size_t i = 0; i < ev->n_procs && used + 64 < sizeof busy; i++) {
         if (ev->procs[i].progressing != 1 || ev->procs[i].set_aside)
             continue;
-        char w[64];
-        hdx_cls_who(&ev->procs[i], 0, 0, w, sizeof w);
+        char w[160];
+        hdx_cls_who(ev, &ev->procs[i], 0, 0, w, sizeof w);
         used += (size_t)snprintf(busy + used, sizeof busy - used, "%s%s %s", used ? ", " : "", w,
                                  hdx_cls_proc_name(&ev->procs[i]));
     }

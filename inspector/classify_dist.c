@@ -22,6 +22,7 @@ typedef struct rank_view {
 } rank_view;
 
 typedef struct job {
+    const hdx_evidence *ev;
     rank_view *r;
     size_t n;
     int world_size;   /* the largest WORLD_SIZE seen, HDX_UNKNOWN */
@@ -125,7 +126,7 @@ static const char *env_of(const job *j, const char *name)
 }
 
 /* Where a rank that is not in the wait is: "rank 2 (pid 7) is in load_dataset (w.py:6)". */
-static size_t tell_where(const rank_view *r, char *buf, size_t size)
+static size_t tell_where(const job *j, const rank_view *r, char *buf, size_t size)
 {
     char where[256];
     if (r->p->state == 'T' || r->p->state == 't' || waits_in(r, "stopped"))
@@ -135,10 +136,40 @@ static size_t tell_where(const rank_view *r, char *buf, size_t size)
         hdx_cls_where(r->t, at, sizeof at);
         snprintf(where, sizeof where, "in %s", at);
     }
-    char who[64];
-    hdx_cls_who(r->p, 0, 0, who, sizeof who);
+    char who[160];
+    hdx_cls_who(j->ev, r->p, 0, 0, who, sizeof who);
     int n = snprintf(buf, size, "%s is %s", who, where);
     return n < 0 ? 0 : (size_t)n;
+}
+
+/* t waits in NCCL's communicator initialisation: a native frame of ncclCommInitRank
+ * (ncclCommInitRankFunc, pncclCommInitRankConfig...). */
+static int in_nccl_init(const hdx_thread *t)
+{
+    for (size_t i = 0; t && i < t->n_frames; i++)
+        if (t->frames[i].kind == HDX_FRAME_NATIVE && t->frames[i].function &&
+            strstr(t->frames[i].function, "ncclCommInitRank"))
+            return 1;
+    return 0;
+}
+
+/* The torch.distributed call the user made that t waits under: the outermost frame of
+ * the innermost run of distributed_c10d.py frames ("all_reduce", "init_process_group"
+ * above _new_process_group_helper), or NULL. Borrowed. */
+static const char *c10d_call(const hdx_thread *t)
+{
+    const char *call = NULL;
+    for (size_t i = 0; t && i < t->n_frames; i++) {
+        const hdx_frame *f = &t->frames[i];
+        if (f->kind != HDX_FRAME_PYTHON)
+            continue;
+        size_t len = f->file ? strlen(f->file) : 0;
+        if (f->function && len >= 19 && !strcmp(f->file + len - 19, "distributed_c10d.py"))
+            call = f->function;
+        else if (call)
+            break;
+    }
+    return call;
 }
 
 static int verdict_rendezvous(const job *j, hdx_verdict *v)
@@ -159,7 +190,7 @@ static int verdict_rendezvous(const job *j, hdx_verdict *v)
             goto nomem;
         if (used + 2 < sizeof elsewhere) {
             used += (size_t)snprintf(elsewhere + used, sizeof elsewhere - used, "; ");
-            used += tell_where(r, elsewhere + used, sizeof elsewhere - used);
+            used += tell_where(j, r, elsewhere + used, sizeof elsewhere - used);
         }
     }
     if (missing_ranks(j, v))
@@ -174,10 +205,19 @@ static int verdict_rendezvous(const job *j, hdx_verdict *v)
         if (waits_in(&j->r[i], HDX_WAIT_RENDEZVOUS))
             first = &j->r[i];
     const char *op = first && first->t->wait_op ? first->t->wait_op : "init";
-    if (addr || port)
-        snprintf(store, sizeof store, "%s, store %s:%s", op, addr ? addr : "?", port ? port : "?");
+    /* NCCL's communicator set-up (at init_process_group with a device_id, else at the first
+     * collective): named as such, with the call it runs under. */
+    int nccl = first && in_nccl_init(first->t);
+    const char *call = nccl ? c10d_call(first->t) : NULL;
+    char what[120];
+    if (nccl)
+        snprintf(what, sizeof what, "ncclCommInitRank%s%s", call ? ", under " : "", call ? call : "");
     else
-        snprintf(store, sizeof store, "%s, store address unknown: no MASTER_ADDR/MASTER_PORT", op);
+        snprintf(what, sizeof what, "%s", op);
+    if (addr || port)
+        snprintf(store, sizeof store, "%s, store %s:%s", what, addr ? addr : "?", port ? port : "?");
+    else
+        snprintf(store, sizeof store, "%s, store address unknown: no MASTER_ADDR/MASTER_PORT", what);
     ranges(waiting, n_waiting, have, sizeof have);
     ranges(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
     v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
@@ -186,16 +226,31 @@ static int verdict_rendezvous(const job *j, hdx_verdict *v)
     if (v->n_missing_ranks)
         snprintf(missing, sizeof missing, "; rank%s %s of world size %d never arrived", v->n_missing_ranks == 1 ? "" : "s",
                  miss, j->world_size);
-    int rc = hdx_cls_set_text(&v->summary, "rank%s %s wait%s in process-group initialisation (%s)%s%s%s",
-                              n_waiting == 1 ? "" : "s", have, n_waiting == 1 ? "s" : "", store, missing, elsewhere,
+    int rc = hdx_cls_set_text(&v->summary, "rank%s %s wait%s in %s (%s)%s%s%s", n_waiting == 1 ? "" : "s", have,
+                              n_waiting == 1 ? "s" : "",
+                              nccl ? "NCCL communicator initialisation" : "process-group initialisation", store,
+                              missing, elsewhere,
                               v->n_culprit_ranks ? ""
                                                  : "; no rank is missing or elsewhere here: ranks on other hosts are "
                                                    "not seen (give their snapshots)");
-    if (!rc)
+    size_t n_elsewhere = v->n_culprit_ranks - v->n_missing_ranks; /* culprits: elsewhere, then missing */
+    if (rc)
+        ;
+    else if (!v->n_missing_ranks && n_elsewhere) /* every rank started: the fix is where they are */
+        rc = hdx_cls_set_text(&v->remedy, "look at why %s not join %s %s: %s",
+                              n_elsewhere == 1 ? "that rank does" : "those ranks do", call ? call : op,
+                              nccl && call && strcmp(call, "init_process_group")
+                                  ? "(the group's first collective, which sets up the NCCL communicator)"
+                                  : "with the others",
+                              elsewhere + 2);
+    else if (!v->n_culprit_ranks)
+        rc = hdx_cls_set_text(&v->remedy, "give the snapshots of every host (hangdx analyze snap-*.json) to see "
+                                          "which ranks never arrived");
+    else
         rc = hdx_cls_set_text(&v->remedy,
                               "start the missing ranks, or fix the launch so that WORLD_SIZE (nodes × processes per "
-                              "node, or TP×PP×DP) matches what is started; look at the ranks that are elsewhere, and "
-                              "for a rank that crashed at start-up");
+                              "node, or TP×PP×DP) matches what is started; %sfor a rank that crashed at start-up",
+                              n_elsewhere ? "look at the ranks that are elsewhere, and " : "look ");
     free(waiting);
     return rc ? rc : 1;
 nomem:
@@ -297,6 +352,12 @@ static const char *op_of(const rank_view *r)
     return r->t && r->t->wait_op ? r->t->wait_op : "a collective";
 }
 
+/* The host waits for the GPU (cudaStreamSynchronize, cuEventSynchronize... in waits.c). */
+static int is_gpu_wait(const char *op)
+{
+    return op && !strncmp(op, "cu", 2) && strstr(op, "Synchronize");
+}
+
 static int verdict_collective(const job *j, hdx_verdict *v)
 {
     /* The collective most ranks wait in; on a tie, the one met first. One pass that
@@ -355,7 +416,7 @@ static int verdict_collective(const job *j, hdx_verdict *v)
             used += (size_t)snprintf(culprits + used, sizeof culprits - used,
                                      "rank %d is in another collective, %s", r->p->rank, op_of(r));
         else
-            used += tell_where(r, culprits + used, sizeof culprits - used);
+            used += tell_where(j, r, culprits + used, sizeof culprits - used);
     }
     int locked = all_locked && v->n_culprit_ranks; /* every culprit waits on a build lock */
     if (missing_ranks(j, v))
@@ -384,13 +445,33 @@ static int verdict_collective(const job *j, hdx_verdict *v)
                               v->n_missing_ranks == 1 ? "" : "s", miss, j->world_size,
                               v->n_missing_ranks == 1 ? "is" : "are");
     } else {
+        /* No rank is elsewhere or missing: with the whole world size here, what does not
+         * finish is on the GPU or the wire; without a world size, a rank may be on another host. */
+        int whole = j->world_size > 0 && n_in >= (size_t)j->world_size;
+        const char *ranks = n_in == 1 ? "rank" : "ranks";
         v->cls = HDX_CLASS_COLLECTIVE_WAIT;
         v->confidence = HDX_CONF_LOW;
-        rc = hdx_cls_set_text(&v->summary, "all inspected ranks (%s) wait in %s and none is missing here: a rank "
-                                           "on another host, the network or a GPU may be stuck",
-                              waiting, major);
+        if (whole && is_gpu_wait(major))
+            rc = hdx_cls_set_text(&v->summary, "%s %s (world size %d, all here) wait%s in %s: the GPU work %s waits "
+                                               "for (the collective's kernel, or one queued before it) does not finish",
+                                  ranks, waiting, j->world_size, n_in == 1 ? "s" : "", major,
+                                  n_in == 1 ? "it" : "each");
+        else if (whole)
+            rc = hdx_cls_set_text(&v->summary, "%s %s (world size %d, all here) wait%s in %s and none is elsewhere: "
+                                               "the network or a GPU may be stuck",
+                                  ranks, waiting, j->world_size, n_in == 1 ? "s" : "", major);
+        else
+            rc = hdx_cls_set_text(&v->summary, "%s %s wait%s in %s and none is missing here: a rank on another "
+                                               "host, the network or a GPU may be stuck",
+                                  ranks, waiting, n_in == 1 ? "s" : "", major);
+        if (!rc)
+            rc = hdx_cls_set_text(&v->remedy,
+                                  "%slook at the GPU: nvidia-smi (a GPU busy with a kernel that never ends), the "
+                                  "kernels queued before the collective, NCCL_DEBUG=INFO for the collective's "
+                                  "transport, and the network between nodes",
+                                  whole ? "" : "give every host's snapshot (hangdx analyze snap-*.json); then ");
     }
-    if (!rc)
+    if (!rc && !v->remedy)
         rc = hdx_cls_set_text(&v->remedy, locked ? "see why the culprit ranks wait on a build lock (hangdx inspect them)"
                                                      : "look at the culprit ranks where they are: a skipped or "
                                                        "reordered collective, an uneven loop, or a rank stopped "
@@ -404,7 +485,7 @@ nomem:
 
 int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v)
 {
-    job j = {NULL, 0, HDX_UNKNOWN, NULL};
+    job j = {ev, NULL, 0, HDX_UNKNOWN, NULL};
     int rc = 0;
     size_t n_rdzv = 0, n_p2p = 0, n_coll = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {

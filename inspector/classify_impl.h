@@ -21,8 +21,9 @@
  * running thread; post-mortem as recorded), else 0. */
 int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p);
 
-/* "rank 1 (pid 123)" or "pid 123", from p, or from pid and rank when p is NULL. */
-void hdx_cls_who(const hdx_process *p, int pid, int rank, char *buf, size_t size);
+/* "rank 1 (pid 123)" or "pid 123", from p, or from pid and rank when p is NULL.
+ * When ev spans several hosts and p names its host: "rank 1 (pid 123 on node3)". */
+void hdx_cls_who(const hdx_evidence *ev, const hdx_process *p, int pid, int rank, char *buf, size_t size);
 
 /* The program's base name ("python3"), from argv[0] or the main thread's name. Borrowed. */
 const char *hdx_cls_proc_name(const hdx_process *p);

@@ -702,6 +702,21 @@ int hdx_process_same_job(const hdx_process *a, const hdx_process *b)
     return 1;
 }
 
+int hdx_evidence_multi_host(const hdx_evidence *ev)
+{
+    const char *first = NULL;
+    for (size_t i = 0; ev && i < ev->n_procs; i++) {
+        const char *h = ev->procs[i].host;
+        if (!h)
+            continue;
+        if (!first)
+            first = h;
+        else if (h != first && strcmp(h, first))
+            return 1;
+    }
+    return 0;
+}
+
 size_t hdx_keep_largest_job(hdx_evidence *ev)
 {
     const hdx_process *first = NULL;

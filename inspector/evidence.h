@@ -326,6 +326,10 @@ int hdx_process_same_job(const hdx_process *a, const hdx_process *b);
  */
 size_t hdx_keep_largest_job(hdx_evidence *ev);
 
+/* 1 when ev's processes name more than one host (a multi-host job: pids then need
+ * their host to be found), else 0. Scans until the second host. */
+int hdx_evidence_multi_host(const hdx_evidence *ev);
+
 /* Release what a process / thread / lock owns (not the struct itself). */
 void hdx_process_clear(hdx_process *p);
 void hdx_thread_clear(hdx_thread *t);

@@ -193,13 +193,15 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     return rc;
 }
 
-/* "rank 1 pid 123" / "pid 123". */
-static void text_who(FILE *f, int pid, int rank)
+/* "rank 1 pid 123" / "pid 123", with " on node3" when host is given (a multi-host job). */
+static void text_who(FILE *f, int pid, int rank, const char *host)
 {
     if (rank >= 0)
         fprintf(f, "rank %d pid %d", rank, pid);
     else
         fprintf(f, "pid %d", pid);
+    if (host)
+        fprintf(f, " on %s", host);
 }
 
 static void text_frame(FILE *f, size_t i, const hdx_frame *fr)
@@ -280,6 +282,7 @@ int hdx_report_threads_text(FILE *f, const hdx_process *p)
 
 int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
 {
+    int hosts = hdx_evidence_multi_host(ev); /* then each pid is named with its host */
     fprintf(f, "verdict: %s (confidence %s)\n", hdx_class_name(v->cls), confidence_names[v->confidence]);
     if (v->summary)
         fprintf(f, "  %s\n", v->summary);
@@ -312,7 +315,7 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             fprintf(f, ", held by pid %d", l->holder_pid);
         if (l->has_creator) {
             fprintf(f, ", created by ");
-            text_who(f, l->creator_pid, l->creator_rank);
+            text_who(f, l->creator_pid, l->creator_rank, NULL);
             fprintf(f, " (%s)", l->creator_alive == 1 ? "alive" : l->creator_alive == 0 ? "gone" : "alive?");
             if (l->created_ns != HDX_UNKNOWN) {
                 hdx_format_time(l->created_ns, when, sizeof when);
@@ -330,7 +333,7 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
         fputc('\n', f);
         for (size_t j = 0; j < l->n_waiters; j++) {
             fprintf(f, "    waiter: ");
-            text_who(f, l->waiters[j].pid, l->waiters[j].rank);
+            text_who(f, l->waiters[j].pid, l->waiters[j].rank, hosts ? l->waiters[j].host : NULL);
             if (l->waiters[j].how)
                 fprintf(f, ", %s", l->waiters[j].how);
             if (l->waiters[j].since_ns != HDX_UNKNOWN) {
@@ -345,11 +348,11 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
         fprintf(f, "  ");
-        text_who(f, p->pid, p->rank);
+        text_who(f, p->pid, p->rank, hosts ? p->host : NULL);
         fprintf(f, "  %c  cpu %.0f ms%s", p->state ? p->state : '?', p->cpu_ms,
                 p->progressing == 1 ? " (progressing)" : p->progressing == 0 ? " (no progress)" : "");
-        if (p->stopped_us != HDX_UNKNOWN)
-            fprintf(f, "  stopped %lld us", (long long)p->stopped_us);
+        if (p->stopped_us != HDX_UNKNOWN) /* not its state: how long hangdx kept its threads stopped */
+            fprintf(f, "  hangdx held it %lld us", (long long)p->stopped_us);
         if (p->alive == 0)
             fprintf(f, "  gone");
         fprintf(f, "  ");
@@ -386,7 +389,8 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             for (size_t j = 0; j < g[i].n_pids && j < 8; j++)
                 fprintf(f, " %d", g[i].pids[j]);
             const hdx_thread *t = g[i].key;
-            fprintf(f, "; thread %d (%s) %s\n", t->tid, t->name ? t->name : "?", t->wait ? t->wait : "");
+            fprintf(f, "; thread %d (%s)%s%s\n", t->tid, t->name ? t->name : "?", t->wait ? " " : ", ",
+                    t->wait ? t->wait : "no known wait");
             if (g[i].diverges_at >= 0)
                 fprintf(f, "      leaves the largest group at #%ld %s\n", g[i].diverges_at,
                         t->frames[g[i].diverges_at].function ? t->frames[g[i].diverges_at].function : "??");

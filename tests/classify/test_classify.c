@@ -9,6 +9,7 @@
 
 #include "classify.h"
 #include "evidence.h"
+#include "report.h"
 
 static int failures;
 
@@ -310,8 +311,121 @@ static void two_jobs_larger_gone(void)
     hdx_evidence_free(ev);
 }
 
+/* A job on two hosts (pids repeat across hosts): the culprit is named with its host,
+ * in the verdict and on the text report's process lines; on one host, never. */
+static void multi_host_names_host(void)
+{
+    for (int hosts = 1; hosts <= 2; hosts++) {
+        hdx_evidence *ev = evidence(2);
+        for (int r = 0; r < 8; r++) {
+            hdx_process *p = r == 6 ? rank_in(ev, 5000 + r % 4, r, 8, "29500", "skip_and_sleep", "/t/hangs.py", 40)
+                                    : rank_in(ev, 5000 + r % 4, r, 8, "29500", "barrier", C10D, 3439);
+            p->host = strdup(hosts == 2 && r >= 4 ? "nodeB" : "nodeA");
+        }
+        if (hosts == 1)
+            for (size_t i = 0; i < ev->n_procs; i++)
+                ev->procs[i].pid = 5000 + (int)i;
+        hdx_verdict v = {0};
+        CHECK(hdx_classify(ev, &v) == 0);
+        CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 6);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        CHECK(hdx_report_text(f, ev, &v) == 0);
+        fclose(f);
+        if (hosts == 2) {
+            CHECK(v.summary && strstr(v.summary, "rank 6 (pid 5002 on nodeB) is in skip_and_sleep"));
+            CHECK(text && strstr(text, "\n  rank 6 pid 5002 on nodeB  S"));
+        } else {
+            CHECK(v.summary && strstr(v.summary, "rank 6 (pid 5006) is in skip_and_sleep"));
+            CHECK(text && strstr(text, "\n  rank 6 pid 5006  S") && !strstr(text, " on nodeA"));
+        }
+        free(text);
+        hdx_verdict_clear(&v);
+        hdx_evidence_free(ev);
+    }
+}
+
+/* Push a frame outside t's existing ones (frames are innermost first). */
+static void outer_frame(hdx_thread *t, enum hdx_frame_kind kind, const char *function, const char *file)
+{
+    hdx_frame *f = hdx_thread_add_frame(t);
+    f->kind = kind;
+    f->function = strdup(function);
+    f->file = file ? strdup(file) : NULL;
+    f->line = file ? 10 : 0;
+}
+
+/* As tests/fixtures/nccl-h200/gpu_stuck: world size 1, rank 0's host waits for the GPU
+ * (item -> cudaStreamSynchronize). No culprit: the verdict says the GPU work does not
+ * finish and the remedy looks at the GPU, not at "culprit ranks"; the text report's
+ * process line says how long hangdx held it, and a group without a wait says so. */
+static void gpu_stuck_wording(void)
+{
+    hdx_evidence *ev = evidence(2);
+    hdx_process *p = proc(ev, 466, 1, 0, "python3", 'R', HDX_SYSCALL_RUNNING, 100, 100);
+    hdx_process_set_env(p, "RANK", "0");
+    hdx_process_set_env(p, "WORLD_SIZE", "1");
+    p->stopped_us = 238;
+    outer_frame(&p->threads[0], HDX_FRAME_NATIVE, "cuStreamSynchronize", NULL);
+    outer_frame(&p->threads[0], HDX_FRAME_NATIVE, "cudaStreamSynchronize", NULL);
+    outer_frame(&p->threads[0], HDX_FRAME_PYTHON, "case_gpu_stuck", "/t/nccl_hangs.py");
+    hdx_process *other = proc(ev, 900, 1, HDX_UNKNOWN, "sleep", 'S', 230, 0, 0); /* no known wait */
+    other->threads[0].syscall = HDX_SYSCALL_UNKNOWN;
+    other->threads[0].name = strdup("sleep");
+    outer_frame(&other->threads[0], HDX_FRAME_NATIVE, "main", NULL);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.n_culprit_ranks == 0);
+    CHECK(v.summary && strstr(v.summary, "rank 0 (world size 1, all here) waits in cudaStreamSynchronize: the GPU "
+                                         "work it waits for") && !strstr(v.summary, "(0)"));
+    CHECK(v.remedy && strstr(v.remedy, "nvidia-smi") && !strstr(v.remedy, "culprit"));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(hdx_report_text(f, ev, &v) == 0);
+    fclose(f);
+    CHECK(text && strstr(text, "  hangdx held it 238 us  ") && !strstr(text, "stopped 238"));
+    CHECK(text && !strstr(text, ") \n"));
+    CHECK(!other->threads[0].wait && text && strstr(text, "thread 900 (sleep), no known wait\n"));
+    free(text);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
+/* As tests/fixtures/nccl-h200/comm_init: rank 0 in ncclCommInitRank under all_reduce,
+ * rank 1 alive elsewhere. Named as NCCL's communicator set-up; the remedy looks at why
+ * rank 1 does not join, not at missing ranks or WORLD_SIZE. */
+static void comm_init_wording(void)
+{
+    hdx_evidence *ev = evidence(2);
+    hdx_process *r0 = rank_in(ev, 459, 0, 2, "29500", "all_reduce", C10D, 2050);
+    hdx_thread *t = &r0->threads[0];
+    /* native frames inside the Python one: rebuild the stack innermost first */
+    hdx_frame py = t->frames[0];
+    t->n_frames = 0;
+    outer_frame(t, HDX_FRAME_NATIVE, "bootstrapInit(int, void*, ncclComm*)", NULL);
+    outer_frame(t, HDX_FRAME_NATIVE, "ncclCommInitRankFunc(ncclAsyncJob*)", NULL);
+    outer_frame(t, HDX_FRAME_NATIVE, "c10d::ProcessGroupNCCL::initNCCLComm", NULL);
+    *hdx_thread_add_frame(t) = py;
+    outer_frame(t, HDX_FRAME_PYTHON, "train_step", "/t/nccl_hangs.py");
+    rank_in(ev, 460, 1, 2, "29500", "skip_and_sleep", "/t/nccl_hangs.py", 52);
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_RENDEZVOUS_WAIT && v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 1);
+    CHECK(v.summary && strstr(v.summary, "rank 0 waits in NCCL communicator initialisation (ncclCommInitRank, "
+                                         "under all_reduce, store 127.0.0.1:29500)"));
+    CHECK(v.remedy && strstr(v.remedy, "does not join all_reduce") && strstr(v.remedy, "skip_and_sleep") &&
+          !strstr(v.remedy, "missing") && !strstr(v.remedy, "WORLD_SIZE"));
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
 int main(void)
 {
+    gpu_stuck_wording();
+    comm_init_wording();
+    multi_host_names_host();
     two_jobs_lock_of_other_job();
     two_jobs_larger_gone();
     stale_baton_from_trace();
