@@ -40,7 +40,8 @@ static void usage(FILE *f)
             "  - a report written by 'hangdx inspect --json' (hangdx.report/1);\n"
             "  - another tool's stack dump of a rank: py-spy dump (text or --json), gdb\n"
             "    'thread apply all bt' (and py-bt), eu-stack -p, or Python faulthandler output\n"
-            "    (a job log whose lines carry [rankN]: prefixes holds several ranks);\n"
+            "    (a job log whose lines carry [rankN]: prefixes holds several ranks; a dump\n"
+            "    without a prefix in a log whose lines are all one rank's is that rank's);\n"
             "  - a trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process);\n"
             "  - a directory of snapshot files (*.json), such as 'hangdx snapshot --slurm-job -o DIR'\n"
             "    writes, one per node: a *.json file in it that is not a usable snapshot (empty,\n"
@@ -65,6 +66,8 @@ static void usage(FILE *f)
             "  hangdx analyze snap-node1.json snap-node2.json traces/\n"
             "  hangdx analyze --json pyspy-rank0.txt pyspy-rank1.txt pyspy-rank2.txt\n"
             "  hangdx analyze core.4123 traces/\n"
+            "  hangdx analyze /tmp/hang-1234/              # snapshot --slurm-job -o /tmp/hang-1234/\n"
+            "  hangdx analyze job.log                      # a launcher's combined log\n"
             "  hangdx analyze --json -o report.json traces/\n\n"
             "exit status: 0 report produced, 1 partial (a report from what could be read: a file\n"
             "of a snapshot directory, or a node of a --frames file, was left out; stderr and the\n"
@@ -328,6 +331,7 @@ static int add_snapshot_dir(hdx_evidence *ev, const char *dir, char ***kept, siz
         char *path = hdx_asprintf("%s/%s", dir, base), *why = NULL;
         free(des[i]);
         hdx_evidence *one = NULL;
+        int taken = 0;
         struct stat st;
         if (!path) {
             r = -ENOMEM;
@@ -346,6 +350,7 @@ static int add_snapshot_dir(hdx_evidence *ev, const char *dir, char ***kept, siz
             if (lr == 0) {
                 r = add_loaded(ev, path, one, 0, kept, n_kept, err); /* frees one */
                 one = NULL;
+                taken = 1;
                 used++;
                 (*n_snapshots)++;
             } else if (lr == -ENOMEM) {
@@ -354,10 +359,10 @@ static int add_snapshot_dir(hdx_evidence *ev, const char *dir, char ***kept, siz
                 why = hdx_asprintf("%s", strerror(-lr));
             }
         }
-        if (r == 0 && path && why) {
+        if (r == 0 && why) {
             bad++;
             r = left_out(ev, path, why, "the other snapshots of the directory", partial);
-        } else if (r == 0 && path && one) {
+        } else if (r == 0 && !taken) {
             r = -ENOMEM; /* a message that could not be made */
         }
         hdx_evidence_free(one);
@@ -393,6 +398,7 @@ static int add_frames(hdx_evidence *ev, const char *path, char ***kept, size_t *
         const hdx_frames_doc *d = &fr.docs[i];
         char *name = hdx_asprintf("%s (%s)", path, d->id), *why = NULL;
         hdx_evidence *one = NULL;
+        int taken = 0;
         if (!name || !(one = hdx_evidence_new())) {
             r = -ENOMEM;
         } else if (!d->complete) {
@@ -404,6 +410,7 @@ static int add_frames(hdx_evidence *ev, const char *path, char ***kept, size_t *
             if (lr == 0) {
                 r = add_loaded(ev, name, one, 0, kept, n_kept, err); /* frees one */
                 one = NULL;
+                taken = 1;
                 used++;
                 (*n_snapshots)++;
             } else if (lr == -ENOMEM) {
@@ -414,8 +421,8 @@ static int add_frames(hdx_evidence *ev, const char *path, char ***kept, size_t *
         }
         if (r == 0 && why)
             r = left_out(ev, name, why, "the other nodes' snapshots: take that node's again", partial);
-        else if (r == 0 && one)
-            r = -ENOMEM;
+        else if (r == 0 && !taken)
+            r = -ENOMEM; /* a message that could not be made */
         hdx_evidence_free(one);
         free(why);
         free(name);
