@@ -105,6 +105,18 @@ def main():
                       "collective_skip: the culprit is shown in skip_and_sleep")
                 alone = inspect([job.pids[0]])
                 check_case("collective_skip from rank 0 alone (siblings)", alone, job.spec)
+        # Two jobs in one inspection (as inspect --all on a shared host): the 3-rank job whose
+        # rank 0 waits on a stale build lock is set aside, and its lock decides nothing; the
+        # verdict is the 4-rank barrier_skip job's, culprit its rank 0.
+        by_case = {job.case: job for job in jobs}
+        locked, skip = by_case["lock_behind_barrier"], by_case["barrier_skip"]
+        both = inspect(sorted(locked.pids.values()) + sorted(skip.pids.values()))
+        v = both["verdict"]
+        check(v["class"] == "collective_wait" and v["culprit_ranks"] == [0] and v["culprit_pids"] == [skip.pids[0]],
+              f"lock_behind_barrier + barrier_skip inspected together: {v['class']} {v['culprit_ranks']} "
+              f"pids {v['culprit_pids']} (want collective_wait [0] pids [{skip.pids[0]}], the larger job's)")
+        check(any("3 rank processes of other jobs" in n for n in both.get("notes", [])),
+              "the note says the 3 rank processes of the other job were set aside")
         check(launcher.poll() is None, "the case under hangdx run is up")
         check_case("collective_skip from its launcher (hangdx run)", inspect([launcher.pid]),
                    launch.CASES["collective_skip"])
