@@ -193,13 +193,23 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     return rc;
 }
 
+/* A pid or TID as text: "?" when unknown (a stack dump that names none). buf: 16 bytes. */
+static const char *id_text(int id, char *buf)
+{
+    if (id < 0)
+        return "?";
+    snprintf(buf, 16, "%d", id);
+    return buf;
+}
+
 /* "rank 1 pid 123" / "pid 123", with " on node3" when host is given (a multi-host job). */
 static void text_who(FILE *f, int pid, int rank, const char *host)
 {
+    char id[16];
     if (rank >= 0)
-        fprintf(f, "rank %d pid %d", rank, pid);
+        fprintf(f, "rank %d pid %s", rank, id_text(pid, id));
     else
-        fprintf(f, "pid %d", pid);
+        fprintf(f, "pid %s", id_text(pid, id));
     if (host)
         fprintf(f, " on %s", host);
 }
@@ -267,7 +277,8 @@ int hdx_report_threads_text(FILE *f, const hdx_process *p)
     for (size_t i = 0; i < p->n_threads; i++) {
         const hdx_thread *t = &p->threads[i];
         const char *sc = thread_syscall(t);
-        fprintf(f, "  thread %d (%s) %c%s%s%s\n", t->tid, t->name ? t->name : "?", t->state ? t->state : '?',
+        char id[16];
+        fprintf(f, "  thread %s (%s) %c%s%s%s\n", id_text(t->tid, id), t->name ? t->name : "?", t->state ? t->state : '?',
                 sc ? ", in " : "", sc ? sc : "", t->unmerged ? ", native and Python stacks not merged" : "");
         text_frames(f, t->frames, t->n_frames, SIZE_MAX);
         if (!t->n_frames)
@@ -368,7 +379,8 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
         for (size_t j = 0; !with_frames && j < p->n_threads && j < 32; j++) {
             const hdx_thread *t = &p->threads[j];
             const char *sc = thread_syscall(t);
-            fprintf(f, "    thread %d (%s) %c, wchan %s%s%s\n", t->tid, t->name ? t->name : "?", t->state ? t->state : '?',
+            char id[16];
+            fprintf(f, "    thread %s (%s) %c, wchan %s%s%s\n", id_text(t->tid, id), t->name ? t->name : "?", t->state ? t->state : '?',
                     t->wchan ? t->wchan : "unknown", sc ? ", " : "", sc ? sc : "");
         }
         if (!with_frames && p->n_threads > 32)
@@ -386,10 +398,11 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             if (g[i].n_ranks)
                 fprintf(f, ", ranks %s", ranks);
             fprintf(f, ", pids");
+            char id[16];
             for (size_t j = 0; j < g[i].n_pids && j < 8; j++)
-                fprintf(f, " %d", g[i].pids[j]);
+                fprintf(f, " %s", id_text(g[i].pids[j], id));
             const hdx_thread *t = g[i].key;
-            fprintf(f, "; thread %d (%s)%s%s\n", t->tid, t->name ? t->name : "?", t->wait ? " " : ", ",
+            fprintf(f, "; thread %s (%s)%s%s\n", id_text(t->tid, id), t->name ? t->name : "?", t->wait ? " " : ", ",
                     t->wait ? t->wait : "no known wait");
             if (g[i].diverges_at >= 0)
                 fprintf(f, "      leaves the largest group at #%ld %s\n", g[i].diverges_at,

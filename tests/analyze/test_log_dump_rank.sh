@@ -36,6 +36,7 @@ assert "logs of the other ranks are missing" not in v["summary"], v["summary"]
 PYEOF
 "$HANGDX" analyze "$LOG" >"$T/out.txt" 2>/dev/null
 check "the text report lists rank 0, not a process without a rank" grep -qE "^  rank 0 " "$T/out.txt"
+check "no pid or thread of -1 in the text report (a dump names none: '?')" bash -c "! grep -qE '(pid|pids|thread) -1' '$T/out.txt'"
 
 for order in "$LOG $SNAP" "$SNAP $LOG"; do
     # shellcheck disable=SC2086
