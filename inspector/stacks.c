@@ -12,6 +12,7 @@
 
 #include "proc.h"
 #include "ptrace_registry.h"
+#include "python.h" /* hdx_pymaps_read */
 #include "symbols.h"
 #include "unwind_tables.h"
 #include "util.h"
@@ -29,9 +30,9 @@ struct unwind_ctx {
     uint64_t stack_lo; /* target address of stack[0] */
     unsigned char *stack;
     size_t stack_len;
-    /* the writable mappings (from /proc/PID/maps, read before any stop),
-     * to end a stack copy where the stack's mapping ends */
-    struct { uint64_t lo, hi; } *maps;
+    /* the mappings (from /proc/PID/maps, read before any stop), to end a
+     * stack copy where the stack's writable mapping ends */
+    hdx_pymap *maps;
     size_t n_maps;
     /* small direct-mapped cache of other target pages (text, unwind tables) */
     struct {
@@ -180,25 +181,10 @@ static unw_accessors_t accessors = {
 
 static void read_maps(struct unwind_ctx *c)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/maps", c->pid);
-    char *buf = hdx_read_file(path, 64 << 20, NULL);
-    if (!buf)
-        return;
-    for (char *line = buf; line && *line;) {
-        char *nl = strchr(line, '\n');
-        unsigned long long lo, hi;
-        char perms[8];
-        if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perms) == 3 && perms[1] == 'w') {
-            void *e = hdx_append((void **)&c->maps, &c->n_maps, sizeof *c->maps);
-            if (!e)
-                break;
-            c->maps[c->n_maps - 1].lo = lo;
-            c->maps[c->n_maps - 1].hi = hi;
-        }
-        line = nl ? nl + 1 : NULL;
+    if (hdx_pymaps_read(c->pid, &c->maps, &c->n_maps) < 0) {
+        c->maps = NULL; /* no bound but STACK_COPY */
+        c->n_maps = 0;
     }
-    free(buf);
 }
 
 /* Copy the stack above sp, up to the end of its mapping and STACK_COPY
@@ -209,11 +195,11 @@ static void copy_stack(struct unwind_ctx *c, int tid)
     uint64_t lo = c->regs.rsp > REDZONE ? c->regs.rsp - REDZONE : 0;
     uint64_t hi = lo + STACK_COPY;
     for (size_t i = 0; i < c->n_maps; i++)
-        if (c->regs.rsp >= c->maps[i].lo && c->regs.rsp < c->maps[i].hi) {
-            if (c->maps[i].hi < hi)
-                hi = c->maps[i].hi;
-            if (lo < c->maps[i].lo)
-                lo = c->maps[i].lo;
+        if (c->maps[i].perms[1] == 'w' && c->regs.rsp >= c->maps[i].start && c->regs.rsp < c->maps[i].end) {
+            if (c->maps[i].end < hi)
+                hi = c->maps[i].end;
+            if (lo < c->maps[i].start)
+                lo = c->maps[i].start;
             break;
         }
     struct iovec remote[STACK_COPY / PAGE + 1];
@@ -586,7 +572,7 @@ out:
     if (as)
         unw_destroy_addr_space(as);
     hdx_unwind_tables_free(ctx.tables);
-    free(ctx.maps);
+    hdx_pymaps_free(ctx.maps, ctx.n_maps);
     free(ctx.cache);
     free(ctx.stack);
     free(raw);
