@@ -106,7 +106,7 @@ int hdx_groups_make(const hdx_evidence *ev, hdx_group **out, size_t *n_out)
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
         const hdx_thread *t = hdx_key_thread(p);
-        if (!t || p->alive == 0)
+        if (!t || p->alive == 0 || p->set_aside)
             continue;
         uint64_t h = hdx_stack_hash(t);
         size_t s = h & (cap - 1);

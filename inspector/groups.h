@@ -35,7 +35,8 @@ uint64_t hdx_stack_hash(const hdx_thread *t);
 const hdx_thread *hdx_key_thread(const hdx_process *p);
 
 /*
- * Group the live (alive != 0) processes of ev that have threads. *out is a
+ * Group the live (alive != 0) processes of ev that have threads, those of
+ * other jobs (set_aside, hdx_keep_largest_job) left out. *out is a
  * heap array freed with hdx_groups_free. The evidence must outlive the
  * groups. O(processes × frames) with hashing. 0 or -ENOMEM.
  */

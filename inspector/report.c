@@ -366,6 +366,8 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             fprintf(f, "  hangdx held it %lld us", (long long)p->stopped_us);
         if (p->alive == 0)
             fprintf(f, "  gone");
+        if (p->set_aside)
+            fprintf(f, "  (another job: not judged)");
         fprintf(f, "  ");
         for (size_t j = 0; j < p->n_cmdline && j < 6; j++)
             fprintf(f, "%s%s", j ? " " : "", p->cmdline[j]);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "groups.h"
 #include "evidence.h"
 #include "report.h"
 
@@ -290,6 +291,17 @@ static void two_jobs_lock_of_other_job(void)
     CHECK(v.n_culprit_pids == 1 && v.culprit_pids[0] == 2000);
     CHECK(v.summary && strstr(v.summary, "skip_and_sleep") && !strstr(v.summary, "pid 1000"));
     CHECK(ev->procs[0].set_aside == 1 && ev->procs[3].set_aside == 0);
+    /* The stack groups are the judged job's: its 4 ranks, none of the other job's pids. */
+    hdx_group *g = NULL;
+    size_t ng = 0, grouped = 0;
+    CHECK(hdx_groups_make(ev, &g, &ng) == 0);
+    for (size_t i = 0; i < ng; i++)
+        for (size_t j = 0; j < g[i].n_pids; j++) {
+            CHECK(g[i].pids[j] >= 2000);
+            grouped++;
+        }
+    CHECK(grouped == 4);
+    hdx_groups_free(g, ng);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
