@@ -478,7 +478,11 @@ static int add_trace_dir(hdx_evidence *ev, const char *dir, char **hosts_seen, c
     if (r < 0)
         return r;
     if (set->n_images == 0) {
-        *err = hdx_asprintf("%s: the trace files hold no process header: nothing to analyze", dir);
+        if (set->n_notes) /* nothing trusted: say why (an untrusted directory or files) */
+            *err = hdx_asprintf("%s%s", set->notes[0],
+                                set->n_notes > 1 ? " (and other trace files ignored likewise)" : "");
+        else
+            *err = hdx_asprintf("%s: the trace files hold no process header: nothing to analyze", dir);
         hdx_trace_set_free(set);
         return -ENODATA;
     }

@@ -174,12 +174,22 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
         fprintf(stderr, "hangdx run: %s is not a directory — choose another -d DIR\n", dir);
         return -1;
     }
-    if (st.st_uid != getuid()) {
+    if (st.st_uid != geteuid()) {
         struct passwd *pw = getpwuid(st.st_uid);
         fprintf(stderr,
                 "hangdx run: trace directory %s belongs to %s (uid %u), not to you — traces "
                 "there could be read or forged by that user; choose another -d DIR\n",
                 dir, pw ? pw->pw_name : "another user", (unsigned)st.st_uid);
+        return -1;
+    }
+    /* The same rule as the reader (traces.c): a directory others can write into without the
+     * sticky bit lets them forge, replace or rename traces; hangdx would not read it. */
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+        fprintf(stderr,
+                "hangdx run: trace directory %s is writable by %s (mode %04o) — others could forge "
+                "or replace traces there, and hangdx would not read them; run 'chmod 700 %s' or "
+                "choose another -d DIR\n",
+                dir, st.st_mode & S_IWOTH ? "everyone" : "its group", (unsigned)(st.st_mode & 07777), dir);
         return -1;
     }
     if (access(dir, W_OK | X_OK) != 0) {

@@ -4,9 +4,13 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hangdx/trace.h"
 #include "proc.h"
@@ -275,6 +279,9 @@ int hdx_trace_parse_line(const char *line, size_t len, hdx_trace_event *ev, hdx_
         goto out;
     if (strcmp(type->valuestring, HDX_EV_HEADER) == 0)
         r = parse_header(o, img);
+    else if (strcmp(type->valuestring, HDX_EV_LOCK_COUNT) == 0 ||
+             strcmp(type->valuestring, HDX_EV_STOPPED) == 0)
+        r = -EALREADY; /* the shim's bounds (trace.h): known, nothing kept */
     else
         r = parse_event(o, type->valuestring, ev);
 out:
@@ -291,6 +298,9 @@ void hdx_trace_set_free(hdx_trace_set *set)
     for (size_t i = 0; i < set->n_images; i++)
         hdx_trace_image_clear(&set->images[i]);
     free(set->images);
+    for (size_t i = 0; i < set->n_notes; i++)
+        free(set->notes[i]);
+    free(set->notes);
     free(set->dir);
     free(set);
 }
@@ -341,7 +351,83 @@ static int read_line(FILE *f, char **buf, size_t *cap, size_t *len, int *torn)
     return too_long ? 2 : 1;
 }
 
-static int load_file(hdx_trace_set *set, const char *dirpath, const char *name, char **err)
+/* Add a note to set (printf-style). 0 or -ENOMEM. */
+__attribute__((format(printf, 2, 3))) static int set_note(hdx_trace_set *set, const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -ENOMEM;
+    char **slot = hdx_append((void **)&set->notes, &set->n_notes, sizeof *slot);
+    if (!slot) {
+        free(s);
+        return -ENOMEM;
+    }
+    *slot = s;
+    return 0;
+}
+
+/*
+ * Why a trace directory is not trusted (NULL: trusted): anyone else who can
+ * write into it can forge traces, or rename and replace ours.
+ */
+static const char *dir_distrust(const struct stat *st, char *buf, size_t size)
+{
+    if (st->st_uid != geteuid()) {
+        snprintf(buf, size, "owned by uid %u, not by you (uid %u)", (unsigned)st->st_uid, (unsigned)geteuid());
+        return buf;
+    }
+    if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(st->st_mode & S_ISVTX)) {
+        snprintf(buf, size, "writable by %s (mode %04o)", st->st_mode & S_IWOTH ? "everyone" : "its group",
+                 (unsigned)(st->st_mode & 07777));
+        return buf;
+    }
+    return NULL;
+}
+
+/* Open dirpath/name for reading if it is trusted: 1 with *out, 0 ignored (noted), -errno. */
+static int open_trusted(hdx_trace_set *set, int dfd, const char *path, const char *name, FILE **out)
+{
+    struct stat st;
+    *out = NULL;
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        if (errno == ELOOP)
+            return set_note(set, "%s: a symbolic link, not a trace file: ignored", path) < 0 ? -ENOMEM : 0;
+        return -errno;
+    }
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return set_note(set, "%s: not a regular file: ignored", path) < 0 ? -ENOMEM : 0;
+    }
+    if (st.st_uid != geteuid()) {
+        close(fd);
+        return set_note(set, "%s: not owned by you (uid %u): ignored — a trace is trusted only from your own "
+                             "processes",
+                        path, (unsigned)st.st_uid) < 0
+                   ? -ENOMEM
+                   : 0;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    if (!(*out = fdopen(fd, "r"))) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return 1;
+}
+
+static int load_file(hdx_trace_set *set, int dfd, const char *dirpath, const char *name, char **err)
 {
     char *path = hdx_asprintf("%s/%s", dirpath, name);
     char *buf = NULL;
@@ -351,10 +437,9 @@ static int load_file(hdx_trace_set *set, const char *dirpath, const char *name, 
     FILE *f = NULL;
     if (!path)
         return -ENOMEM;
-    if (!(f = fopen(path, "re"))) {
-        r = -errno;
-        if (err)
-            *err = hdx_asprintf("%s: cannot read: %s", path, strerror(errno));
+    if ((r = open_trusted(set, dfd, path, name, &f)) <= 0) {
+        if (r < 0 && r != -ENOMEM && err)
+            *err = hdx_asprintf("%s: cannot read: %s", path, strerror(-r));
         goto out;
     }
     set->n_files++;
@@ -415,6 +500,8 @@ static int load_file(hdx_trace_set *set, const char *dirpath, const char *name, 
                                     path, found, HDX_TRACE_SCHEMA);
             }
             goto out;
+        } else if (k == -EALREADY) {
+            ; /* lock_count, stopped: known, nothing an analysis reads */
         } else if (k == -ENOMSG) {
             set->unknown_events++;
         } else if (k == -ENOMEM) {
@@ -456,6 +543,28 @@ int hdx_trace_load_dir(const char *dir, hdx_trace_set **out, char **err)
         }
         return r;
     }
+    struct stat dst;
+    char why[128];
+    const char *distrust = NULL;
+    if (fstat(dirfd(d), &dst) != 0) {
+        r = -errno;
+        if (err)
+            *err = hdx_asprintf("%s: cannot read: %s", dir, strerror(errno));
+        goto out;
+    }
+    if ((distrust = dir_distrust(&dst, why, sizeof why))) {
+        /* Read nothing from it: a trusted set with no images and the reason. */
+        if (!(set = calloc(1, sizeof *set)) || !(set->dir = strdup(dir)) ||
+            set_note(set, "%s: trace directory %s: not read — traces are trusted only from a directory "
+                          "that only you can write (chmod 700 %s)",
+                     dir, distrust, dir) < 0) {
+            r = -ENOMEM;
+            goto out;
+        }
+        *out = set;
+        set = NULL;
+        goto out;
+    }
     struct dirent *de;
     size_t slen = strlen(HDX_TRACE_SUFFIX);
     while ((de = readdir(d))) {
@@ -480,7 +589,7 @@ int hdx_trace_load_dir(const char *dir, hdx_trace_set **out, char **err)
         goto out;
     }
     for (size_t i = 0; i < n_names; i++)
-        if ((r = load_file(set, dir, names[i], err)) < 0)
+        if ((r = load_file(set, dirfd(d), dir, names[i], err)) < 0)
             goto out;
     *out = set;
     set = NULL;
@@ -858,6 +967,8 @@ int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_pr
             if (last_image_of(set, i) == i && (r = add_process(set, i, ev)) < 0)
                 goto out;
     }
+    for (size_t i = 0; i < set->n_notes; i++)
+        hdx_evidence_note(ev, "%s", set->notes[i]);
     if (set->skipped_lines)
         hdx_evidence_note(ev, "%s: %zu torn or malformed trace line%s skipped", set->dir, set->skipped_lines,
                           set->skipped_lines == 1 ? "" : "s");

@@ -62,6 +62,8 @@ typedef struct hdx_trace_set {
     size_t n_files;
     size_t skipped_lines; /* torn or malformed lines, and lines before a header, skipped */
     size_t unknown_events; /* well-formed lines of an event type this hangdx does not know */
+    char **notes; /* files or a directory not trusted, ignored (heap, owned by the set) */
+    size_t n_notes;
 } hdx_trace_set;
 
 /*
@@ -83,6 +85,12 @@ int hdx_trace_parse_line(const char *line, size_t len, hdx_trace_event *ev, hdx_
  * skipped too; lines longer than 1 MiB are skipped as malformed; events of an
  * unknown type are skipped and counted in unknown_events. A second header in
  * a file starts a new image (an exec).
+ * Trust: a trace is believed only from the invoking user's own processes. A
+ * file that is not a regular file (opened with O_NOFOLLOW, checked with
+ * fstat) or not owned by the effective uid (root included) is ignored; a
+ * directory owned by another uid, or group- or world-writable without the
+ * sticky bit, is not read at all (the set holds no images). Each is named in
+ * set->notes, which hdx_trace_to_evidence adds to the evidence's notes.
  * On error returns a negative errno and, when err is not NULL, a heap message
  * for a person in *err (e.g. "traces/: not a hangdx trace directory (no
  * *.jsonl files)"; "x.jsonl: schema hangdx.trace/9 is not supported (this

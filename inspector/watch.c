@@ -240,7 +240,7 @@ static int cpu_progress(hdx_watch *w, double now_s)
 /* Read the complete lines after t->off; 1 when one is an event other than "wait". */
 static int trace_lines(int dirfd, struct trace_file *t, off_t size)
 {
-    int fd = openat(dirfd, t->name, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dirfd, t->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return 0;
     int progress = 0;
@@ -287,7 +287,9 @@ static int trace_progress(hdx_watch *w)
         if (len <= suffix || strcmp(de->d_name + len - suffix, HDX_TRACE_SUFFIX))
             continue;
         struct stat st;
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+        /* Only our own regular files (as traces.c): another user's lines are no progress of ours. */
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
+            st.st_uid != geteuid())
             continue;
         struct trace_file *t = NULL;
         for (size_t i = 0; i < w->n_traces && !t; i++)
