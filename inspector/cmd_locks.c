@@ -36,6 +36,9 @@ static void usage(FILE *f)
             "  --clean-stale       delete the locks proven stale: their creator is dead by the trace\n"
             "  --force             with --clean-stale, also delete every lock that no process on\n"
             "                      this host holds or has open (creator unknown)\n\n"
+            "Only your own regular lock files are deleted, with or without --force (never a\n"
+            "symbolic link or another user's file), and a trace is trusted only from your own\n"
+            "processes, in a directory only you can write; the rest is listed as not deleted.\n\n"
             "A build on another node that shares the directory cannot be seen from here: check\n"
             "that no such build runs before you delete anything.\n\n"
             "examples:\n"
@@ -83,6 +86,35 @@ static int has_opener(const char *path)
         return 1; /* cannot tell: keep it */
     free(pids);
     return n > 0 || unreadable > 0;
+}
+
+/*
+ * Is the file at path ours to delete: a regular file (the name itself, lstat:
+ * no symbolic link followed) owned by the effective uid? 1 yes; 0 with why
+ * (into buf) no. With st, the lstat is left there to compare just before unlink.
+ */
+static int own_regular_file(const char *path, struct stat *st, char *buf, size_t size, const char **why)
+{
+    if (lstat(path, st) != 0) {
+        snprintf(buf, size, "cannot check it: %s", strerror(errno));
+        *why = buf;
+        return 0;
+    }
+    if (S_ISLNK(st->st_mode)) {
+        *why = "a symbolic link (hangdx deletes only a regular file)";
+        return 0;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        *why = "not a regular file";
+        return 0;
+    }
+    if (st->st_uid != geteuid()) {
+        snprintf(buf, size, "owned by uid %u, not by you (uid %u): delete it as its owner",
+                 (unsigned)st->st_uid, (unsigned)geteuid());
+        *why = buf;
+        return 0;
+    }
+    return 1;
 }
 
 /* Is l deletable? 1 yes; *why says why not. */
@@ -216,14 +248,24 @@ int hdx_cmd_locks(int argc, char **argv)
     for (size_t i = 0; clean && i < ev->n_locks; i++) {
         const hdx_lock *l = &ev->locks[i];
         const char *why = NULL;
-        if (!deletable(l, force, &why)) {
+        char whybuf[128];
+        struct stat st1, st2;
+        /* Only a regular file of the invoking user, with or without --force: a lock file of
+         * another user, or a link to one, is never ours to delete. */
+        if (!deletable(l, force, &why) ||
+            (l->exists == 1 && !own_regular_file(l->path, &st1, whybuf, sizeof whybuf, &why))) {
             if (l->exists == 1)
-                fprintf(stderr, "hangdx locks: kept %s: %s\n", l->path, why);
+                fprintf(stderr, "hangdx locks: not deleted: %s: %s\n", l->path, why);
             continue;
         }
-        /* Check again just before: a build may have opened it since. */
+        /* Check again just before: a build may have opened it since, or it was replaced. */
         if (has_opener(l->path)) {
-            fprintf(stderr, "hangdx locks: kept %s: a process has it open now\n", l->path);
+            fprintf(stderr, "hangdx locks: not deleted: %s: a process has it open now\n", l->path);
+            continue;
+        }
+        if (!own_regular_file(l->path, &st2, whybuf, sizeof whybuf, &why) || st2.st_dev != st1.st_dev ||
+            st2.st_ino != st1.st_ino) {
+            fprintf(stderr, "hangdx locks: not deleted: %s: %s\n", l->path, why ? why : "replaced meanwhile");
             continue;
         }
         if (unlink(l->path) != 0) {
