@@ -102,7 +102,8 @@ def main():
             snapshots[job.case] = (path, report["verdict"])
             if job.case == "collective_skip":
                 check("skip_and_sleep" in report["verdict"]["summary"],
-                      "collective_skip: the culprit is shown in skip_and_sleep")
+                      "collective_skip: the culprit is shown in skip_and_sleep"
+                      f" (summary: {report['verdict']['summary']!r})")
                 alone = inspect([job.pids[0]])
                 check_case("collective_skip from rank 0 alone (siblings)", alone, job.spec)
         # Two jobs in one inspection (as inspect --all on a shared host): the 3-rank job whose
