@@ -24,12 +24,16 @@ static __thread int in_shim __attribute__((tls_model("initial-exec")));
 
 /* The pid the state belongs to; a vfork child sees its parent's value. */
 static atomic_int cached_pid;
-/* The trace file: its fd and identity, and its path for reopening. */
-static atomic_int trace_fd = -1;
+/* The trace file: its identity (recorded when it was created) and its path.
+ * No fd is kept open between events (any fd number may be the program's own:
+ * bash saves and restores close-on-exec fds as its own, scripts use 9, 100,
+ * 200; a low ulimit -n has no slot to spare): each line opens the file,
+ * checks it, writes once and closes it. */
 static dev_t trace_dev;
 static ino_t trace_ino;
 static char trace_dir_path[PATH_MAX];
 static char trace_name[NAME_MAX + 1];
+static char trace_path[PATH_MAX + NAME_MAX + 2];
 /* 1 after a write failed or was cut short (disk full): nothing more is written,
  * so a torn line stays the file's last one. */
 static atomic_int trace_dead;
@@ -124,20 +128,17 @@ size_t hdx_itoa(int64_t v, char *out)
 
 /* ---- the trace file ---- */
 
-/* Lowest fd number the shim keeps its trace file at, so that a program that
- * expects open() to give it 0, 1, 2 after closing them still gets them. */
-#define HDX_TRACE_FD_MIN 100
 /* Output bytes allowed to each of the header's cwd and exe. */
 #define HDX_HEADER_PATH_MAX 1024
 
 /*
- * Open (create 0600) trace_name in trace_dir_path and remember its identity.
- * Refuses, with -1 and nothing created, a trace directory that another user
- * owns (that user could read, forge or redirect our traces: trace.h), and a
- * file that is not a regular file of ours. Raw system calls only: this runs
- * in the constructor and the fork child.
+ * Create (0600) trace_name in trace_dir_path, remember its identity and its
+ * full path, close it. Refuses, with -1 and nothing created, a trace
+ * directory that another user owns (that user could read, forge or redirect
+ * our traces: trace.h), and a file that is not a regular file of ours. Raw
+ * system calls only: this runs in the constructor and the fork child.
  */
-static int open_trace_file(void)
+static int create_trace_file(void)
 {
     uid_t me = (uid_t)syscall(SYS_geteuid);
     struct stat st;
@@ -161,54 +162,83 @@ static int open_trace_file(void)
         syscall(SYS_close, fd);
         return -1;
     }
-    /* A regular file: blocking writes again (a file system may honour O_NONBLOCK). */
-    syscall(SYS_fcntl, fd, F_SETFL, O_APPEND);
     /* The program's umask may have taken bits off: the file is exactly 0600. */
     if ((st.st_mode & 07777) != 0600)
         syscall(SYS_fchmod, fd, 0600);
-    if (fd < HDX_TRACE_FD_MIN) {
-        int hi = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, HDX_TRACE_FD_MIN);
-        if (hi >= 0) {
-            syscall(SYS_close, fd);
-            fd = hi;
-        }
-    }
+    syscall(SYS_close, fd);
+    size_t dl = strlen(trace_dir_path), nl = strlen(trace_name);
+    if (dl + 1 + nl >= sizeof trace_path)
+        return -1;
+    memcpy(trace_path, trace_dir_path, dl);
+    trace_path[dl] = '/';
+    memcpy(trace_path + dl + 1, trace_name, nl + 1);
     trace_dev = st.st_dev;
     trace_ino = st.st_ino;
-    return fd;
+    return 0;
+}
+
+/* Go quiet for good: the program runs on. */
+static void trace_stop(void)
+{
+    atomic_store(&trace_dead, 1);
+    atomic_store(&hdx_on, 0);
 }
 
 void hdx_trace_write(const char *line, size_t len)
 {
-    int fd = atomic_load(&trace_fd);
-    if (fd < 0 || atomic_load_explicit(&trace_dead, memory_order_relaxed))
+    if (!atomic_load_explicit(&hdx_on, memory_order_relaxed) ||
+        atomic_load_explicit(&trace_dead, memory_order_relaxed))
         return;
+    /* O_NONBLOCK as at creation: were the name replaced by a FIFO, the open
+     * must not block (it is then refused as no regular file). */
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, trace_path,
+                          O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        trace_stop(); /* removed, or the directory gone: quiet */
+        return;
+    }
     struct stat st;
-    if (syscall(SYS_fstat, fd, &st) != 0 || st.st_dev != trace_dev || st.st_ino != trace_ino) {
-        /* Closed behind our back, or the number reused: never touch that fd. */
-        int nfd = open_trace_file();
-        if (nfd < 0) {
-            atomic_store(&trace_fd, -1);
-            atomic_store(&hdx_on, 0);
+    if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != trace_dev ||
+        st.st_ino != trace_ino || st.st_uid != (uid_t)syscall(SYS_geteuid)) {
+        /* Not the file we created (replaced behind our back): never write there. */
+        syscall(SYS_close, fd);
+        trace_stop();
+        return;
+    }
+    char stop[160];
+    if (st.st_size + (off_t)len > HDX_TRACE_FILE_MAX - (off_t)sizeof stop) {
+        /* The size cap: one last line saying so, then nothing. Threads racing
+         * here may each write theirs; the file stays within sizeof stop each. */
+        if (atomic_exchange(&trace_dead, 1)) {
+            syscall(SYS_close, fd);
             return;
         }
-        if (!atomic_compare_exchange_strong(&trace_fd, &fd, nfd)) {
-            syscall(SYS_close, nfd); /* another thread reopened first */
-        } else {
-            fd = nfd;
-        }
-        fd = atomic_load(&trace_fd);
+        atomic_store(&hdx_on, 0);
+        size_t n = 0;
+        char num[24];
+#define PUT(s, k) (memcpy(stop + n, (s), (k)), n += (k))
+        PUT("{\"type\":\"" HDX_EV_STOPPED "\",\"t\":", sizeof "{\"type\":\"" HDX_EV_STOPPED "\",\"t\":" - 1);
+        size_t k = hdx_itoa(hdx_now_ns(), num);
+        PUT(num, k);
+        PUT(",\"tid\":", 7);
+        k = hdx_itoa(hdx_gettid(), num);
+        PUT(num, k);
+        PUT(",\"reason\":\"size\",\"bytes\":", 25);
+        k = hdx_itoa((int64_t)st.st_size, num);
+        PUT(num, k);
+        PUT("}\n", 2);
+#undef PUT
+        line = stop;
+        len = n;
     }
     ssize_t r;
     int tries = 0;
     do
         r = syscall(SYS_write, fd, line, len);
     while (r < 0 && errno == EINTR && ++tries < 3);
-    if (r != (ssize_t)len) {
-        /* A full disk (or a lost file): go quiet for good, the program runs on. */
-        atomic_store(&trace_dead, 1);
-        atomic_store(&hdx_on, 0);
-    }
+    syscall(SYS_close, fd);
+    if (r != (ssize_t)len)
+        trace_stop(); /* a full disk (or a lost file) */
 }
 
 /* ---- the header ---- */
@@ -334,7 +364,6 @@ static void write_header(void)
  */
 static void start_trace(const char *dir)
 {
-    atomic_store(&trace_fd, -1);
     atomic_store(&hdx_on, 0);
     if (dir) {
         size_t dl = strlen(dir), cl = 0;
@@ -369,10 +398,8 @@ static void start_trace(const char *dir)
     memcpy(p, pid, pl), p += pl;
     memcpy(p, HDX_TRACE_SUFFIX, sizeof HDX_TRACE_SUFFIX);
     atomic_store(&trace_dead, 0);
-    int fd = open_trace_file();
-    if (fd < 0)
+    if (create_trace_file() != 0)
         return; /* missing, read-only or another user's trace dir: quiet */
-    atomic_store(&trace_fd, fd);
     atomic_store(&hdx_on, 1);
     write_header();
 }
@@ -383,12 +410,8 @@ void hdx_after_fork_child(void)
     int e = errno;
     in_shim = 1;
     atomic_store(&cached_pid, raw_getpid());
-    int fd = atomic_load(&trace_fd);
-    struct stat st;
-    if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == trace_dev &&
-        st.st_ino == trace_ino)
-        syscall(SYS_close, fd); /* the parent's file, not ours */
     hdx_wait_reset_all();
+    hdx_lock_counts_reset();
     start_trace(NULL); /* the parent's directory, whatever the cwd is now */
     in_shim = 0;
     errno = e;

@@ -9,13 +9,24 @@
  * aggregated like the stat polls of a FileBaton: the filelock library
  * retries LOCK_NB every 50 ms. Unlocks and successful non-blocking calls
  * record nothing (the cost of a wrapper is then one comparison).
+ *
+ * The bound (trace.h, "lock_count"): after HDX_TRACE_LOCK_FULL blocking
+ * calls on one path, a blocking call first tries the lock without waiting
+ * (LOCK_NB, F_SETLK, F_OFD_SETLK, F_TLOCK): taken at once, it is only
+ * counted (a lock_count line at most once a second, and at exit); not taken,
+ * it is recorded in full (lock_start, the real blocking call, lock_end), so a
+ * call that hangs always shows. For a result the try changes nothing: taken,
+ * the blocking call would have taken it too; not taken, the blocking call is
+ * made as without the shim and its result returned.
  */
 #include "shim.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 static int on(void)
@@ -61,6 +72,124 @@ static void lock_end(int fd, enum hdx_how how, int rc, int e)
     hdx_leave();
 }
 
+/* ---- the per-path count of blocking calls (the bound) ---- */
+
+#define COUNT_SLOTS 64
+
+struct count_slot {
+    atomic_ullong key;     /* hash of the path, 0: free */
+    atomic_llong calls;    /* blocking calls on this path so far */
+    atomic_llong pending;  /* counted, not yet written */
+    atomic_llong since;    /* first counted call not yet written (ns) */
+    atomic_llong last;     /* when the last lock_count line was written (ns) */
+    enum hdx_how how;
+    char path[HDX_LOCK_PATH_MAX_COUNT];
+};
+
+static struct count_slot counts[COUNT_SLOTS];
+
+static uint64_t hash64(const char *s)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* The slot of path (claimed when new), or -1: table full or path too long. */
+static int count_slot(const char *path, enum hdx_how how)
+{
+    size_t len = strlen(path);
+    if (len >= HDX_LOCK_PATH_MAX_COUNT)
+        return -1;
+    uint64_t h = hash64(path) ^ (uint64_t)how;
+    h = h ? h : 1;
+    for (int i = 0, k = (int)(h % COUNT_SLOTS); i < COUNT_SLOTS; i++, k = (k + 1) % COUNT_SLOTS) {
+        struct count_slot *c = &counts[k];
+        unsigned long long cur = atomic_load(&c->key);
+        if (cur == h)
+            return strcmp(c->path, path) == 0 ? k : -1; /* a hash collision: not counted */
+        if (cur == 0) {
+            /* Claim: the path is copied first, then the key published; a
+             * racing thread that loses re-reads the key. */
+            unsigned long long zero = 0;
+            if (atomic_load(&c->calls) == 0 && atomic_compare_exchange_strong(&c->key, &zero, ~0ull)) {
+                memcpy(c->path, path, len + 1);
+                c->how = how;
+                atomic_store(&c->key, h);
+                return k;
+            }
+            if (atomic_load(&c->key) == h)
+                return strcmp(c->path, path) == 0 ? k : -1;
+        }
+    }
+    return -1;
+}
+
+/* Write slot k's pending count (if any); must be inside the shim. */
+static void count_flush(int k, int64_t now)
+{
+    struct count_slot *c = &counts[k];
+    long long n = atomic_exchange(&c->pending, 0);
+    if (n <= 0)
+        return;
+    long long since = atomic_exchange(&c->since, 0);
+    atomic_store(&c->last, now);
+    struct hdx_w w;
+    hdx_w_event(&w, HDX_EV_LOCK_COUNT);
+    hdx_w_kstr(&w, "path", c->path);
+    hdx_w_kstr(&w, "op", op_names[c->how]);
+    hdx_w_kint(&w, "count", n);
+    hdx_w_kint(&w, "since", since ? since : now);
+    hdx_w_emit(&w);
+}
+
+void hdx_lock_counts_flush(void)
+{
+    int64_t now = hdx_now_ns();
+    for (int k = 0; k < COUNT_SLOTS; k++) {
+        unsigned long long key = atomic_load(&counts[k].key);
+        if (key && key != ~0ull)
+            count_flush(k, now);
+    }
+}
+
+void hdx_lock_counts_reset(void)
+{
+    memset(counts, 0, sizeof counts); /* a fork child: only this thread lives */
+}
+
+/*
+ * Before a blocking call on fd: -1 to record it in full; else the count slot,
+ * and the caller tries the lock without waiting first.
+ */
+static int over_bound(int fd, enum hdx_how how)
+{
+    char p[PATH_MAX];
+    if (hdx_enter() != 0)
+        return -1;
+    int k = -1;
+    if (hdx_fd_path(fd, p, sizeof p) == 0 && (k = count_slot(p, how)) >= 0 &&
+        atomic_fetch_add(&counts[k].calls, 1) < HDX_TRACE_LOCK_FULL)
+        k = -1;
+    hdx_leave();
+    return k;
+}
+
+/* A call taken at once past the bound: count it, write the count when due. */
+static void counted(int k)
+{
+    struct count_slot *c = &counts[k];
+    int64_t now = hdx_now_ns();
+    long long zero = 0;
+    atomic_compare_exchange_strong(&c->since, &zero, now);
+    atomic_fetch_add(&c->pending, 1);
+    if (now - atomic_load(&c->last) >= 1000000000ll && hdx_enter() == 0) {
+        count_flush(k, now);
+        hdx_leave();
+    }
+}
+
 static int busy_errno(int e, enum hdx_how how)
 {
     return e == EWOULDBLOCK || e == EAGAIN || (how != HDX_HOW_FLOCK && e == EACCES);
@@ -92,6 +221,14 @@ HDX_EXPORT int flock(int fd, int op)
         return rc;
     }
     int e0 = errno;
+    int k = over_bound(fd, HDX_HOW_FLOCK);
+    if (k >= 0) {
+        if (fn(fd, op | LOCK_NB) == 0) {
+            counted(k);
+            errno = e0;
+            return 0;
+        }
+    }
     int traced = lock_start(fd, HDX_HOW_FLOCK, op & LOCK_EX ? "LOCK_EX" : "LOCK_SH") == 0;
     errno = e0;
     int rc = fn(fd, op);
@@ -126,6 +263,14 @@ static int do_fcntl(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
         return rc;
     }
     int e0 = errno;
+    int k = over_bound(fd, how);
+    if (k >= 0) {
+        if (fn(fd, how == HDX_HOW_OFD ? F_OFD_SETLK : F_SETLK, arg) == 0) {
+            counted(k);
+            errno = e0;
+            return 0;
+        }
+    }
     int traced = lock_start(fd, how, type == F_WRLCK ? "F_WRLCK" : "F_RDLCK") == 0;
     errno = e0;
     int rc = fn(fd, cmd, arg);
@@ -178,6 +323,14 @@ static int do_lockf(int (*fn)(int, int, off_t), int fd, int cmd, off_t len)
         return rc;
     }
     int e0 = errno;
+    int k = over_bound(fd, HDX_HOW_LOCKF);
+    if (k >= 0) {
+        if (fn(fd, F_TLOCK, len) == 0) {
+            counted(k);
+            errno = e0;
+            return 0;
+        }
+    }
     int traced = lock_start(fd, HDX_HOW_LOCKF, "F_LOCK") == 0;
     errno = e0;
     int rc = fn(fd, cmd, len);

@@ -81,6 +81,7 @@ static void exit_event(int status)
     if (!atomic_load_explicit(&hdx_on, memory_order_relaxed) || hdx_enter() != 0)
         return;
     if (!atomic_exchange(&exit_written, 1)) {
+        hdx_lock_counts_flush();
         struct hdx_w w;
         hdx_w_event(&w, HDX_EV_EXIT);
         hdx_w_kint(&w, "status", status);
@@ -96,6 +97,7 @@ __attribute__((destructor)) static void exit_at_return(void)
     if (!atomic_load_explicit(&hdx_on, memory_order_relaxed) || hdx_enter() != 0)
         return;
     if (!atomic_exchange(&exit_written, 1)) {
+        hdx_lock_counts_flush();
         struct hdx_w w;
         hdx_w_event(&w, HDX_EV_EXIT);
         hdx_w_raw(&w, ",\"status\":null");

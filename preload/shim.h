@@ -198,6 +198,12 @@ HDX_HIDDEN void hdx_kernel_wait(int fd, enum hdx_how how);
 /* A successful kernel lock on fd: its wait (if any) is over. */
 HDX_HIDDEN void hdx_kernel_taken(int fd, enum hdx_how how);
 
+/* lock.c: write every pending lock_count line (at exit); forget all counts (fork child). */
+HDX_HIDDEN void hdx_lock_counts_flush(void);
+HDX_HIDDEN void hdx_lock_counts_reset(void);
+/* Longest path the lock-count table keeps (longer ones are always recorded in full). */
+#define HDX_LOCK_PATH_MAX_COUNT 512
+
 /* ---- open.c / stat.c / release.c helpers ---- */
 
 /* After an open/openat of (dirfd, path, flags) that returned fd (errno e). */

@@ -4,7 +4,10 @@
  *
  * A trace directory holds one file per process, named "<host>-<pid>.jsonl",
  * mode 0600 whatever the umask, owned by the process's effective user, opened
- * O_APPEND. Each line is one JSON object written with a single write(2), so a
+ * O_APPEND. The shim keeps no fd open between lines: each line opens the file
+ * (refusing one that is not the file it created: device and inode, regular,
+ * ours), writes once and closes it, so no fd number of the program's is taken.
+ * Each line is one JSON object written with a single write(2), so a
  * line is either whole or, for the last line of a process that died mid-write
  * or whose disk filled up, torn (a reader skips a torn line). After a write
  * that failed or was cut short the shim writes nothing more into that file,
@@ -48,6 +51,18 @@
  *   lock_end   {"path":ABS,"fd":N,"op":OP,"rc":R,"errno":E}  that call returned
  *              (path of a lock event: null when the fd has none, e.g. EBADF;
  *              unlocks and successful non-blocking calls are not recorded)
+ *   lock_count {"path":ABS,"op":OP,"count":N,"since":NS}
+ *              the bound on lock lines: after HDX_TRACE_LOCK_FULL blocking
+ *              calls of one op on one path (each with its lock_start and
+ *              lock_end), a further blocking call first tries the lock without
+ *              waiting; taken at once, it is only counted: N such calls since
+ *              NS, written at most once a second per path and at exit. A call
+ *              that has to wait is still recorded in full (lock_start,
+ *              lock_end), so a hang always shows. A path the shim's count table
+ *              (64) cannot hold is always recorded in full.
+ *   stopped    {"reason":"size","bytes":B}    the file reached
+ *              HDX_TRACE_FILE_MAX (B: its size then); the process writes
+ *              nothing more (every image of it: the size is the file's).
  *   spawn      {"child":PID,"via":"fork"|"posix_spawn","argv":[...]}
  *              argv is empty for fork (the child writes its own header)
  *   exit       {"status":S}                   exit()/_exit()/_Exit() was called;
@@ -83,6 +98,11 @@
 /* While a wait goes on, a wait line is repeated at least this often (s). */
 #define HDX_TRACE_WAIT_REPEAT_S 60
 
+/* After this many blocking calls on one path, quick ones are only counted (lock_count). */
+#define HDX_TRACE_LOCK_FULL 64
+/* Largest trace file (bytes); past it one "stopped" line, then nothing. */
+#define HDX_TRACE_FILE_MAX (16L * 1024 * 1024)
+
 /* The event type names, as written in "type". */
 #define HDX_EV_HEADER "header"
 #define HDX_EV_ACQUIRE "acquire"
@@ -92,6 +112,8 @@
 #define HDX_EV_LOCK_END "lock_end"
 #define HDX_EV_SPAWN "spawn"
 #define HDX_EV_EXIT "exit"
+#define HDX_EV_LOCK_COUNT "lock_count"
+#define HDX_EV_STOPPED "stopped"
 
 /*
  * The environment variables that may leave the host (design.md, "what leaves

@@ -10,7 +10,7 @@ are (spawn trees, acquires, releases), and `hangdx analyze` reads the directory.
 
 Env (tests/CMakeLists.txt): HANGDX_PRELOAD (the shim), HANGDX (the binary).
 Cases: threads forkexec vfork spawnchain subprocess closefds signals tracedir perms relative
-valgrind.
+valgrind bashfd ulimit flockloop.
 Exit 77 (skipped) when the machine lacks what a case needs (root for mounts, valgrind)."""
 import glob
 import json
@@ -198,7 +198,12 @@ def case_threads(stress, helper, tmp):
           f"parent: {len(acq)} acquires, expected 1200 of t<k>.lock")
     check(len(events(recs, "release")) == 1200, "releases")
     starts, ends = events(recs, "lock_start"), events(recs, "lock_end")
-    check(sum(s["op"] == "posix" for s in starts) == 1200, "F_SETLKW lock_start count")
+    # the bound (trace.h, lock_count): past HDX_TRACE_LOCK_FULL calls on a path, calls that
+    # take the lock at once are only counted; every call is in lock_start or a lock_count
+    counted = sum(c["count"] for c in events(recs, "lock_count") if c["op"] == "posix")
+    nstart = sum(s["op"] == "posix" for s in starts)
+    check(nstart + counted == 1200 and nstart >= 64,
+          f"F_SETLKW: {nstart} lock_start + {counted} counted, expected 1200 (>= 64 in full)")
     check(len(starts) == len(ends) and all(e["rc"] == 0 for e in ends), "lock_start/lock_end")
     spawns = events(recs, "spawn")
     check(len(spawns) == 80 and all(s["via"] == "fork" for s in spawns), f"{len(spawns)} spawns")
@@ -668,6 +673,100 @@ def case_valgrind(stress, helper, tmp):
         check(traces, f"{name}: no traces under valgrind")
         print(f"{name}: no memcheck errors, output identical ({got.secs:.1f} s, "
               f"{len(traces)} traces)")
+
+
+# bash keeps an fd it finds close-on-exec as its own (saves it across `exec 100>F`, restores
+# it after): a trace fd held at 100 became the script's fd 100 (D1). The shim holds no fd.
+BASH_FL = """exec 100>"$1/lockfile100"
+if flock -n 100; then echo "$2 got lock"; sleep 2; else echo "$2 lock busy"; fi
+"""
+BASH_RW = """exec 100>"$1/F"; echo data >&100; exec 100>&-
+exec 100<"$1/F"; cat <&100
+ls /proc/self/fd | sort -n | tr '\\n' ' '; echo
+"""
+
+
+def case_bashfd(stress, helper, tmp):
+    bash = shutil.which("bash")
+    flock_bin = shutil.which("flock")
+    if not bash or not flock_bin:
+        skip("bash or flock(1) is not installed")
+    tr = os.path.join(tmp, "trace")
+    os.mkdir(tr)
+    fl = os.path.join(tmp, "fl.sh")
+    with open(fl, "w") as f:
+        f.write(BASH_FL)
+    rw = os.path.join(tmp, "rw.sh")
+    with open(rw, "w") as f:
+        f.write(BASH_RW)
+    # two scripts on one lock: A holds it 2 s, B (0.5 s later) must find it busy
+    two = lambda w: [bash, "-c", f'{bash} {fl} {w} A & sleep 0.5; {bash} {fl} {w} B; wait']
+    ref, _ = pair("bashfd-flock", two, tmp, tr)
+    check(out_lines(ref) == ["A got lock", "B lock busy"], f"bash flock: {out_lines(ref)}")
+    ref, _ = pair("bashfd-rw", lambda w: [bash, rw, w], tmp, tr)
+    check(out_lines(ref)[0] == "data", f"bash fd 100 write/read: {out_lines(ref)}")
+    traces = read_traces(tr)
+    check(any(events(r, "wait") for r in traces.values()), "B's busy flock -n: no wait line")
+    analyze(tr, traces)
+
+
+def case_ulimit(stress, helper, tmp):
+    bash = shutil.which("bash")
+    if not bash:
+        skip("bash is not installed")
+    tr = os.path.join(tmp, "trace")
+    os.mkdir(tr)
+    # under ulimit -n 12 the program may open exactly as many fds as without the shim
+    prog = os.path.join(tmp, "fds.py")
+    with open(prog, "w") as f:
+        f.write("import os\nn = 0\ntry:\n    while True:\n        os.open('/dev/null', os.O_RDONLY)\n"
+                "        n += 1\nexcept OSError as e:\n    print('opened', n, 'then errno', e.errno)\n")
+    script = f'ulimit -n 12; exec 3>"$1/a"; {PY} -S {prog}; flock "$1/a" true; echo ok'
+    ref, _ = pair("ulimit", lambda w: [bash, "-c", script, "x", w], tmp, tr)
+    check(out_lines(ref) == ["opened 8 then errno 24", "ok"], f"ulimit: {out_lines(ref)}")
+    traces = read_traces(tr)
+    check(any(events(r, "lock_start") for r in traces.values()), "flock(1): no lock_start")
+    analyze(tr, traces)
+
+
+FLOCK_LOOP = """import fcntl, sys, threading
+n = int(sys.argv[2])
+def work(k):
+    with open(sys.argv[1] + "/lk", "w") as f:
+        for i in range(n):
+            fcntl.flock(f, fcntl.LOCK_EX)
+            fcntl.flock(f, fcntl.LOCK_UN)
+ts = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print("done", 3 * n)
+"""
+
+
+def case_flockloop(stress, helper, tmp):
+    tr = os.path.join(tmp, "trace")
+    os.mkdir(tr)
+    prog = os.path.join(tmp, "loop.py")
+    with open(prog, "w") as f:
+        f.write(FLOCK_LOOP)
+    n = 50000
+    ref, got = pair("flockloop", lambda w: [PY, "-S", prog, w, str(n)], tmp, tr)
+    check(out_lines(ref) == [f"done {3 * n}"], f"flockloop: {out_lines(ref)}")
+    traces = read_traces(tr)
+    (pid, recs), = traces.items()
+    size = os.path.getsize(glob.glob(os.path.join(tr, "*.jsonl"))[0])
+    starts = events(recs, "lock_start")
+    counted = sum(c["count"] for c in events(recs, "lock_count"))
+    # every call is either recorded in full or counted; the counted lines come at most
+    # once a second (and at exit), so the file stays small
+    check(len(starts) + counted == 3 * n, f"{len(starts)} lock_start + {counted} counted")
+    check(len(starts) == len(events(recs, "lock_end")), "lock_start without lock_end")
+    check(len(events(recs, "lock_count")) <= got.secs + 2, "lock_count more than once a second")
+    check(size < 3 * n * 4, f"trace {size} bytes for {3 * n} calls: not bounded")
+    print(f"  {3 * n} flock calls: {len(starts)} in full (contended or first 64), {counted} "
+          f"counted; trace {size} bytes; {3 * n / ref.secs:.0f} calls/s without, "
+          f"{3 * n / got.secs:.0f} with the shim")
+    analyze(tr, traces)
 
 
 if __name__ == "__main__":
