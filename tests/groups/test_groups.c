@@ -6,14 +6,7 @@
 #include "groups.h"
 #include "util.h"
 
-static int failures;
-#define CHECK(cond)                                                                                 \
-    do {                                                                                            \
-        if (!(cond)) {                                                                              \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-            failures++;                                                                             \
-        }                                                                                           \
-    } while (0)
+#include "../check.h"
 
 /* A rank whose main thread runs the Python frames given outermost first. */
 static void rank(hdx_evidence *ev, int r, const char *const *outer_first, size_t n)

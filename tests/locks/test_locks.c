@@ -16,14 +16,7 @@
 #include "proc.h"
 #include "util.h"
 
-static int failures;
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
+#include "../check.h"
 
 static char tmpdir[] = "/tmp/hdx-test-locks-XXXXXX";
 

@@ -6,14 +6,7 @@
 
 #include "merge.h"
 
-static int failures;
-#define CHECK(cond)                                                                                 \
-    do {                                                                                            \
-        if (!(cond)) {                                                                              \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-            failures++;                                                                             \
-        }                                                                                           \
-    } while (0)
+#include "../check.h"
 
 static void native(hdx_thread *t, const char *fn, const char *module)
 {

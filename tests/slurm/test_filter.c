@@ -9,14 +9,7 @@
 
 #include "proc.h"
 
-static int failures;
-#define CHECK(cond)                                                                                 \
-    do {                                                                                            \
-        if (!(cond)) {                                                                              \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-            failures++;                                                                             \
-        }                                                                                           \
-    } while (0)
+#include "../check.h"
 
 /* A sleep 60 with exactly the environment env (NULL-terminated). */
 static pid_t spawn(char *const *env)

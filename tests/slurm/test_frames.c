@@ -7,14 +7,7 @@
 
 #include "slurm.h"
 
-static int failures;
-#define CHECK(cond)                                                                                 \
-    do {                                                                                            \
-        if (!(cond)) {                                                                              \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-            failures++;                                                                             \
-        }                                                                                           \
-    } while (0)
+#include "../check.h"
 
 /* A JSON-like text of n bytes without newlines. */
 static char *text_of(size_t n, char c)

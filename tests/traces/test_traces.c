@@ -13,14 +13,7 @@
 #include "traces.h"
 #include "util.h"
 
-static int failures;
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
+#include "../check.h"
 
 static char tmpdir[] = "/tmp/hdx-test-traces-XXXXXX";
 
