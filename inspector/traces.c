@@ -882,7 +882,8 @@ int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_pr
             *x = (ref){e->t_ns, i, (long)k, seq++};
         }
     }
-    qsort(refs, n_refs, sizeof *refs, cmp_ref);
+    if (n_refs) /* refs is NULL without images: qsort must not see it */
+        qsort(refs, n_refs, sizeof *refs, cmp_ref);
 
     for (size_t q = 0; q < n_refs; q++) {
         const hdx_trace_image *img = &set->images[refs[q].img];
