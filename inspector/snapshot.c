@@ -715,8 +715,8 @@ static int get_bool(rd *r, const cJSON *o, const char *key)
     return cJSON_IsTrue(c);
 }
 
-/* A heap copy of a string member, NULL when absent or null (or on error). */
-static char *get_str(rd *r, const cJSON *o, const char *key)
+/* A string member's text (borrowed from the cJSON tree), NULL when absent or null (or on error). */
+static const char *str_member(rd *r, const cJSON *o, const char *key)
 {
     const cJSON *c = member(o, key);
     if (!c)
@@ -725,8 +725,15 @@ static char *get_str(rd *r, const cJSON *o, const char *key)
         BAD(r, "\"%s\" should be a string", key);
         return NULL;
     }
-    char *s = strdup(c->valuestring);
-    if (!s)
+    return c->valuestring;
+}
+
+/* A heap copy of a string member, NULL when absent or null (or on error). */
+static char *get_str(rd *r, const cJSON *o, const char *key)
+{
+    const char *v = str_member(r, o, key);
+    char *s = v ? strdup(v) : NULL;
+    if (v && !s)
         fail(r, -ENOMEM, "out of memory");
     return s;
 }
@@ -734,15 +741,9 @@ static char *get_str(rd *r, const cJSON *o, const char *key)
 /* The pool's interned copy of a string member, NULL when absent or null (or on error). */
 static char *get_pstr(rd *r, const cJSON *o, const char *key)
 {
-    const cJSON *c = member(o, key);
-    if (!c)
-        return NULL;
-    if (!cJSON_IsString(c) || !c->valuestring) {
-        BAD(r, "\"%s\" should be a string", key);
-        return NULL;
-    }
-    char *s = hdx_pool_intern(r->pool, c->valuestring, strlen(c->valuestring));
-    if (!s)
+    const char *v = str_member(r, o, key);
+    char *s = v ? hdx_pool_intern(r->pool, v, strlen(v)) : NULL;
+    if (v && !s)
         fail(r, -ENOMEM, "out of memory");
     return s;
 }
