@@ -300,6 +300,29 @@ static int left_out(hdx_evidence *ev, const char *name, const char *why, const c
 }
 
 /*
+ * One snapshot of a directory or a frames file, after its loader returned lr: loaded (0), it
+ * is merged into ev (add_loaded frees *one) and counted in *n_snapshots; -ENOMEM ends the
+ * analysis; any other failure leaves *why (from lr when the loader said nothing) for the caller
+ * to name the input it leaves out. Returns 1 taken, 0 left out, or a negative errno (*err set
+ * by a failed merge).
+ */
+static int take_loaded(hdx_evidence *ev, const char *name, hdx_evidence **one, int lr, char **why, char ***kept,
+                       size_t *n_kept, size_t *n_snapshots, char **err)
+{
+    if (lr == 0) {
+        int r = add_loaded(ev, name, *one, 0, kept, n_kept, err); /* frees *one */
+        *one = NULL;
+        (*n_snapshots)++;
+        return r < 0 ? r : 1;
+    }
+    if (lr == -ENOMEM)
+        return -ENOMEM;
+    if (!*why)
+        *why = hdx_asprintf("%s", strerror(-lr));
+    return 0;
+}
+
+/*
  * Every *.json file directly in dir (by name order) into ev, as 'hangdx snapshot --slurm-job -o
  * DIR' writes them. A *.json file that is not a usable snapshot (empty, not JSON, cut short,
  * another schema) is left out (left_out: stderr, a note, *partial); entries not named *.json are
@@ -347,16 +370,10 @@ static int add_snapshot_dir(hdx_evidence *ev, const char *dir, char ***kept, siz
             r = -ENOMEM;
         } else {
             int lr = hdx_snapshot_load(path, one, &why);
-            if (lr == 0) {
-                r = add_loaded(ev, path, one, 0, kept, n_kept, err); /* frees one */
-                one = NULL;
+            if ((r = take_loaded(ev, path, &one, lr, &why, kept, n_kept, n_snapshots, err)) > 0) {
+                r = 0;
                 taken = 1;
                 used++;
-                (*n_snapshots)++;
-            } else if (lr == -ENOMEM) {
-                r = -ENOMEM;
-            } else if (!why) {
-                why = hdx_asprintf("%s", strerror(-lr));
             }
         }
         if (r == 0 && why) {
@@ -407,16 +424,10 @@ static int add_frames(hdx_evidence *ev, const char *path, char ***kept, size_t *
                                          : "its frames end early: no end line");
         } else {
             int lr = hdx_snapshot_load_text(d->text, d->len, name, one, &why);
-            if (lr == 0) {
-                r = add_loaded(ev, name, one, 0, kept, n_kept, err); /* frees one */
-                one = NULL;
+            if ((r = take_loaded(ev, name, &one, lr, &why, kept, n_kept, n_snapshots, err)) > 0) {
+                r = 0;
                 taken = 1;
                 used++;
-                (*n_snapshots)++;
-            } else if (lr == -ENOMEM) {
-                r = -ENOMEM;
-            } else if (!why) {
-                why = hdx_asprintf("%s", strerror(-lr));
             }
         }
         if (r == 0 && why)
