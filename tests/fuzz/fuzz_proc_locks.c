@@ -1,17 +1,15 @@
 /* libFuzzer target: /proc/locks text (hdx_kernel_locks_parse). */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "fuzz_util.h"
 #include "locks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1); /* the parser takes a C string */
+    char *text = hdx_fuzz_cstring(data, size); /* the parser takes a C string */
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = 0;
     hdx_kernel_lock *locks = NULL;
     size_t n = 0;
     (void)hdx_kernel_locks_parse(text, &locks, &n);

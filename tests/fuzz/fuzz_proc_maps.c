@@ -1,17 +1,15 @@
 /* libFuzzer target: /proc/PID/maps text (hdx_pymaps_parse). */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "fuzz_util.h"
 #include "python.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1); /* the parser takes a C string */
+    char *text = hdx_fuzz_cstring(data, size); /* the parser takes a C string */
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = 0;
     hdx_pymap *maps = NULL;
     size_t n = 0;
     if (hdx_pymaps_parse(text, &maps, &n) == 0)

@@ -2,7 +2,8 @@
  * What the libFuzzer targets share: after a parser has filled an evidence,
  * classify it and render the report, since the classifier and the report
  * must survive whatever a parser lets through; and a memfd holding the input
- * for the loaders that only take a path.
+ * for the loaders that only take a path; a C string of the input for those
+ * that take one.
  */
 #ifndef HDX_FUZZ_UTIL_H
 #define HDX_FUZZ_UTIL_H
@@ -11,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -25,6 +28,18 @@ static inline void hdx_fuzz_classify(hdx_evidence *ev)
     if (hdx_classify(ev, &v) == 0)
         cJSON_Delete(hdx_report_json(ev, &v));
     hdx_verdict_clear(&v);
+}
+
+/* data[0..size) as a NUL-terminated heap string, for parsers of /proc text that take a C
+ * string; NULL on ENOMEM. The caller frees it. */
+static inline char *hdx_fuzz_cstring(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    if (text) {
+        memcpy(text, data, size);
+        text[size] = 0;
+    }
+    return text;
 }
 
 /*
