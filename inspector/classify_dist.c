@@ -93,19 +93,6 @@ static int index_ranks(job *j)
     return 0;
 }
 
-static void ranges(int *v, size_t n, char *buf, size_t size)
-{
-    int *tmp = malloc((n + 1) * sizeof *tmp);
-    if (!tmp) {
-        snprintf(buf, size, "?");
-        return;
-    }
-    if (n) /* v may be NULL when there is nothing */
-        memcpy(tmp, v, n * sizeof *tmp);
-    hdx_format_ranges(tmp, n, buf, size);
-    free(tmp);
-}
-
 /* The ranks in [0, world size) that no process shows; into v->missing_ranks. */
 static int missing_ranks(const job *j, hdx_verdict *v)
 {
@@ -218,8 +205,8 @@ static int verdict_rendezvous(const job *j, hdx_verdict *v)
         snprintf(store, sizeof store, "%s, store %s:%s", what, addr ? addr : "?", port ? port : "?");
     else
         snprintf(store, sizeof store, "%s, store address unknown: no MASTER_ADDR/MASTER_PORT", what);
-    ranges(waiting, n_waiting, have, sizeof have);
-    ranges(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
+    hdx_format_ranges_of(waiting, n_waiting, have, sizeof have);
+    hdx_format_ranges_of(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
     v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
     v->confidence = v->n_culprit_ranks ? HDX_CONF_HIGH : HDX_CONF_LOW;
     char missing[400] = "";
@@ -422,7 +409,7 @@ static int verdict_collective(const job *j, hdx_verdict *v)
     if (missing_ranks(j, v))
         goto nomem;
     char waiting[256];
-    ranges(in, n_in, waiting, sizeof waiting);
+    hdx_format_ranges_of(in, n_in, waiting, sizeof waiting);
     int rc;
     if (v->n_culprit_ranks) {
         v->cls = locked ? HDX_CLASS_BUILD_LOCK : HDX_CLASS_COLLECTIVE_WAIT;
@@ -435,7 +422,7 @@ static int verdict_collective(const job *j, hdx_verdict *v)
             if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, v->missing_ranks[i]))
                 goto nomem;
         char miss[256];
-        ranges(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
+        hdx_format_ranges_of(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
         v->cls = HDX_CLASS_COLLECTIVE_WAIT;
         v->confidence = HDX_CONF_MEDIUM;
         rc = hdx_cls_set_text(&v->summary, "rank%s %s wait%s in %s; rank%s %s of world size %d %s not among the "

@@ -36,19 +36,6 @@ static int has_stacks(const hdx_evidence *ev)
     return 0;
 }
 
-static void ranks_text(const int *r, size_t n, char *buf, size_t size)
-{
-    int *copy = malloc((n ? n : 1) * sizeof *copy);
-    if (!copy) {
-        snprintf(buf, size, "?");
-        return;
-    }
-    if (n) /* r may be NULL when there is nothing */
-        memcpy(copy, r, n * sizeof *copy);
-    hdx_format_ranges(copy, n, buf, size);
-    free(copy);
-}
-
 static int set_culprits(hdx_verdict *v, const int *r, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -294,8 +281,8 @@ static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     }
     const hdx_log_rank *r = hdx_evidence_log_rank(ev, builders[0]);
     char b[RANKS_TEXT], w[RANKS_TEXT];
-    ranks_text(builders, nb, b, sizeof b);
-    ranks_text(s->waiting, s->n_waiting, w, sizeof w);
+    hdx_format_ranges_of(builders, nb, b, sizeof b);
+    hdx_format_ranges_of(s->waiting, s->n_waiting, w, sizeof w);
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = HDX_CONF_MEDIUM;
     int rc = set_culprits(v, builders, nb);
@@ -354,8 +341,8 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
         }
         if (!rc)
             rc = set_culprits(v, v->missing_ranks, v->n_missing_ranks);
-        ranks_text(present, np, p, sizeof p);
-        ranks_text(v->missing_ranks, v->n_missing_ranks, m, sizeof m);
+        hdx_format_ranges_of(present, np, p, sizeof p);
+        hdx_format_ranges_of(v->missing_ranks, v->n_missing_ranks, m, sizeof m);
     }
     if (!rc)
         rc = hdx_cls_set_text(&v->summary,
@@ -413,14 +400,14 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     if (s->n == HDX_UNKNOWN && !nd)
         return 0;
     char w[RANKS_TEXT], c[RANKS_TEXT];
-    ranks_text(s->waiting, s->n_waiting, w, sizeof w);
+    hdx_format_ranges_of(s->waiting, s->n_waiting, w, sizeof w);
     int rc = 0;
     long long world = HDX_UNKNOWN;
     char world_from[96];
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
     if (s->n_behind) {
         v->confidence = HDX_CONF_HIGH;
-        ranks_text(s->behind, s->n_behind, c, sizeof c);
+        hdx_format_ranges_of(s->behind, s->n_behind, c, sizeof c);
         const hdx_log_rank *r = hdx_evidence_log_rank(ev, s->behind[0]);
         rc = set_culprits(v, s->behind, s->n_behind);
         if (!rc)
@@ -433,7 +420,7 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
                                   r->last_line ? r->last_line : "?");
     } else if (nd) {
         v->confidence = HDX_CONF_HIGH;
-        ranks_text(desync, nd, c, sizeof c);
+        hdx_format_ranges_of(desync, nd, c, sizeof c);
         rc = set_culprits(v, desync, nd);
         if (!rc)
             rc = hdx_cls_set_text(&v->summary, "the NCCL desync report names rank%s %s: %s%s%s%s",
@@ -441,7 +428,7 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
                                   s->n_waiting ? w : "", s->n_waiting ? " timed out waiting" : "");
     } else if (s->n_silent) {
         v->confidence = HDX_CONF_MEDIUM;
-        ranks_text(s->silent, s->n_silent, c, sizeof c);
+        hdx_format_ranges_of(s->silent, s->n_silent, c, sizeof c);
         rc = set_culprits(v, s->silent, s->n_silent);
         if (!rc)
             rc = hdx_cls_set_text(&v->summary,
@@ -530,7 +517,7 @@ static int detail_rule(const hdx_evidence *ev, hdx_verdict *v)
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
     v->confidence = ties == 1 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
     char c[RANKS_TEXT];
-    ranks_text(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
+    hdx_format_ranges_of(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
     if (!rc)
         rc = hdx_cls_set_text(&v->summary,
                               "TORCH_DISTRIBUTED_DEBUG=DETAIL found ranks in different collectives; rank%s %s, named in "
@@ -593,7 +580,7 @@ static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
         return rc;
     }
     char t[RANKS_TEXT], c[RANKS_TEXT];
-    ranks_text(timed, nt, t, sizeof t);
+    hdx_format_ranges_of(timed, nt, t, sizeof t);
     if (!n && coll) {
         /* The ranks the logs know that did not time out never joined the collective. */
         for (size_t i = 0; i < ev->n_log_ranks && !rc; i++) {
@@ -607,7 +594,7 @@ static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
             goto out;
         v->cls = HDX_CLASS_COLLECTIVE_WAIT;
         v->confidence = v->n_culprit_ranks ? HDX_CONF_MEDIUM : HDX_CONF_LOW;
-        ranks_text(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
+        hdx_format_ranges_of(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
         if (v->n_culprit_ranks)
             rc = hdx_cls_set_text(&v->summary, "rank%s %s timed out in a gloo collective; rank%s %s logged no timeout, "
                                   "so never joined it", nt == 1 ? "" : "s", t, v->n_culprit_ranks == 1 ? "" : "s", c);
@@ -647,7 +634,7 @@ static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
     }
     if (v->n_culprit_ranks) {
         v->confidence = HDX_CONF_HIGH;
-        ranks_text(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
+        hdx_format_ranges_of(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
         rc = hdx_cls_set_text(&v->summary, "pipeline transfers that cannot match: waits-for cycle %s (%s); gloo timed "
                               "out on rank%s %s", c, edges, nt == 1 ? "" : "s", t);
     } else if (n) {
@@ -659,7 +646,7 @@ static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
                 rc = hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, e[i].peer);
         }
         v->confidence = v->n_culprit_ranks ? HDX_CONF_MEDIUM : HDX_CONF_LOW;
-        ranks_text(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
+        hdx_format_ranges_of(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
         rc = rc ? rc : hdx_cls_set_text(&v->summary, "an unmatched point-to-point transfer: %s; the peer %s never "
                                         "answered (gloo timed out on rank%s %s)", edges, c[0] ? c : "?",
                                         nt == 1 ? "" : "s", t);
@@ -751,7 +738,7 @@ static int weak_question(hdx_evidence *ev, char *buf, size_t size)
         return 0;
     }
     char r[RANKS_TEXT];
-    ranks_text(ranks, n, r, sizeof r);
+    hdx_format_ranges_of(ranks, n, r, sizeof r);
     free(ranks);
     int build = 0;
     for (size_t i = 0; i < ev->n_log_facts; i++)

@@ -164,6 +164,19 @@ void hdx_format_ranges(int *vals, size_t n, char *buf, size_t size)
     }
 }
 
+void hdx_format_ranges_of(const int *vals, size_t n, char *buf, size_t size)
+{
+    int *copy = malloc((n ? n : 1) * sizeof *copy);
+    if (!copy) {
+        snprintf(buf, size, "?");
+        return;
+    }
+    if (n)
+        memcpy(copy, vals, n * sizeof *copy);
+    hdx_format_ranges(copy, n, buf, size);
+    free(copy);
+}
+
 int hdx_parse_long(const char *s, long min, long max, long *out)
 {
     char *end;

@@ -55,6 +55,10 @@ void hdx_sleep_ms(int ms);
  */
 void hdx_format_ranges(int *vals, size_t n, char *buf, size_t size);
 
+/* The same for vals left as they are (formats a copy; vals may be NULL when n is 0). Without
+ * memory for the copy, buf gets "?". */
+void hdx_format_ranges_of(const int *vals, size_t n, char *buf, size_t size);
+
 /* Parse a whole decimal integer in [min, max] into *out. 0, or -1 when s is
  * not one. */
 int hdx_parse_long(const char *s, long min, long max, long *out);
