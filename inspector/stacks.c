@@ -154,14 +154,14 @@ static int acc_get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, si
     return -UNW_ENOINFO; /* names come from symbols.c */
 }
 
-/* Unwind tables: from one read of /proc/PID/maps per sample (unwind_tables.h), where
- * _UPT_find_proc_info re-reads it whenever the unwind moves to another image. */
+/* Unwind tables: over the sample's one read of /proc/PID/maps (read_maps; unwind_tables.h),
+ * where _UPT_find_proc_info re-reads it whenever the unwind moves to another image. */
 static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need_unwind_info,
                               void *arg)
 {
     struct unwind_ctx *c = cur_ctx;
     if (c && !c->tables_tried) {
-        c->tables = hdx_unwind_tables_new(c->pid); /* NULL: _UPT_find_proc_info alone */
+        c->tables = hdx_unwind_tables_new(c->pid, c->maps, c->n_maps); /* NULL: _UPT_find_proc_info alone */
         c->tables_tried = 1;
     }
     return hdx_unwind_tables_find(c ? c->tables : NULL, as, ip, pi, need_unwind_info, arg);

@@ -30,25 +30,21 @@ struct image {
 
 struct hdx_unwind_tables {
     int pid;
-    hdx_pymap *maps; /* sorted by address, as /proc lists them */
+    const hdx_pymap *maps; /* borrowed; sorted by address, as /proc lists them */
     size_t n_maps;
     struct image *images;
     size_t n_images;
     size_t fallbacks;
 };
 
-hdx_unwind_tables *hdx_unwind_tables_new(int pid)
+hdx_unwind_tables *hdx_unwind_tables_new(int pid, const hdx_pymap *maps, size_t n_maps)
 {
     hdx_unwind_tables *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
     t->pid = pid;
-    int r = hdx_pymaps_read(pid, &t->maps, &t->n_maps);
-    if (r < 0) {
-        free(t);
-        errno = -r;
-        return NULL;
-    }
+    t->maps = maps;
+    t->n_maps = n_maps;
     if (elf_version(EV_CURRENT) == EV_NONE) {
         hdx_unwind_tables_free(t);
         errno = EIO;
@@ -61,7 +57,6 @@ void hdx_unwind_tables_free(hdx_unwind_tables *t)
 {
     if (!t)
         return;
-    hdx_pymaps_free(t->maps, t->n_maps);
     free(t->images);
     free(t);
 }

@@ -4,7 +4,7 @@
  *
  * libunwind-ptrace's _UPT_find_proc_info re-reads and re-parses the whole
  * /proc/PID/maps (1700 lines in a torch process) every time an unwind moves
- * into another ELF image. Here the maps are read once per object; each
+ * into another ELF image. Here the caller's one read of the maps serves; each
  * image's .eh_frame_hdr (PT_GNU_EH_FRAME, from the file's program headers,
  * read through /proc/PID/root) is located once, and libunwind's own search
  * of that table (dwarf_search_unwind_table: the libunwind export that
@@ -22,14 +22,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "python.h" /* hdx_pymap */
+
 typedef struct hdx_unwind_tables hdx_unwind_tables;
 
 /*
- * The file mappings of live process pid, from one read of /proc/PID/maps.
- * The caller owns the result (hdx_unwind_tables_free). NULL with errno set:
- * ESRCH (no such process), EACCES/EPERM, ENOMEM.
+ * The unwind tables of live process pid over its mappings maps[0..n_maps)
+ * (hdx_pymaps_read, sorted as /proc lists them), which t borrows: they must
+ * outlive t. n_maps 0 sends every lookup to _UPT_find_proc_info. The caller
+ * owns the result (hdx_unwind_tables_free). NULL with errno set: ENOMEM, EIO
+ * (libelf unusable).
  */
-hdx_unwind_tables *hdx_unwind_tables_new(int pid);
+hdx_unwind_tables *hdx_unwind_tables_new(int pid, const hdx_pymap *maps, size_t n_maps);
 
 /*
  * libunwind's find_proc_info (unw_accessors_t) for ip in t's process: fills
