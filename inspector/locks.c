@@ -284,13 +284,6 @@ static int collect_python_baton(hdx_evidence *ev, hdx_process *p, hdx_thread *t)
     return l ? add_waiter(l, p, t->tid, "FileBaton.wait") : -ENOMEM;
 }
 
-/* A sleep between polls: time.sleep() is clock_nanosleep (select before 3.11).
- * Threads in poll/epoll wait on sockets (gloo, NCCL), not on a lock loop. */
-static int is_poll_syscall(long nr)
-{
-    return nr == SYS_clock_nanosleep || nr == SYS_nanosleep || nr == SYS_select || nr == SYS_pselect6;
-}
-
 /* Watch one polling thread; 1 when it polls or retries an existing lock file, 0 not, -errno.
  * A lock call retried on a file is a kernel-lock wait; a stat poll of a file
  * named like a lock is a baton wait. */
@@ -338,15 +331,21 @@ out:
     return r;
 }
 
-static int watch_process(hdx_evidence *ev, hdx_process *p, int ms, size_t *n_watched)
+/* Watch the polling threads of p, the main thread first (that is where Python's FileBaton
+ * polls). A thread whose sleep ends after the watch cannot poll during it: it is counted in
+ * *n_asleep instead. */
+static int watch_process(hdx_evidence *ev, hdx_process *p, int ms, size_t *n_watched, size_t *n_asleep)
 {
     int watched = 0;
-    /* The main thread first: that is where Python's FileBaton polls. */
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < p->n_threads && watched < WATCH_PER_PROCESS; i++) {
             hdx_thread *t = &p->threads[i];
-            if ((pass == 0) != (t->tid == p->pid) || !is_poll_syscall(t->syscall))
+            if ((pass == 0) != (t->tid == p->pid) || !hdx_syswatch_is_sleep(t->syscall))
                 continue;
+            if (hdx_sleep_left_ns(p->pid, t->tid) > (int64_t)ms * 1000000) {
+                (*n_asleep)++;
+                continue;
+            }
             watched++;
             int r = watch_thread(ev, p, t, ms, n_watched);
             if (r != 0)
@@ -435,7 +434,7 @@ static int scan_well_known(hdx_evidence *ev, hdx_process *p)
 int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt)
 {
     hdx_kernel_lock *kl = NULL;
-    size_t nkl = 0, n_watched = 0;
+    size_t nkl = 0, n_watched = 0, n_asleep = 0;
     int r;
     if (!ev)
         return -EINVAL;
@@ -461,13 +460,18 @@ int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt)
             hdx_process *p = &ev->procs[i];
             if (p->alive == 0 || p->pid <= 0 || has_known_lock(ev, p->pid))
                 continue;
-            if ((r = watch_process(ev, p, opt->watch_ms, &n_watched)) < 0)
+            if ((r = watch_process(ev, p, opt->watch_ms, &n_watched, &n_asleep)) < 0)
                 goto out;
         }
         if (n_watched)
-            hdx_evidence_note(ev, "a bounded syscall watch (at most %d ms each) ran on %zu polling thread%s "
+            hdx_evidence_note(ev, "a bounded syscall watch (one poll round, at most %d ms each) ran on %zu polling thread%s "
                                   "to see which files they poll",
                               opt->watch_ms, n_watched, n_watched == 1 ? "" : "s");
+        if (n_asleep)
+            hdx_evidence_note(ev, "%zu sleeping thread%s not watched: %s clock_nanosleep deadline is more than "
+                                  "%d ms away",
+                              n_asleep, n_asleep == 1 ? "" : "s", n_asleep == 1 ? "its" : "each one's",
+                              opt->watch_ms);
     }
     /* 3. The well-known places, for processes whose wait is still unexplained. */
     for (size_t i = 0; i < ev->n_procs; i++) {

@@ -405,35 +405,36 @@ out:
     return rc;
 }
 
-/* /proc/.../syscall: "running", or "NR a1 .. a6 sp pc" (args hex), or
- * "-1 sp pc" when blocked outside a system call. */
-static void read_syscall(hdx_thread *t, const char *path)
+int hdx_proc_read_syscall(int pid, int tid, long *nr, uint64_t args[6])
 {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", pid, tid);
+    *nr = HDX_SYSCALL_UNKNOWN;
+    memset(args, 0, 6 * sizeof *args);
     char *s = hdx_read_file(path, 512, NULL);
-    t->syscall = HDX_SYSCALL_UNKNOWN;
-    memset(t->syscall_args, 0, sizeof t->syscall_args);
     if (!s)
-        return;
+        return -errno;
     if (strncmp(s, "running", 7) == 0) {
-        t->syscall = HDX_SYSCALL_RUNNING;
+        *nr = HDX_SYSCALL_RUNNING;
     } else {
         char *end;
-        long nr = strtol(s, &end, 10);
-        if (end != s && nr >= 0) {
-            t->syscall = nr;
+        long n = strtol(s, &end, 10);
+        if (end != s && n >= 0) {
+            *nr = n;
             char *q = end;
             for (int i = 0; i < 6; i++) {
                 char *e2;
                 unsigned long long v = strtoull(q, &e2, 16);
                 if (e2 == q)
                     break;
-                t->syscall_args[i] = v;
+                args[i] = v;
                 q = e2;
             }
         }
-        /* nr == -1: blocked but not in a system call; stays UNKNOWN */
+        /* "-1 sp pc": blocked but not in a system call; stays UNKNOWN */
     }
     free(s);
+    return 0;
 }
 
 int hdx_proc_sample(hdx_process *p)
@@ -478,8 +479,7 @@ int hdx_proc_sample(hdx_process *p)
             free(t->wchan);
             t->wchan = NULL;
         }
-        snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", p->pid, t->tid);
-        read_syscall(t, path);
+        hdx_proc_read_syscall(p->pid, t->tid, &t->syscall, t->syscall_args);
     }
     return 0;
 }

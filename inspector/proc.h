@@ -100,6 +100,15 @@ typedef struct hdx_rank_filter {
  */
 int hdx_proc_find_ranks_filtered(const hdx_rank_filter *f, int **pids, size_t *n);
 
+/*
+ * Thread tid's system call now, from /proc/PID/task/TID/syscall (proc(5)):
+ * *nr its number and args[6] its arguments; *nr HDX_SYSCALL_RUNNING when the
+ * file says "running", HDX_SYSCALL_UNKNOWN when blocked outside a system call
+ * ("-1 sp pc") or unreadable. Returns 0, or a negative errno when the file
+ * cannot be read (ENOENT: gone; EACCES: not ours).
+ */
+int hdx_proc_read_syscall(int pid, int tid, long *nr, uint64_t args[6]);
+
 /* x86-64 syscall name for nr ("newfstatat"), or NULL. */
 const char *hdx_syscall_name(long nr);
 

@@ -9,12 +9,15 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "ptrace_registry.h"
 #include "util.h"
 
@@ -170,24 +173,29 @@ void hdx_syswatch_free(hdx_syswatch_hit *hits, size_t n)
     free(hits);
 }
 
-/* At a syscall stop: the call's number and args when it is an entry. */
-static int syscall_entry(int tid, long *nr, uint64_t args[6])
+/* At a syscall stop: 1 at an entry (the call's number and args), 2 at an exit (*rval the
+ * call's return value), -1 when the registers cannot be read. */
+static int syscall_stop(int tid, long *nr, uint64_t args[6], long *rval)
 {
     struct __ptrace_syscall_info info;
     long r = ptrace(PTRACE_GET_SYSCALL_INFO, tid, (void *)sizeof info, &info);
-    if (r > 0) {
-        if (info.op != PTRACE_SYSCALL_INFO_ENTRY)
-            return 0;
+    if (r > 0 && info.op == PTRACE_SYSCALL_INFO_ENTRY) {
         *nr = (long)info.entry.nr;
         memcpy(args, info.entry.args, 6 * sizeof args[0]);
         return 1;
+    }
+    if (r > 0) {
+        *rval = (long)info.exit.rval;
+        return 2;
     }
     /* Older kernels: at entry x86-64 has rax = -ENOSYS. */
     struct user_regs_struct regs;
     if (ptrace(PTRACE_GETREGS, tid, 0, &regs) < 0)
         return -1;
-    if ((long)regs.rax != -ENOSYS)
-        return 0;
+    if ((long)regs.rax != -ENOSYS) {
+        *rval = (long)regs.rax;
+        return 2;
+    }
     *nr = (long)regs.orig_rax;
     args[0] = regs.rdi;
     args[1] = regs.rsi;
@@ -221,16 +229,26 @@ int hdx_syswatch(int pid, int tid, int ms, hdx_syswatch_hit **hits, size_t *n)
         goto release;
     }
 
+    /* One poll round: a sleep that ends by its timeout (returns 0, not EINTR), then the next sleep.
+     * The call the watch's interrupt broke resumes as restart_syscall (or the sleep again). */
+    long nr = -1;
+    int slept = 0;
     for (;;) {
         if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP) {
             int sig = WSTOPSIG(status);
             if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
                 break; /* group-stop: the process is being stopped; leave it be */
         } else if (WIFSTOPPED(status) && WSTOPSIG(status) == (SIGTRAP | 0x80)) {
-            long nr;
             uint64_t args[6];
-            const struct path_call *c;
-            if (syscall_entry(tid, &nr, args) == 1 && (c = find_call(nr))) {
+            long rval = -1;
+            int stop = syscall_stop(tid, &nr, args, &rval);
+            int sleep_call = hdx_syswatch_is_sleep(nr) || nr == SYS_restart_syscall;
+            if (stop == 2 && sleep_call && rval == 0)
+                slept = 1;
+            if (stop == 1 && sleep_call && slept)
+                break; /* woken by its timeout, made its calls, and asleep again */
+            const struct path_call *c = stop == 1 ? find_call(nr) : NULL;
+            if (c) {
                 char path[PATH_MAX], *abs = NULL;
                 if (c->use == HDX_WATCH_LOCK_TRY) {
                     if (nr != SYS_fcntl || is_lock_cmd(args[1]))
@@ -267,4 +285,45 @@ release:;
         *n = 0;
     }
     return rc;
+}
+
+int hdx_syswatch_is_sleep(long nr)
+{
+    return nr == SYS_clock_nanosleep || nr == SYS_nanosleep || nr == SYS_select || nr == SYS_pselect6;
+}
+
+/* 1 when pid's clocks are hangdx's: the same time namespace (or no time namespaces). */
+static int same_time_namespace(int pid)
+{
+    char path[64];
+    struct stat mine, theirs;
+    snprintf(path, sizeof path, "/proc/%d/ns/time", pid);
+    if (stat("/proc/self/ns/time", &mine) != 0)
+        return errno == ENOENT; /* a kernel without time namespaces (before 5.6) */
+    return stat(path, &theirs) == 0 && mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
+}
+
+int64_t hdx_sleep_left_ns(int pid, int tid)
+{
+    long nr, nr2;
+    uint64_t args[6], args2[6];
+    if (hdx_proc_read_syscall(pid, tid, &nr, args) < 0)
+        return -1;
+    clockid_t clock = (clockid_t)args[0];
+    if (nr != SYS_clock_nanosleep || !(args[1] & TIMER_ABSTIME) ||
+        (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC && clock != CLOCK_BOOTTIME))
+        return -1;
+    if (clock != CLOCK_REALTIME && !same_time_namespace(pid))
+        return -1;
+    struct timespec deadline, now;
+    struct iovec l = {&deadline, sizeof deadline}, r = {(void *)(uintptr_t)args[2], sizeof deadline};
+    if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof deadline || deadline.tv_sec < 0 ||
+        deadline.tv_nsec < 0 || deadline.tv_nsec >= 1000000000L || clock_gettime(clock, &now) != 0)
+        return -1;
+    if (hdx_proc_read_syscall(pid, tid, &nr2, args2) < 0 || nr2 != nr || memcmp(args, args2, sizeof args) != 0)
+        return -1;
+    if (deadline.tv_sec - now.tv_sec > INT64_MAX / 1000000000 - 1)
+        return INT64_MAX;
+    int64_t left = ((int64_t)deadline.tv_sec - now.tv_sec) * 1000000000 + (deadline.tv_nsec - now.tv_nsec);
+    return left > 0 ? left : 0;
 }

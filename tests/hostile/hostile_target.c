@@ -8,8 +8,9 @@
  *     reads and EINTR retried) and folds them into a checksum, "signaller"
  *     sends SIGUSR1 to the main thread every 2 ms and waits for the handler's
  *     acknowledgement (a signal lost by a tracer is counted, not waited for).
- *     The main thread polls a stop flag with nanosleep, as a FileBaton
- *     waiter does, so `hangdx inspect` watches its system calls. The handler
+ *     The main thread polls a stop flag with a 300 ms nanosleep, as a
+ *     FileBaton waiter does, so `hangdx inspect` watches its system calls
+ *     (for one poll round: up to 300 ms, long enough to signal hangdx then). The handler
  *     has no SA_RESTART: calls really return EINTR. With ROUNDS it stops
  *     after ROUNDS rounds; without, at EOF (or "stop") on stdin, after the
  *     current round. Prints "ready" once running, and at the end
@@ -225,7 +226,7 @@ static int compute(long rounds)
     say("ready\n");
     /* The main thread polls, as a FileBaton waiter does. */
     while (rounds ? rounds_done < rounds : !atomic_load(&stop_flag))
-        sleep_ms(10);
+        sleep_ms(300);
     pthread_join(th, NULL);
     pthread_join(ts, NULL);
     atomic_store(&signaller_stop, 1);

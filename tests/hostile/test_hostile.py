@@ -426,7 +426,7 @@ def case_tracer(tmp):
 
 def signal_mid_sample(tmp, p, sig, cmd, wait=True):
     """Run hangdx cmd on p; send sig the moment it traces the target's main thread (the
-    syscall watch of inspect holds it ~400 ms). Returns (Popen, stderr, seconds it took to end).
+    syscall watch of inspect holds it for one 300 ms poll round at most). Returns (Popen, stderr, seconds it took to end).
     The watch runs only when /proc caught the main thread in nanosleep (it takes a SIGUSR1
     every 2 ms): a run that ends without it is run again, up to 10 times."""
     for attempt in range(10):

@@ -66,6 +66,7 @@ int main(int argc, char **argv)
     hdx_syswatch_free(hits, n);
     fprintf(stderr, "watch took %.1f ms, %zu path(s)\n", took, n);
     CHECK(found, "%s among the watched paths", want);
+    CHECK(took < 400, "the watch ends after one poll round (0.1 s sleeps), not at its 500 ms bound: %.1f ms", took);
     CHECK(live_untraced(lp.pid) == 0, "python untraced and not stopped after the watch");
     live_drain(lp.out, 0);
     CHECK(live_drain(lp.out, 3000) > 0, "python keeps looping after the watch");
@@ -77,9 +78,13 @@ int main(int argc, char **argv)
         struct sigaction sa = {0};
         sa.sa_handler = on_term;
         sigaction(SIGTERM, &sa, NULL);
-        hdx_syswatch_hit *wh = NULL;
-        size_t wn = 0;
-        hdx_syswatch(lp.pid, lp.pid, 5000, &wh, &wn);
+        /* each watch ends after one 0.1 s poll round: watch again and again */
+        while (!got_term) {
+            hdx_syswatch_hit *wh = NULL;
+            size_t wn = 0;
+            hdx_syswatch(lp.pid, lp.pid, 5000, &wh, &wn);
+            hdx_syswatch_free(wh, wn);
+        }
         int ok = got_term && live_untraced(lp.pid) == 0;
         hdx_sleep_ms(300); /* still alive, still not tracing */
         ok = ok && live_untraced(lp.pid) == 0;
@@ -126,6 +131,31 @@ int main(int argc, char **argv)
     CHECK(live_untraced(lp.pid) == 0, "python untraced after the stacks");
     live_drain(lp.out, 0);
     CHECK(live_drain(lp.out, 3000) > 0, "python keeps looping after the stacks");
+
+    /* --- how long a sleep has left: the looping Python sleeps 0.1 s at a time, a
+     * time.sleep(100) has about 100 s left, coreutils' relative sleep is unknown --- */
+    int64_t left = -2;
+    for (int k = 0; k < 50 && left < 0; k++) { /* caught in its sleep, not in a write */
+        left = hdx_sleep_left_ns(lp.pid, lp.pid);
+        hdx_sleep_ms(20);
+    }
+    fprintf(stderr, "time.sleep(0.1) loop: %.1f ms left\n", (double)left / 1e6);
+    CHECK(left >= 0 && left <= 100000000, "a 0.1 s sleep has 0..100 ms left: %lld ns", (long long)left);
+    char *sargv[] = {(char *)py, "-c", "import sys, time; print('ready', flush=True); time.sleep(100)", NULL};
+    char *rargv[] = {"/bin/sleep", "100", NULL};
+    struct live_proc sp, rp;
+    CHECK(live_spawn(&sp, sargv, penv, dir) == 0 && live_read_line(sp.out, line, sizeof line, 20000) >= 0,
+          "the sleeping python started");
+    CHECK(live_spawn(&rp, rargv, penv, dir) == 0, "sleep 100 started");
+    hdx_sleep_ms(300);
+    left = hdx_sleep_left_ns(sp.pid, sp.pid);
+    fprintf(stderr, "time.sleep(100): %.3f s left\n", (double)left / 1e9);
+    CHECK(left > 90000000000LL && left <= 100000000000LL, "time.sleep(100) has 90..100 s left: %lld ns",
+          (long long)left);
+    left = hdx_sleep_left_ns(rp.pid, rp.pid);
+    CHECK(left == -1, "a relative sleep (coreutils sleep) has no deadline: %lld", (long long)left);
+    live_kill(&sp);
+    live_kill(&rp);
 
     hdx_evidence_free(ev);
     live_kill(&lp);
