@@ -166,6 +166,7 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
     int rc = 0, failed = 0, exited = 0;
     uint64_t *first = NULL;
     ev->live = 1;
+    hdx_stacks_set_native_lines(o->native_lines);
     ev->samples = o->samples;
     ev->interval_ms = o->interval_ms;
     if (!ev->host && !(ev->host = strdup(hdx_hostname())))

@@ -25,6 +25,7 @@ typedef struct hdx_capture_options {
     const char *trace_dir; /* the shim's traces, or NULL: the processes' HANGDX_TRACE_DIR */
     int samples;           /* >= 1 */
     int interval_ms;
+    int native_lines;      /* native frames with file:line (DWARF read); 0: function names only */
 } hdx_capture_options;
 
 /*

@@ -31,6 +31,7 @@ int hdx_cli_capture_option(const char *cmd, int c, const char *arg, hdx_cli_capt
     switch (c) {
     case 'd': o->trace_dir = arg; return 1;
     case 'a': o->all = 1; return 1;
+    case 'N': o->native_lines = 1; return 1;
     case 'J':
         o->slurm = 1;
         o->slurm_job = arg; /* NULL: the next word, or SLURM_JOB_ID (hdx_cli_capture_pids) */
@@ -108,11 +109,16 @@ int hdx_cli_capture_pids(const char *cmd, int argc, char **argv, hdx_cli_capture
 
 int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture *o, int *failures)
 {
-    hdx_capture_options co = {o->pids, o->n_pids, o->all, o->trace_dir, (int)o->samples, (int)o->interval_ms};
+    hdx_capture_options co = {o->pids,    o->n_pids,         o->all,
+                              o->trace_dir, (int)o->samples, (int)o->interval_ms,
+                              o->native_lines};
     ev->build_timeout_s = o->build_timeout;
-    fprintf(stderr, "hangdx %s: looking at %s%s, %ld sample%s %ld ms apart...\n", cmd,
-            o->n_pids ? "the given processes" : "", o->all ? (o->n_pids ? " and every rank on this host" : "every rank on this host") : "",
-            o->samples, o->samples == 1 ? "" : "s", o->interval_ms);
+    fprintf(stderr, "hangdx %s: looking at %s%s, ", cmd, o->n_pids ? "the given processes" : "",
+            o->all ? (o->n_pids ? " and every rank on this host" : "every rank on this host") : "");
+    if (o->samples == 1)
+        fprintf(stderr, "1 sample...\n");
+    else
+        fprintf(stderr, "%ld samples %ld ms apart...\n", o->samples, o->interval_ms);
     int rc = hdx_capture(ev, &co, failures);
     if (rc) {
         fprintf(stderr, "hangdx %s: capture failed: %s\n", cmd, strerror(-rc));

@@ -14,7 +14,8 @@
 #define HDX_CLI_CAPTURE_OPTIONS                                                                      \
     {"trace-dir", required_argument, NULL, 'd'}, {"samples", required_argument, NULL, 's'},          \
         {"interval", required_argument, NULL, 'i'}, {"build-timeout", required_argument, NULL, 'b'}, \
-        {"all", no_argument, NULL, 'a'}, {"slurm-job", optional_argument, NULL, 'J'}
+        {"all", no_argument, NULL, 'a'}, {"slurm-job", optional_argument, NULL, 'J'},                 \
+        {"native-lines", no_argument, NULL, 'N'}
 
 typedef struct hdx_cli_capture {
     const char *trace_dir;
@@ -22,6 +23,7 @@ typedef struct hdx_cli_capture {
     long interval_ms;   /* default 250 */
     long build_timeout; /* s, default 1800 */
     int all;
+    int native_lines; /* --native-lines: file:line of native frames (DWARF) */
     int *pids; /* heap, freed by hdx_cli_capture_clear */
     size_t n_pids;
     int slurm;              /* --slurm-job: collect from every node of a Slurm job */

@@ -60,6 +60,8 @@ static void node_argv(const hdx_cli_capture *o, const char *exe, struct node_wor
     argv[i++] = w->interval;
     argv[i++] = "--build-timeout";
     argv[i++] = w->timeout;
+    if (o->native_lines)
+        argv[i++] = "--native-lines";
     if (o->trace_dir) {
         argv[i++] = "--trace-dir";
         argv[i++] = (char *)o->trace_dir;

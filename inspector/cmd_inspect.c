@@ -19,7 +19,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: hangdx inspect [--json] [-o FILE] [-d TRACEDIR] [--samples N] [--interval MS]\n"
-            "                      [--build-timeout SEC] (PID...|--all|--slurm-job [JOBID])\n\n"
+            "                      [--build-timeout SEC] [--native-lines]\n"
+            "                      (PID...|--all|--slurm-job [JOBID])\n\n"
             "Attach to each PID and its descendants, read their native and Python stacks and\n"
             "/proc, find the locks they wait on, and say why they hang: the verdict first,\n"
             "then the evidence. A PID may be a launcher (torchrun, mpirun, srun, hangdx run)\n"
@@ -38,7 +39,10 @@ static void usage(FILE *f)
             "  --samples N         samples to take (default 2); busy vs stuck comes from CPU\n"
             "                      time between samples\n"
             "  --interval MS       time between samples (default 250)\n"
-            "  --build-timeout SEC a build holding its lock longer is a compile_stall (default 1800)\n\n"
+            "  --build-timeout SEC a build holding its lock longer is a compile_stall (default 1800)\n"
+            "  --native-lines      native frames also get their source file:line, from the DWARF\n"
+            "                      of the debug files (/usr/lib/debug): slower, about 0.1 s of\n"
+            "                      CPU per large binary; without it, function and module+offset\n\n"
             "examples:\n"
             "  hangdx inspect 4123                   # a hung rank, or its launcher\n"
             "  hangdx inspect --all                  # every rank on this host\n"

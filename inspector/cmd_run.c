@@ -453,7 +453,7 @@ static int check_job(const char *dir, double quiet_s, int cpu_busy, size_t n_pyt
     else
         fprintf(stderr, "hangdx: no progress for %.0f s; capturing the job's %zu process%s...\n",
                 quiet_s, n, n == 1 ? "" : "es");
-    hdx_capture_options co = {pids, n, 0, dir, 2, 250};
+    hdx_capture_options co = {pids, n, 0, dir, 2, 250, 0};
     if (!(ev = hdx_evidence_new())) {
         rc = -ENOMEM;
         goto fail;

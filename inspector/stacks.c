@@ -343,6 +343,12 @@ static struct {
     hdx_symbolizer *sym;
 } sym_cache[SYM_CACHE];
 static hdx_symcache *sym_shared;
+static int native_lines = 1;
+
+void hdx_stacks_set_native_lines(int on)
+{
+    native_lines = on;
+}
 
 static hdx_symbolizer *symbolizer_for(const hdx_process *p)
 {
@@ -350,7 +356,7 @@ static hdx_symbolizer *symbolizer_for(const hdx_process *p)
         if (sym_cache[i].sym && sym_cache[i].pid == p->pid && sym_cache[i].start_ticks == p->start_ticks)
             return sym_cache[i].sym;
     if (!sym_shared)
-        sym_shared = hdx_symcache_new(); /* NULL: each process on its own */
+        sym_shared = hdx_symcache_new(native_lines); /* NULL: each process on its own, with lines */
     hdx_symbolizer *s = hdx_symbolizer_new_shared(p->pid, sym_shared);
     for (size_t i = 0; s && i < SYM_CACHE; i++)
         if (!sym_cache[i].sym) {

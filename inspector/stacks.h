@@ -32,6 +32,15 @@
 int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms);
 
 /*
+ * Whether hdx_stacks_sample() gives native frames their source file and line
+ * (DWARF, through the debug files in /usr/lib/debug): 1 (the default) or 0,
+ * function names only, without reading any DWARF (symbols.h,
+ * hdx_symcache_new). Takes effect for the symbol cache made after it: set it
+ * before a capture, or after hdx_stacks_forget().
+ */
+void hdx_stacks_set_native_lines(int on);
+
+/*
  * Free the symbolizers that hdx_stacks_sample() keeps per process (pid and
  * start time) so that the samples of one capture read each process's symbols
  * once, and the symbol cache they share (symbols.h: each binary's symbols and

@@ -57,6 +57,7 @@ struct shared_entry {
 };
 
 struct hdx_symcache {
+    int lines; /* look up file:line (DWARF), or function names only */
     struct sym_file *files;
     size_t n_files;
     struct shared_entry *tab; /* open addressing, cap a power of two */
@@ -74,6 +75,7 @@ struct proc_mod {
 
 struct hdx_symbolizer {
     int pid;
+    int lines; /* the shared cache's setting; 1 without one */
     Dwfl *dwfl;
     hdx_symcache *shared; /* borrowed, or NULL */
     struct proc_mod *mods;
@@ -124,9 +126,12 @@ static const Dwfl_Callbacks file_callbacks = {
     .debuginfo_path = &debuginfo_path,
 };
 
-hdx_symcache *hdx_symcache_new(void)
+hdx_symcache *hdx_symcache_new(int lines)
 {
-    return calloc(1, sizeof(hdx_symcache));
+    hdx_symcache *c = calloc(1, sizeof *c);
+    if (c)
+        c->lines = lines;
+    return c;
 }
 
 size_t hdx_symcache_lookups(const hdx_symcache *c)
@@ -171,6 +176,7 @@ hdx_symbolizer *hdx_symbolizer_new_shared(int pid, hdx_symcache *shared)
         return NULL;
     s->pid = pid;
     s->shared = shared;
+    s->lines = shared ? shared->lines : 1;
     s->dwfl = dwfl_begin(&callbacks);
     if (!s->dwfl) {
         free(s);
@@ -215,10 +221,10 @@ static char *clean_name(const char *name)
     return d;
 }
 
-/* Function, file and line of addr in mod (an address of mod's session),
- * into r: the one place that asks libdwfl, and where a module's symbol
- * table and DWARF get read. */
-static void resolve(Dwfl_Module *mod, Dwarf_Addr addr, struct sym_result *r)
+/* Function, and with lines file and line, of addr in mod (an address of mod's
+ * session), into r: the one place that asks libdwfl, and where a module's
+ * symbol table and (with lines) DWARF get read. */
+static void resolve(Dwfl_Module *mod, Dwarf_Addr addr, int lines, struct sym_result *r)
 {
     r->rc = -ENOENT;
     GElf_Off off = 0;
@@ -228,7 +234,7 @@ static void resolve(Dwfl_Module *mod, Dwarf_Addr addr, struct sym_result *r)
         r->function = clean_name(name);
         r->rc = 0;
     }
-    Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
+    Dwfl_Line *line = lines ? dwfl_module_getsrc(mod, addr) : NULL;
     if (line) {
         int lineno = 0;
         const char *src = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
@@ -394,7 +400,7 @@ static void resolve_shared(hdx_symcache *c, size_t file, uint64_t faddr, struct 
     }
     const struct sym_file *f = &c->files[file];
     c->lookups++;
-    resolve(f->mod, faddr + f->bias, r);
+    resolve(f->mod, faddr + f->bias, c->lines, r);
     if (!e)
         return;
     if (result_copy(&e->r, r) < 0) {
@@ -424,7 +430,7 @@ static void lookup(hdx_symbolizer *s, Dwarf_Addr addr, struct sym_entry *e)
     if (pm && pm->file >= 0)
         resolve_shared(s->shared, (size_t)pm->file, addr - pm->bias, &e->r);
     else
-        resolve(mod, addr, &e->r);
+        resolve(mod, addr, s->lines, &e->r);
 out:
     cur_sym = NULL;
 }

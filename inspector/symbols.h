@@ -27,11 +27,14 @@ typedef struct hdx_symcache hdx_symcache;
  * that binary's symbol table and DWARF (through /usr/lib/debug, as a
  * per-process symbolizer would) the first time an address in it is looked
  * up, and keeps every result: an address one process resolved costs the
- * next process no libdwfl lookup. The caller owns it; free it with
- * hdx_symcache_free after every symbolizer that uses it. NULL with errno
- * ENOMEM.
+ * next process no libdwfl lookup. With lines 0 no DWARF is read and frames
+ * get function names only (file NULL, line 0): a debug file's DWARF is
+ * mostly compressed, and inflating it is most of the time a lookup takes
+ * (python3.11's, with python3.11-dbg: about 0.1 s of CPU, zlib). The caller
+ * owns it; free it with hdx_symcache_free after every symbolizer that uses
+ * it. NULL with errno ENOMEM.
  */
-hdx_symcache *hdx_symcache_new(void);
+hdx_symcache *hdx_symcache_new(int lines);
 
 /*
  * How many addresses the cache resolved through libdwfl (symbol table and
@@ -48,8 +51,9 @@ void hdx_symcache_free(hdx_symcache *c);
 
 /*
  * A symbolizer for the memory map of live process pid, resolving through
- * shared (borrowed: it must outlive the symbolizer) or, when shared is NULL,
- * on its own, with a libdwfl session of its own for every module. Modules
+ * shared (borrowed: it must outlive the symbolizer; its lines setting holds
+ * for every module) or, when shared is NULL, on its own, with a libdwfl
+ * session of its own for every module, and lines. Modules
  * that are no openable file with an identity (the vDSO, a deleted file) are
  * always resolved per process. Results are the same either way. NULL with
  * errno set: ESRCH (no such process), EACCES/EPERM (its maps cannot be
@@ -61,8 +65,9 @@ hdx_symbolizer *hdx_symbolizer_new_shared(int pid, hdx_symcache *shared);
 hdx_symbolizer *hdx_symbolizer_new(int pid);
 
 /*
- * Fill f->function, f->file, f->line, f->module and f->offset for f->pc
- * (heap strings, owned by f afterwards). The function name is demangled and
+ * Fill f->function, f->file, f->line (not without lines: see
+ * hdx_symcache_new), f->module and f->offset for f->pc (heap strings, owned
+ * by f afterwards). The function name is demangled and
  * loses its symbol version ("@GLIBC_2.2.5") and LTO suffix (".lto_priv.0").
  * For a return address (every frame but the innermost, and not the one
  * interrupted by a signal frame) pass is_return = 1: the lookup

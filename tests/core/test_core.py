@@ -109,7 +109,7 @@ def compare(label, live, post, tids):
 def live_vs_gcore(label, python, minor, mk, tmp):
     proc, tids = td.start_park(python, tmp)
     try:
-        live, _ = td.dump_json(proc.pid)
+        live, _ = td.dump_json(proc.pid, "--native-lines")  # the core gives file:line too
         core = gcore(proc.pid, tmp)
     finally:
         td.stop_park(proc)

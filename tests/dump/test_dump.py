@@ -352,9 +352,28 @@ def check_python_only(proc, tids, full):
 
 def check_text(proc):
     r = dump(proc.pid)
-    for name in ("middle", "outer", "leaf_wait", "spin", "clock_nanosleep|select"):
+    for name in ("middle", "outer", "leaf_wait", "spin", "clock_nanosleep|__select|select"):
         check(re.search(r"\b(%s)\b" % name, r.stdout), "text dump does not name %s:\n%s" % (name, r.stdout[:2000]))
     check(str(proc.pid) in r.stdout, "text dump does not name PID %d" % proc.pid)
+
+
+def check_native_lines(proc, tids):
+    """Native frames: function and module+offset only by default; --native-lines adds file:line
+    from DWARF (libc's from libc6-dbg, which scripts/setup installs), with the same functions."""
+    plain, _ = dump_json(proc.pid)
+    lined, _ = dump_json(proc.pid, "--native-lines")
+    def natives(p):
+        t = {t["tid"]: t for t in p["threads"]}[tids["main"]]  # in its sleep
+        return [f for f in t["frames"] if f["kind"] == "native"]
+    a, b = natives(plain), natives(lined)
+    check(a and all(f.get("file") is None and f.get("line") is None for f in a),
+          "native frames without --native-lines have no file:line: %s" % [(fn(f), f.get("file")) for f in a])
+    check([fn(f) for f in a] == [fn(f) for f in b], "--native-lines changes the native functions: %s vs %s"
+          % ([fn(f) for f in a], [fn(f) for f in b]))
+    libc = [f for f in b if os.path.basename(f.get("module") or "").startswith("libc.so")]
+    check(libc and all(f["file"].endswith((".c", ".h")) and f["line"] > 0 for f in libc),
+          "--native-lines: libc frames with file:line (libc6-dbg): %s"
+          % [(fn(f), f.get("file"), f.get("line")) for f in b])
 
 
 def check_left_running(proc):
@@ -376,6 +395,7 @@ def run_one(label, python, minor, mk, text_once):
             check_python_only(proc, tids, full)
             if text_once:
                 check_text(proc)
+                check_native_lines(proc, tids)
             check_left_running(proc)
             extra = " max_stop_us=%s" % full["max_stop_us"] if "max_stop_us" in full else ""
             return "stopped_us=%d%s%s" % (full["stopped_us"], extra, note)

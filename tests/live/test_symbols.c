@@ -132,7 +132,7 @@ static void check_pair(char *const *argv[2], char *const env[], const char *what
         CHECK(n[i] >= 3, "%s: %zu native frames in process %d", what, n[i], lp[i].pid);
     }
 
-    hdx_symcache *c = hdx_symcache_new();
+    hdx_symcache *c = hdx_symcache_new(1);
     CHECK(c, "hdx_symcache_new");
     hdx_symbolizer *s0 = hdx_symbolizer_new_shared(lp[0].pid, c);
     CHECK(s0, "shared symbolizer: %s", strerror(errno));
