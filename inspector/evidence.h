@@ -97,7 +97,9 @@ typedef struct hdx_process {
     int progressing;       /* 1 CPU time grew across samples, 0 not, HDX_UNKNOWN */
     int stack_changed;     /* 1 the main thread's stack differs between the first and the last
                               sample, 0 the same, HDX_UNKNOWN (one stack sample) */
-    int64_t stopped_us;    /* total time its threads were stopped, microseconds, or HDX_UNKNOWN */
+    int64_t stopped_us;    /* total time its threads were stopped, microseconds, or HDX_UNKNOWN: each
+                              stop from the interrupt to the detach, less the time the thread ran or
+                              waited for a CPU before it stopped (stacks.c, stop_ns) */
     int64_t max_stop_us;   /* longest single thread stop, microseconds (meaningful when stopped_us is known) */
     int alive;             /* 1 running now, 0 gone, HDX_UNKNOWN */
     int read_error;        /* 0, or a negative errno: what could not be read (see notes) */

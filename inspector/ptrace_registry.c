@@ -158,8 +158,7 @@ int hdx_ptrace_seize(int pid, int tid, unsigned long options, int *tracer)
 
 int hdx_ptrace_wait_stop(int tid, int timeout_ms, int *status)
 {
-    int64_t deadline = hdx_mono_ns() + (int64_t)timeout_ms * 1000000;
-    long spin = 0;
+    int64_t start = hdx_mono_ns(), deadline = start + (int64_t)timeout_ms * 1000000;
     for (;;) {
         int st = 0;
         pid_t r = wait_tid(tid, &st);
@@ -185,13 +184,15 @@ int hdx_ptrace_wait_stop(int tid, int timeout_ms, int *status)
             }
             return -errno;
         }
-        if (hdx_mono_ns() >= deadline)
+        int64_t now = hdx_mono_ns();
+        if (now >= deadline)
             return 0;
-        /* Most stops arrive within microseconds: yield first, then sleep. */
-        if (spin++ < 50) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 200 * 1000};
+        /* Most stops arrive within microseconds: ask again at once for the first 100 us, then
+         * sleep 50 us between asks, leaving the CPU to the thread that has to stop. Not
+         * sched_yield(): on a loaded machine that hands the CPU to every runnable task
+         * before hangdx sees the stop, and the thread stays stopped meanwhile. */
+        if (now - start >= 100000) {
+            struct timespec ts = {0, 50 * 1000};
             nanosleep(&ts, NULL);
         }
     }
