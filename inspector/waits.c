@@ -38,6 +38,11 @@ static const struct signature {
     {HDX_FRAME_NATIVE, "ncclProxyProgress", NULL, HDX_WAIT_SERVICE, "NCCL proxy", NULL},
     {HDX_FRAME_NATIVE, "c10d::detail::LibUVStoreDaemon::run", NULL, HDX_WAIT_SERVICE, "TCPStore server", NULL},
     {HDX_FRAME_NATIVE, "c10d::detail::TCPStoreMasterDaemon::run", NULL, HDX_WAIT_SERVICE, "TCPStore server", NULL},
+    /* A gloo worker thread runs the rank's async collectives (AsyncWork::execute under
+     * ProcessGroupGloo::runLoop) and waits in UnboundBuffer::waitSend/waitRecv there, while
+     * the calling thread waits in Work::wait: the worker must not read as a p2p wait of
+     * the rank (gloo's send/recv wait in the calling thread, RecvWork/SendWork below). */
+    {HDX_FRAME_NATIVE, "ProcessGroupGloo::AsyncWork::execute", NULL, HDX_WAIT_SERVICE, "gloo worker", NULL},
 
     /* Build locks: a FileBaton waiter polls forever. */
     {HDX_FRAME_PYTHON, "FileBaton.wait", "torch/utils/file_baton.py", HDX_WAIT_BUILD_LOCK, "FileBaton.wait", NULL},

@@ -433,8 +433,50 @@ static void comm_init_wording(void)
     hdx_evidence_free(ev);
 }
 
+/* A gloo worker thread running an async collective: waitSend under AsyncWork::execute
+ * under ProcessGroupGloo::runLoop (as `hangdx dump` shows a gloo rank in all_reduce). */
+static void gloo_worker(hdx_process *p)
+{
+    hdx_thread *w = hdx_process_add_thread(p);
+    w->tid = p->pid + 5;
+    w->state = 'S';
+    w->syscall = 202;
+    outer_frame(w, HDX_FRAME_NATIVE, "gloo::transport::tcp::UnboundBuffer::waitSend(int*, std::chrono::duration<long, "
+                                     "std::ratio<1l, 1000l> >)", NULL);
+    outer_frame(w, HDX_FRAME_NATIVE, "c10d::ProcessGroupGloo::AsyncWork::execute(c10::intrusive_ptr<...>)", NULL);
+    outer_frame(w, HDX_FRAME_NATIVE, "c10d::ProcessGroupGloo::runLoop(int)", NULL);
+}
+
+/* Ranks 0-1 in all_reduce with their gloo workers in waitSend, rank 2 elsewhere: the
+ * workers are service threads, not p2p waits, whether or not the main threads' stacks
+ * were read (once, with none read, the verdict was p2p_mismatch). */
+static void gloo_worker_is_no_p2p(void)
+{
+    for (int read = 1; read >= 0; read--) {
+        hdx_evidence *ev = evidence(2);
+        for (int r = 0; r < 2; r++) {
+            hdx_process *p = rank_in(ev, 700 + r, r, 3, "29501", "all_reduce", C10D, 1541);
+            if (!read) { /* its stack was not read */
+                hdx_frame_clear(&p->threads[0].frames[0]);
+                p->threads[0].n_frames = 0;
+            }
+            gloo_worker(p);
+        }
+        rank_in(ev, 702, 2, 3, "29501", "skip_and_sleep", "/t/hangs.py", 149);
+        hdx_verdict v = {0};
+        CHECK(hdx_classify(ev, &v) == 0);
+        CHECK(v.cls != HDX_CLASS_P2P_MISMATCH);
+        CHECK(ev->procs[0].threads[1].wait && !strcmp(ev->procs[0].threads[1].wait, "service"));
+        if (read)
+            CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 2);
+        hdx_verdict_clear(&v);
+        hdx_evidence_free(ev);
+    }
+}
+
 int main(void)
 {
+    gloo_worker_is_no_p2p();
     gpu_stuck_wording();
     comm_init_wording();
     multi_host_names_host();
