@@ -1,5 +1,6 @@
 #include "redact.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,7 +90,7 @@ static int redact_frames(hdx_frame *f, size_t nf, const struct secret *sec, size
     return count;
 }
 
-int hdx_redact_env_values(hdx_process *p)
+static int redact_env_values(hdx_process *p)
 {
     char path[64];
     size_t len = 0;
@@ -134,5 +135,58 @@ int hdx_redact_env_values(hdx_process *p)
 out:
     free(sec);
     free(buf);
+    return oom ? -ENOMEM : count;
+}
+
+/* 1 when a command-line option's name (without its dashes, up to '=') says its value is a
+ * secret: "--hf-token", "--api_key", "--password". */
+static int secret_option(const char *arg, size_t len)
+{
+    char name[64];
+    if (len >= sizeof name)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        name[i] = arg[i] == '-' ? '_' : (char)toupper((unsigned char)arg[i]);
+    name[len] = 0;
+    return secret_name(name);
+}
+
+/* The values of command-line options whose names say they are secrets, and that are not
+ * values of the environment (those went first, named after their variable). */
+static int redact_options(hdx_process *p, int *oom)
+{
+    int count = 0;
+    for (size_t i = 0; i < p->n_cmdline; i++) {
+        const char *a = p->cmdline[i];
+        if (a[0] != '-')
+            continue;
+        const char *name = a + strspn(a, "-");
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        if (!len || !secret_option(name, len))
+            continue;
+        size_t at = eq ? i : i + 1;
+        const char *value = eq ? eq + 1 : at < p->n_cmdline ? p->cmdline[at] : NULL;
+        if (!value || (!eq && value[0] == '-') || !strncmp(value, "<redacted", 9) || !worth_hiding(value, p))
+            continue;
+        char *r = eq ? hdx_asprintf("%.*s=<redacted>", (int)(eq - a), a)
+                     : hdx_asprintf("<redacted: value of %s>", a);
+        if (!r) {
+            *oom = 1;
+            return count;
+        }
+        free(p->cmdline[at]);
+        p->cmdline[at] = r;
+        count++;
+    }
+    return count;
+}
+
+int hdx_redact_secrets(hdx_process *p)
+{
+    int count = redact_env_values(p), oom = 0;
+    if (count < 0)
+        return count;
+    count += redact_options(p, &oom);
     return oom ? -ENOMEM : count;
 }

@@ -67,8 +67,8 @@ int hdx_sample_stacks(hdx_process *p, hdx_evidence *ev, unsigned flags)
         if (r == -ENOMEM)
             return r;
     }
-    /* Locals and the command line may hold other environment values: they stay here. */
-    if (hdx_redact_env_values(p) == -ENOMEM)
+    /* Locals and the command line may hold other environment values and secrets: they stay here. */
+    if (hdx_redact_secrets(p) == -ENOMEM)
         return -ENOMEM;
     return rc;
 }

@@ -621,6 +621,7 @@ def case_perms(tmp):
 
 
 ENV_SECRETS = {"SECRET_TOKEN": "tok-9f8e7d6c5b4a", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMIK7MDENGbPxRfiCYzz"}
+CLI_SECRETS = ("hunter2-of-the-cli", "sk-abcdef0123456789")
 ENV_ALLOWED = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "3", "MASTER_ADDR": "10.9.8.7", "MASTER_PORT": "29511"}
 
 ENV_TARGET = r"""
@@ -644,8 +645,11 @@ def case_env(tmp):
     env.update(ENV_SECRETS)
     env.update(ENV_ALLOWED)
     env["CONDA_DEFAULT_ENV"] = "pytorch-env"  # no secret in its name: only exact copies go
-    # the token on the command line too, as launch scripts pass it on
-    p, _ = start([PY, script, "--hf-token", ENV_SECRETS["SECRET_TOKEN"]], env=env, cwd=tmp)
+    # the token on the command line too, as launch scripts pass it on; and secrets that are no
+    # environment value, after options whose names say so (a path and a short value stay)
+    p, _ = start([PY, script, "--hf-token", ENV_SECRETS["SECRET_TOKEN"], "--password", CLI_SECRETS[0],
+                  "--api-key=" + CLI_SECRETS[1], "--key-file", "/etc/ssl/key.pem", "--auth", "basic"],
+                 env=env, cwd=tmp)
     try:
         outs = {}
         for name, cmd in (("snapshot", ["snapshot", "--samples", "1"]),
@@ -656,14 +660,16 @@ def case_env(tmp):
             r = hangdx(*(cmd + [p.pid]))
             check(r.returncode == 0, "%s: status %d; stderr:\n%s" % (name, r.returncode, r.stderr))
             outs[name] = r.stdout
-            for var, val in ENV_SECRETS.items():
+            for var, val in list(ENV_SECRETS.items()) + [("--password", CLI_SECRETS[0]), ("--api-key", CLI_SECRETS[1])]:
                 check(val not in r.stdout and val not in r.stderr, "%s leaks %s's value" % (name, var))
         for name in ("snapshot", "inspect --json"):
             proc = [q for q in json.loads(outs[name])["processes"] if q["pid"] == p.pid][0]
             check(proc["env"] == ENV_ALLOWED, "%s keeps the allowed variables: %s" % (name, proc["env"]))
             check(proc["rank"] == 3 and proc["world_size"] == 4, "%s rank 3 of 4" % name)
-            check(proc["cmdline"] == [PY, script, "--hf-token", "<redacted: value of $SECRET_TOKEN>"],
-                  "%s: the command line's token is redacted, the rest kept: %s" % (name, proc["cmdline"]))
+            check(proc["cmdline"] == [PY, script, "--hf-token", "<redacted: value of $SECRET_TOKEN>", "--password",
+                                      "<redacted: value of --password>", "--api-key=<redacted>", "--key-file",
+                                      "/etc/ssl/key.pem", "--auth", "basic"],
+                  "%s: the command line's secrets are redacted, the rest kept: %s" % (name, proc["cmdline"]))
         # the locals that held the secrets are there, their values redacted
         d = outs["dump --locals --json"]
         frames = [f for q in json.loads(d)["processes"] for t in q["threads"] for f in t["frames"]
