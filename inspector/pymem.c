@@ -136,13 +136,31 @@ int hdx_pymaps_parse(const char *text, hdx_pymap **maps, size_t *n)
         const char *nl = strchr(line, '\n');
         size_t len = nl ? (size_t)(nl - line) : strlen(line);
         const char *next = nl ? nl + 1 : NULL;
-        uint64_t start, end, off;
-        char perms[8] = {0};
-        int consumed = 0;
-        /* start-end perms offset dev inode [path]; sscanf stops at the line's end (a newline
-         * is whitespace to %*s, so the path is cut at len below, not by sscanf) */
-        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s%n", &start, &end, perms, &off,
-                   &consumed) < 4 || consumed <= 0 || (size_t)consumed > len) {
+        /* start-end perms offset dev inode [path], parsed within the line: sscanf would take
+         * strlen of the whole rest of the text for every line (1700 lines for a torch rank) */
+        const char *stop = line + len, *p = line;
+        char *e;
+        uint64_t start = strtoull(p, &e, 16), end = 0, off = 0;
+        int ok = e != p && e < stop && *e == '-';
+        if (ok) {
+            end = strtoull(p = e + 1, &e, 16);
+            ok = e != p && stop - e > 6 && e[0] == ' ' && e[5] == ' ';
+        }
+        char perms[5] = {0};
+        if (ok) {
+            memcpy(perms, e + 1, 4);
+            off = strtoull(p = e + 6, &e, 16);
+            ok = e != p && e < stop && *e == ' ';
+        }
+        for (int field = 0; ok && field < 2; field++) { /* dev, inode */
+            while (e < stop && *e == ' ')
+                e++;
+            const char *f = e;
+            while (e < stop && *e != ' ')
+                e++;
+            ok = e > f;
+        }
+        if (!ok) {
             line = next;
             continue;
         }
@@ -154,9 +172,8 @@ int hdx_pymaps_parse(const char *text, hdx_pymap **maps, size_t *n)
         m->start = start;
         m->end = end;
         m->offset = off;
-        perms[4] = 0;
         memcpy(m->perms, perms, 5); /* "rwxp" and its NUL */
-        const char *p = line + consumed, *stop = line + len;
+        p = e;
         while (p < stop && (*p == ' ' || *p == '\t'))
             p++;
         if (p < stop && !(m->path = strndup(p, (size_t)(stop - p)))) {
