@@ -33,9 +33,11 @@ static void usage(FILE *f)
             "~/.cache/torch_extensions, and at the locks named in the traces of -d.\n\n"
             "  --json              print only JSON ({\"schema\":\"" LOCKS_SCHEMA "\",\"locks\":[...]})\n"
             "  -d, --trace-dir DIR a hangdx trace directory: tells who created each lock\n"
-            "  --clean-stale       delete the locks proven stale: their creator is dead by the trace\n"
+            "  --clean-stale       delete the locks proven stale: their creator is dead by the trace,\n"
+            "                      no process the trace saw waiting on one still lives, and none\n"
+            "                      that its creator started still runs (stop those first)\n"
             "  --force             with --clean-stale, also delete every lock that no process on\n"
-            "                      this host holds or has open (creator unknown)\n\n"
+            "                      this host holds or has open (creator unknown, waiters alive)\n\n"
             "Only your own regular lock files are deleted, with or without --force (never a\n"
             "symbolic link or another user's file), and a trace is trusted only from your own\n"
             "processes, in a directory only you can write; the rest is listed as not deleted.\n\n"
@@ -117,8 +119,19 @@ static int own_regular_file(const char *path, struct stat *st, char *buf, size_t
     return 1;
 }
 
-/* Is l deletable? 1 yes; *why says why not. */
-static int deletable(const hdx_lock *l, int force, const char **why)
+/* Processes of this host that the trace saw waiting on l and that still live. */
+static size_t live_waiters(const hdx_lock *l)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->n_waiters; i++) {
+        char st = l->waiters[i].host ? 0 : hdx_proc_state(l->waiters[i].pid);
+        n += st && st != 'Z' && st != 'X';
+    }
+    return n;
+}
+
+/* Is l deletable? 1 yes; *why (in buf when formatted) says why not. */
+static int deletable(const hdx_lock *l, int force, char *buf, size_t size, const char **why)
 {
     if (l->exists != 1) {
         *why = "gone";
@@ -128,11 +141,23 @@ static int deletable(const hdx_lock *l, int force, const char **why)
         *why = "held";
         return 0;
     }
-    if (!force) {
-        if (l->state != HDX_LOCK_STALE || !l->has_creator || l->creator_alive != 0) {
-            *why = l->has_creator ? "creator not proven dead" : "creator unknown (no trace); --force deletes it";
-            return 0;
-        }
+    if (force)
+        return 1;
+    if (l->state != HDX_LOCK_STALE || !l->has_creator || l->creator_alive != 0) {
+        *why = l->has_creator ? "creator not proven dead" : "creator unknown (no trace); --force deletes it";
+        return 0;
+    }
+    /* The remedy's order: a waiter that wakes up loads a half-built module, and a compiler the
+     * dead creator started still writes into the build directory. */
+    size_t waiting = live_waiters(l);
+    if (waiting || l->creator_children) {
+        snprintf(buf, size, "%s%s%s: stop %s first (--force deletes it anyway)",
+                 waiting ? "a process still waits on it" : "",
+                 waiting && l->creator_children ? " and " : "",
+                 l->creator_children ? "processes its creator started still run" : "",
+                 waiting && l->creator_children ? "them" : waiting ? "the waiters" : "those processes");
+        *why = buf;
+        return 0;
     }
     return 1;
 }
@@ -248,11 +273,11 @@ int hdx_cmd_locks(int argc, char **argv)
     for (size_t i = 0; clean && i < ev->n_locks; i++) {
         const hdx_lock *l = &ev->locks[i];
         const char *why = NULL;
-        char whybuf[128];
+        char whybuf[192];
         struct stat st1, st2;
         /* Only a regular file of the invoking user, with or without --force: a lock file of
          * another user, or a link to one, is never ours to delete. */
-        if (!deletable(l, force, &why) ||
+        if (!deletable(l, force, whybuf, sizeof whybuf, &why) ||
             (l->exists == 1 && !own_regular_file(l->path, &st1, whybuf, sizeof whybuf, &why))) {
             if (l->exists == 1)
                 fprintf(stderr, "hangdx locks: not deleted: %s: %s\n", l->path, why);

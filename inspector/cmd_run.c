@@ -77,10 +77,10 @@ static void usage(FILE *f)
             "--on-hang kill ended it. SIGINT, SIGTERM and SIGHUP sent to hangdx are passed on\n"
             "to COMMAND.\n\n"
             "examples:\n"
-            "  hangdx run -d traces/ -- torchrun --nproc-per-node 8 pretrain.py --tp 2\n"
+            "  hangdx run -d traces/ -- torchrun --nproc_per_node 8 pretrain.py --tp 2\n"
             "  srun hangdx run -d /shared/traces/$SLURM_JOB_ID -- python train.py\n"
             "  hangdx run -- python -c 'import my_ext'   # traces into ./hangdx-<date>-<time>/\n"
-            "  hangdx run --hang-timeout 600 -d hang/ -- torchrun --nproc-per-node 8 train.py\n"
+            "  hangdx run --hang-timeout 600 -d hang/ -- torchrun --nproc_per_node 8 train.py\n"
             "  srun hangdx run --hang-timeout 900 --on-hang kill -d /shared/hang/$SLURM_JOB_ID \\\n"
             "       -- python train.py        # the report survives the job\n");
 }

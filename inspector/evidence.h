@@ -139,6 +139,8 @@ typedef struct hdx_lock {
     int creator_pid;
     int creator_rank;
     int creator_alive;      /* 1, 0, HDX_UNKNOWN */
+    int creator_children;   /* processes a dead creator started (by the trace) that still run on
+                               this host: a build may still write into its directory */
     int64_t created_ns;     /* from the trace's acquire event, HDX_UNKNOWN */
     char *source;           /* how it was found: "trace", "syscall watch", "blocked fd", "well-known place" */
     hdx_waiter *waiters;

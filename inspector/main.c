@@ -31,11 +31,11 @@ static void usage(FILE *f)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].what);
     fprintf(f, "\nexamples:\n"
-               "  hangdx run -d traces/ -- torchrun --nproc-per-node 8 pretrain.py\n"
+               "  hangdx run -d traces/ -- torchrun --nproc_per_node 8 pretrain.py\n"
                "  hangdx inspect 4123             # a hung rank or its launcher\n"
                "  hangdx snapshot --all -o snap-$(hostname).json\n"
                "  hangdx analyze snap-*.json traces/  # after the job is gone\n"
-               "  hangdx locks --clean-stale ~/.cache/torch_extensions\n"
+               "  hangdx locks -d traces/ --clean-stale   # delete what the trace proves stale\n"
                "  hangdx dump --locals 4123        # every thread, Python and native\n\n"
                "'hangdx COMMAND --help' tells more about each.\n");
 }

@@ -758,9 +758,10 @@ static int started_by(const hdx_trace_set *set, size_t i, int pid)
     return 0;
 }
 
-/* A dead builder's children that still run (ninja, a compiler), named in a note: they may
- * still write into the build directory, so they must be stopped before the lock goes. */
-static int note_leftovers(const hdx_trace_set *set, size_t creator, const hdx_lock *l, hdx_evidence *ev)
+/* A dead builder's children that still run (ninja, a compiler), counted in
+ * l->creator_children and named in a note: they may still write into the build directory,
+ * so they must be stopped before the lock goes. */
+static int note_leftovers(const hdx_trace_set *set, size_t creator, hdx_lock *l, hdx_evidence *ev)
 {
     const char *boot = hdx_proc_boot_id();
     char list[512] = "";
@@ -776,6 +777,7 @@ static int note_leftovers(const hdx_trace_set *set, size_t creator, const hdx_lo
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%s (pid %d)", n ? ", " : "", name, img->pid);
         n++;
     }
+    l->creator_children = (int)n;
     if (!n)
         return 0;
     return hdx_evidence_note(ev, "%s: its creator (pid %d) is gone, but %zu process%s it started still run%s: %s — "

@@ -11,13 +11,16 @@ check() { # check DESCRIPTION COMMAND...
 
 T=$(mktemp -d /tmp/hdx-test-clean-XXXXXX)
 holder=
-cleanup() { [ -n "$holder" ] && kill "$holder" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
+waiter=
+cleanup() { [ -n "$holder" ] && kill "$holder" 2>/dev/null; [ -n "$waiter" ] && kill "$waiter" 2>/dev/null
+            wait 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
 T=$(cd "$T" && pwd -P)
 export HOME="$T/home"            # keep the user's own ~/.cache/torch_extensions out of it
 unset TORCH_EXTENSIONS_DIR
-mkdir -p "$HOME" "$T/b/dead_ext" "$T/b/unknown_ext" "$T/b/held_ext" "$T/traces"
+mkdir -p "$HOME" "$T/b/dead_ext" "$T/b/unknown_ext" "$T/b/held_ext" "$T/b/waited_ext" "$T/traces"
 : >"$T/b/dead_ext/lock"
+: >"$T/b/waited_ext/lock"
 : >"$T/b/unknown_ext/lock"
 : >"$T/b/held_ext/lock"
 
@@ -37,6 +40,22 @@ cat >"$T/traces/$(hostname)-$dead.jsonl" <<JSON
 {"type":"acquire","t":1700000001000000000,"tid":$dead,"path":"$T/b/dead_ext/lock","fd":5}
 JSON
 
+# waited_ext/lock: made by another dead pid, and a live process (a sleep standing for a rank)
+# polls it: --clean-stale must leave it until the waiter is stopped.
+dead2=4194302
+sleep 60 &
+waiter=$!
+wstart=$(awk '{print $22}' /proc/$waiter/stat)
+cat >"$T/traces/$(hostname)-$dead2.jsonl" <<JSON
+{"schema":"hangdx.trace/1","type":"header","t":1700000000000000000,"pid":$dead2,"ppid":1,"host":"$(hostname)","boot_id":"$boot","start_time":43,"cwd":"$T","exe":"/usr/bin/python3","argv":["python3","train.py"],"env":{"RANK":"0"}}
+{"type":"acquire","t":1700000001000000000,"tid":$dead2,"path":"$T/b/waited_ext/lock","fd":5}
+JSON
+cat >"$T/traces/$(hostname)-$waiter.jsonl" <<JSON
+{"schema":"hangdx.trace/1","type":"header","t":1700000000000000000,"pid":$waiter,"ppid":1,"host":"$(hostname)","boot_id":"$boot","start_time":$wstart,"cwd":"$T","exe":"/usr/bin/python3","argv":["python3","train.py"],"env":{"RANK":"1"}}
+{"type":"wait","t":1700000002000000000,"tid":$waiter,"path":"$T/b/waited_ext/lock","how":"stat","polls":40,"since":1700000002000000000}
+JSON
+chmod 600 "$T/traces/"*.jsonl
+
 # 1. listing, JSON only on stdout
 out=$("$HANGDX" locks --json -d "$T/traces" "$T/b" 2>"$T/err"); rc=$?
 check "locks --json exits 0 (got $rc)" test $rc -eq 0
@@ -46,7 +65,8 @@ import json, sys
 doc = json.loads(sys.argv[1]); T = sys.argv[2]; holder = int(sys.argv[3]); dead = int(sys.argv[4])
 assert doc["schema"] == "hangdx.locks/1", doc
 locks = {l["path"]: l for l in doc["locks"]}
-assert set(locks) == {f"{T}/b/dead_ext/lock", f"{T}/b/unknown_ext/lock", f"{T}/b/held_ext/lock"}, locks
+assert set(locks) == {f"{T}/b/dead_ext/lock", f"{T}/b/unknown_ext/lock", f"{T}/b/held_ext/lock",
+                      f"{T}/b/waited_ext/lock"}, locks
 d = locks[f"{T}/b/dead_ext/lock"]
 assert d["state"] == "stale" and d["kind"] == "baton", d
 assert d["created_by"] == {"pid": dead, "rank": 0, "alive": False, "at": d["created_by"]["at"]}, d
@@ -61,7 +81,7 @@ PYEOF
 
 # 2. text listing
 "$HANGDX" locks "$T/b" >"$T/out" 2>/dev/null
-check "text: one line per lock" test "$(grep -cE '^(held|stale|free) ' "$T/out")" -eq 3
+check "text: one line per lock" test "$(grep -cE '^(held|stale|free) ' "$T/out")" -eq 4
 check "text: the held lock names its holder" grep -q "^held .*held_ext/lock.*holder pid $holder" "$T/out"
 
 # 3. --clean-stale: only the lock whose creator the trace shows dead
@@ -72,6 +92,12 @@ check "--clean-stale keeps unknown_ext/lock" test -e "$T/b/unknown_ext/lock"
 check "--clean-stale keeps held_ext/lock" test -e "$T/b/held_ext/lock"
 check "--clean-stale says what it deleted" grep -q "deleted $T/b/dead_ext/lock" "$T/err"
 check "--clean-stale warns about other nodes" grep -q "another node" "$T/err"
+check "--clean-stale keeps waited_ext/lock, whose waiter lives" test -e "$T/b/waited_ext/lock"
+check "--clean-stale says to stop the waiter first" \
+    grep -q "not deleted: $T/b/waited_ext/lock: a process still waits on it: stop the waiters first" "$T/err"
+kill "$waiter"; wait "$waiter" 2>/dev/null; waiter=
+"$HANGDX" locks -d "$T/traces" --clean-stale "$T/b" >"$T/out" 2>"$T/err"; rc=$?
+check "--clean-stale deletes waited_ext/lock once its waiter is gone (rc $rc)" test ! -e "$T/b/waited_ext/lock"
 
 # 4. --force: also the unheld lock, never the held one
 "$HANGDX" locks --clean-stale --force "$T/b" >"$T/out" 2>"$T/err"; rc=$?
