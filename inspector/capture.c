@@ -38,8 +38,8 @@ static int add_process(hdx_evidence *ev, int pid)
         if (hdx_proc_denied(pid, denied, sizeof denied) > 0)
             hdx_evidence_note(ev, "/proc/%d: %s (it belongs to uid %d, hangdx runs as uid %d) — what follows "
                                   "comes from what /proc still shows: command line, state, threads, CPU time; "
-                                  "run hangdx as that user or as root for the rest",
-                              pid, denied, uid, (int)geteuid());
+                                  "for the rest, %s",
+                              pid, denied, uid, (int)geteuid(), hdx_proc_access_advice());
         else
             hdx_evidence_note(ev, "cannot read /proc/%d: permission denied — run as the same user or as root", pid);
     }
@@ -174,6 +174,11 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
 
     /* Reading a process is its first sample (hdx_proc_read). */
     for (size_t i = 0; i < o->n_pids; i++) {
+        if (hdx_proc_is_kernel_thread(o->pids[i])) {
+            hdx_evidence_note(ev, "process %d is a kernel thread: it has no user-space stacks to inspect",
+                              o->pids[i]);
+            continue;
+        }
         rc = add_tree(ev, o->pids[i], NULL);
         if (rc == -ESRCH)
             hdx_evidence_note(ev, "no process %d", o->pids[i]);

@@ -1,10 +1,13 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "capture.h"
 #include "hangdx/report.h"
@@ -107,6 +110,34 @@ int hdx_cli_capture_pids(const char *cmd, int argc, char **argv, hdx_cli_capture
     return 0;
 }
 
+int hdx_cli_check_output(const char *cmd, const char *what, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "hangdx %s: cannot write the %s to %s: it is a directory — give a file in it, "
+                        "e.g. -o %s/%s-$(hostname).json\n", cmd, what, path, path, what);
+        return -1;
+    }
+    char *tmp = hdx_asprintf("%s.tmp.%d", path, (int)getpid());
+    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) : -1;
+    int e = fd < 0 ? (tmp ? errno : ENOMEM) : 0;
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+        if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
+            e = errno; /* written in place: the file itself must be writable */
+    }
+    free(tmp);
+    if (!e)
+        return 0;
+    fprintf(stderr, "hangdx %s: cannot write the %s to %s: %s — %s; nothing was captured\n", cmd, what, path,
+            strerror(e),
+            e == ENOENT ? "its directory does not exist: create it, or choose another -o FILE"
+            : e == EACCES || e == EROFS ? "it or its directory is not writable: choose another -o FILE"
+                                        : "choose another -o FILE");
+    return -1;
+}
+
 int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture *o, int *failures)
 {
     hdx_capture_options co = {o->pids,    o->n_pids,         o->all,
@@ -128,7 +159,7 @@ int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture
         if (!strncmp(ev->notes[i], "no process ", 11))
             fprintf(stderr, "hangdx %s: %s — check the PID (ps -ef | grep python)\n", cmd, ev->notes[i]);
         else if (!strncmp(ev->notes[i], "cannot attach to ", 17) || !strncmp(ev->notes[i], "/proc/", 6) ||
-                 strstr(ev->notes[i], " exited while being inspected"))
+                 strstr(ev->notes[i], " exited while being inspected") || strstr(ev->notes[i], " is a kernel thread"))
             fprintf(stderr, "hangdx %s: %s\n", cmd, ev->notes[i]); /* what is missing, and why */
     if (!ev->n_procs) {
         const char *job = getenv("SLURM_JOB_ID");

@@ -95,4 +95,12 @@ int hdx_cli_write_frames(const hdx_evidence *ev);
 /* The exit status for a capture: HDX_EXIT_PARTIAL when some process could not be read. */
 int hdx_cli_capture_status(const hdx_evidence *ev, int failures);
 
+/*
+ * Can command cmd write its `what` ("snapshot", "report") to path, before it captures
+ * anything? A file made and removed beside path (a snapshot is renamed over path; a
+ * report is written in place, so an existing path must be writable too). 0, or -1 with
+ * the message printed (a directory, a missing or read-only directory, a read-only file).
+ */
+int hdx_cli_check_output(const char *cmd, const char *what, const char *path);
+
 #endif

@@ -79,6 +79,11 @@ int hdx_cmd_dump(int argc, char **argv)
         }
         int root = (int)pid, *pids = NULL;
         size_t n = 0;
+        if (hdx_proc_is_kernel_thread(root)) {
+            fprintf(stderr, "hangdx dump: process %d is a kernel thread: it has no user-space stacks\n", root);
+            partial = 1;
+            continue;
+        }
         if (hdx_proc_descendants(&root, 1, &pids, &n) != 0) {
             fprintf(stderr, "hangdx dump: no process %d — check the PID\n", root);
             partial = 1;
@@ -94,8 +99,8 @@ int hdx_cmd_dump(int argc, char **argv)
                 char denied[512];
                 if (hdx_proc_denied(pids[j], denied, sizeof denied) > 0)
                     fprintf(stderr, "hangdx dump: /proc/%d: %s (it belongs to uid %d, hangdx runs as uid %d) — "
-                                    "run hangdx as that user or as root\n",
-                            pids[j], denied, hdx_proc_uid(pids[j]), (int)geteuid());
+                                    "%s\n",
+                            pids[j], denied, hdx_proc_uid(pids[j]), (int)geteuid(), hdx_proc_access_advice());
                 partial = 1;
             } else if (r != 0) {
                 if (p) { /* gone meanwhile, or unreadable */

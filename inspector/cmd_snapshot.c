@@ -5,13 +5,10 @@
  * later, anywhere.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "cli.h"
 #include "cmd.h"
 #include "hangdx/report.h"
@@ -63,37 +60,6 @@ static void usage(FILE *f)
             "64 usage error.\n");
 }
 
-/*
- * Can the snapshot be written to path? hdx_snapshot_write writes path.tmp.PID beside it and
- * renames it over path: that file is made and removed now, before a capture that would
- * otherwise be taken for nothing. 0, or -1 with the message printed.
- */
-static int check_output(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "hangdx snapshot: cannot write the snapshot to %s: it is a directory — give a file in it, "
-                        "e.g. -o %s/snap-$(hostname).json\n", path, path);
-        return -1;
-    }
-    char *tmp = hdx_asprintf("%s.tmp.%d", path, (int)getpid());
-    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) : -1;
-    if (fd < 0) {
-        int e = tmp ? errno : ENOMEM;
-        fprintf(stderr, "hangdx snapshot: cannot write the snapshot to %s: %s — %s; nothing was captured\n", path,
-                strerror(e),
-                e == ENOENT ? "its directory does not exist: create it, or choose another -o FILE"
-                : e == EACCES || e == EROFS ? "its directory is not writable: choose another -o FILE"
-                                            : "choose another -o FILE");
-        free(tmp);
-        return -1;
-    }
-    close(fd);
-    unlink(tmp);
-    free(tmp);
-    return 0;
-}
-
 int hdx_cmd_snapshot(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -131,7 +97,7 @@ int hdx_cmd_snapshot(int argc, char **argv)
         goto out;
     }
     status = HDX_EXIT_FAILURE;
-    if (out && strcmp(out, "-") != 0 && check_output(out))
+    if (out && strcmp(out, "-") != 0 && hdx_cli_check_output("snapshot", "snapshot", out))
         goto out;
     int failures = 0;
     if (!(ev = hdx_evidence_new()) || hdx_cli_capture_run("snapshot", ev, &o, &failures))

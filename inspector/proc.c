@@ -1133,6 +1133,25 @@ char hdx_proc_state(int pid)
     return st;
 }
 
+int hdx_proc_is_kernel_thread(int pid)
+{
+    char path[64];
+    struct statline sl;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (pid <= 0 || read_stat(path, &sl) < 0)
+        return 0;
+    int k = (stat_u(&sl, 9) & 0x00200000ull) != 0; /* PF_KTHREAD, include/linux/sched.h */
+    free(sl.buf);
+    return k;
+}
+
+const char *hdx_proc_access_advice(void)
+{
+    return geteuid() == 0 ? "hangdx already runs as root, so /proc is restricted here (hidepid, a container's "
+                            "or a security module's policy): run hangdx where that process's /proc is readable"
+                          : "run hangdx as that user or as root";
+}
+
 /* 0 readable, 1 denied (EACCES/EPERM), -1 other (gone). */
 static int denied_open(const char *path, int read_too)
 {

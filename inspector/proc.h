@@ -115,6 +115,14 @@ const char *hdx_syscall_name(long nr);
 /* The real uid of pid (the first Uid of /proc/PID/status, readable by anyone), or -1. */
 int hdx_proc_uid(int pid);
 
+/* 1 when pid is a kernel thread (PF_KTHREAD in field 9 of /proc/PID/stat): no user-space
+ * stacks, no command line; 0 otherwise, or when there is no such pid. */
+int hdx_proc_is_kernel_thread(int pid);
+
+/* What to do when another process's /proc files are denied: run as its user or as root, or,
+ * when hangdx is root already, why root cannot read them. A static string. */
+const char *hdx_proc_access_advice(void);
+
 /* The state letter of pid (field 3 of its stat: R S D T t Z ...), 0 when there is no such pid. */
 char hdx_proc_state(int pid);
 

@@ -289,7 +289,7 @@ static void comm_of(int pid, char *buf, size_t size)
 static void why_not_permitted(int pid, char *buf, size_t size)
 {
     int uid = hdx_proc_uid(pid), me = (int)geteuid();
-    if (uid >= 0 && uid != me) {
+    if (uid >= 0 && uid != me && me != 0) { /* root is refused for other reasons: below */
         snprintf(buf, size, "it belongs to uid %d, hangdx runs as uid %d: run hangdx as that user or as root "
                             "(or with CAP_SYS_PTRACE)", uid, me);
         return;
@@ -297,7 +297,11 @@ static void why_not_permitted(int pid, char *buf, size_t size)
     char *scope = hdx_read_file("/proc/sys/kernel/yama/ptrace_scope", 64, NULL);
     int sc = scope ? atoi(scope) : 0;
     free(scope);
-    if (sc > 0)
+    if (me == 0)
+        snprintf(buf, size, "hangdx runs as root, so this system forbids ptrace here: a container without the "
+                            "SYS_PTRACE capability, a seccomp filter%s, or kernel lockdown",
+                 sc >= 3 ? ", or kernel.yama.ptrace_scope 3 (no ptrace at all)" : "");
+    else if (sc > 0)
         snprintf(buf, size, "kernel.yama.ptrace_scope is %d, which lets only a parent or root trace: run "
                             "hangdx as root, or set it to 0 (sysctl kernel.yama.ptrace_scope=0)", sc);
     else

@@ -1,7 +1,8 @@
 #!/bin/bash
-# hangdx snapshot -o FILE checks that FILE can be written before it captures: a directory that
-# does not exist, or -o naming a directory, fails at once (exit 2) with what to do, and
-# nothing is captured (no "looking at" line). A writable FILE still gets the snapshot.
+# hangdx snapshot -o FILE and inspect -o FILE check that FILE can be written before they capture:
+# a directory that does not exist, -o naming a directory, or a read-only report file fails at
+# once (exit 2) with what to do, and nothing is captured (no "looking at" line). A writable
+# FILE still gets the snapshot. A kernel thread is no process to inspect, and says so.
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
 fail=0
@@ -24,4 +25,28 @@ check "-o naming a directory: exit 2 (got $rc), before any capture" \
 check "a writable -o FILE: exit 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
 check "  the snapshot is there, and no probe file is left" \
     bash -c "grep -q '\"schema\"' '$T/snap.json' && test \$(ls '$T' | grep -c tmp) -eq 0"
+"$HANGDX" inspect -o "$T/nonexistent/r.txt" $target >/dev/null 2>"$T/err"; rc=$?
+check "inspect -o in a directory that does not exist: exit 2 (got $rc), before any capture" \
+    bash -c "test $rc -eq 2 && grep -q 'cannot write the report to $T/nonexistent/r.txt' '$T/err' && ! grep -q 'looking at' '$T/err'"
+if [ "$(id -u)" -ne 0 ]; then # root writes a read-only file anyway
+    : >"$T/ro.txt"; chmod 444 "$T/ro.txt"
+    "$HANGDX" inspect -o "$T/ro.txt" $target >/dev/null 2>"$T/err"; rc=$?
+    check "inspect -o a read-only file: exit 2 (got $rc)" bash -c "test $rc -eq 2 && grep -q 'not writable' '$T/err'"
+fi
+
+kt=
+for st in /proc/[0-9]*/stat; do # a kernel thread: PF_KTHREAD (0x200000) in field 9
+    read -r -a f <"$st" 2>/dev/null || continue
+    [ "${f[1]: -1}" = ")" ] && (( f[8] & 0x200000 )) && { kt=${f[0]}; break; }
+done
+if [ -n "$kt" ]; then
+    "$HANGDX" inspect "$kt" >/dev/null 2>"$T/err"; rc=$?
+    check "inspect of kernel thread $kt: exit 2 (got $rc), 'process $kt is a kernel thread'" \
+        bash -c "test $rc -eq 2 && grep -q 'process $kt is a kernel thread' '$T/err'"
+    "$HANGDX" dump "$kt" >"$T/out" 2>"$T/err"
+    check "dump of kernel thread $kt: says so, and nothing about exits" \
+        bash -c "grep -q 'process $kt is a kernel thread' '$T/err' && ! grep -q 'exited' '$T/err'"
+else
+    echo "skip: no kernel thread visible in /proc"
+fi
 exit $fail
