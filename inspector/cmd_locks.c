@@ -14,6 +14,7 @@
 #include "cmd.h"
 #include "evidence.h"
 #include "hangdx/report.h"
+#include "report.h"
 #include "locks.h"
 #include "proc.h"
 #include "snapshot.h"
@@ -197,8 +198,9 @@ static void print_text(const hdx_lock *l, int deleted)
         snprintf(who, sizeof who, "creator unknown");
     }
     format_age(l->mtime_ns, age, sizeof age);
-    printf("%-5s  %-5s  %s  %s, %s%s", hdx_lock_state_name(l->state), hdx_lock_kind_name(l->kind), l->path, who,
-           age, deleted ? "  [deleted]" : "");
+    printf("%-5s  %-5s  ", hdx_lock_state_name(l->state), hdx_lock_kind_name(l->kind));
+    hdx_report_put_text(stdout, l->path);
+    printf("  %s, %s%s", who, age, deleted ? "  [deleted]" : "");
     if (l->n_waiters)
         printf(", %zu waiter%s", l->n_waiters, l->n_waiters == 1 ? "" : "s");
     printf("\n");
@@ -326,8 +328,11 @@ int hdx_cmd_locks(int argc, char **argv)
             printf("no lock files found\n");
         for (size_t i = 0; i < ev->n_locks; i++)
             print_text(&ev->locks[i], deleted[i]);
-        for (size_t i = 0; i < ev->n_notes; i++)
-            printf("note: %s\n", ev->notes[i]);
+        for (size_t i = 0; i < ev->n_notes; i++) {
+            printf("note: ");
+            hdx_report_put_text(stdout, ev->notes[i]);
+            printf("\n");
+        }
     }
     fprintf(stderr, "hangdx locks: a build on another node that shares these directories cannot be seen from "
                     "here; check that none runs before deleting a lock.\n");

@@ -193,6 +193,31 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     return rc;
 }
 
+void hdx_report_put_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != 0x7f)
+            fputc(c, f);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c == '\r')
+            fputs("\\r", f);
+        else
+            fprintf(f, "\\x%02x", c);
+    }
+}
+
+/* hdx_report_put_text between prefix and suffix (plain text of ours). */
+static void put_field(FILE *f, const char *prefix, const char *s, const char *suffix)
+{
+    fputs(prefix, f);
+    hdx_report_put_text(f, s);
+    fputs(suffix, f);
+}
+
 /* A pid or TID as text: "?" when unknown (a stack dump that names none). buf: 16 bytes. */
 static const char *id_text(int id, char *buf)
 {
@@ -211,28 +236,33 @@ static void text_who(FILE *f, int pid, int rank, const char *host)
     else
         fprintf(f, "pid %s", id_text(pid, id));
     if (host)
-        fprintf(f, " on %s", host);
+        put_field(f, " on ", host, "");
 }
 
 static void text_frame(FILE *f, size_t i, const hdx_frame *fr)
 {
     const char *mod = fr->module ? strrchr(fr->module, '/') : NULL;
-    fprintf(f, "      #%-2zu %s", i, fr->function ? fr->function : "??");
-    if (fr->file && fr->line > 0)
-        fprintf(f, " (%s:%d)", fr->file, fr->line);
-    if (fr->kind == HDX_FRAME_NATIVE)
-        fprintf(f, " [%s+0x%llx]", mod ? mod + 1 : (fr->module ? fr->module : "?"), (unsigned long long)fr->offset);
+    fprintf(f, "      #%-2zu ", i);
+    hdx_report_put_text(f, fr->function ? fr->function : "??");
+    if (fr->file && fr->line > 0) {
+        put_field(f, " (", fr->file, "");
+        fprintf(f, ":%d)", fr->line);
+    }
+    if (fr->kind == HDX_FRAME_NATIVE) {
+        put_field(f, " [", mod ? mod + 1 : (fr->module ? fr->module : "?"), "");
+        fprintf(f, "+0x%llx]", (unsigned long long)fr->offset);
+    }
     fputc('\n', f);
     for (size_t j = 0; j < fr->n_locals; j++) {
         const hdx_local *v = &fr->locals[j];
-        fprintf(f, "%s%s=", j ? ", " : "          ", v->name);
+        put_field(f, j ? ", " : "          ", v->name, "=");
         switch (v->kind) {
         case HDX_VAL_NONE: fprintf(f, "None"); break;
         case HDX_VAL_BOOL: fprintf(f, "%s", v->i ? "True" : "False"); break;
         case HDX_VAL_INT: fprintf(f, "%lld", v->i); break;
         case HDX_VAL_FLOAT: fprintf(f, "%g", v->f); break;
-        case HDX_VAL_STR: fprintf(f, "'%s'", v->s ? v->s : ""); break;
-        case HDX_VAL_OTHER: fprintf(f, "<%s>", v->s ? v->s : "?"); break;
+        case HDX_VAL_STR: put_field(f, "'", v->s ? v->s : "", "'"); break;
+        case HDX_VAL_OTHER: put_field(f, "<", v->s ? v->s : "?", ">"); break;
         }
         if (j + 1 == fr->n_locals)
             fputc('\n', f);
@@ -271,15 +301,17 @@ int hdx_report_threads_text(FILE *f, const hdx_process *p)
         fprintf(f, " (rank %d)", p->rank);
     fprintf(f, ":");
     for (size_t j = 0; j < p->n_cmdline && j < 8; j++)
-        fprintf(f, " %s", p->cmdline[j]);
+        put_field(f, " ", p->cmdline[j], "");
     fprintf(f, "\n  Python %s, threads stopped %lld us in all\n", p->python ? p->python : "not found",
             (long long)(p->stopped_us == HDX_UNKNOWN ? 0 : p->stopped_us));
     for (size_t i = 0; i < p->n_threads; i++) {
         const hdx_thread *t = &p->threads[i];
         const char *sc = thread_syscall(t);
         char id[16];
-        fprintf(f, "  thread %s (%s) %c%s%s%s\n", id_text(t->tid, id), t->name ? t->name : "?", t->state ? t->state : '?',
-                sc ? ", in " : "", sc ? sc : "", t->unmerged ? ", native and Python stacks not merged" : "");
+        fprintf(f, "  thread %s ", id_text(t->tid, id));
+        put_field(f, "(", t->name ? t->name : "?", ") ");
+        fprintf(f, "%c%s%s%s\n", t->state ? t->state : '?', sc ? ", in " : "", sc ? sc : "",
+                t->unmerged ? ", native and Python stacks not merged" : "");
         text_frames(f, t->frames, t->n_frames, SIZE_MAX);
         if (!t->n_frames)
             text_no_stack(f, t, "none was taken");
@@ -296,7 +328,7 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
     int hosts = hdx_evidence_multi_host(ev); /* then each pid is named with its host */
     fprintf(f, "verdict: %s (confidence %s)\n", hdx_class_name(v->cls), confidence_names[v->confidence]);
     if (v->summary)
-        fprintf(f, "  %s\n", v->summary);
+        put_field(f, "  ", v->summary, "\n");
     if (v->n_culprit_ranks || v->n_culprit_pids) {
         char buf[256];
         int *tmp = malloc((v->n_culprit_ranks + 1) * sizeof *tmp);
@@ -314,14 +346,15 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
         }
     }
     if (v->remedy)
-        fprintf(f, "remedy: %s\n", v->remedy);
+        put_field(f, "remedy: ", v->remedy, "\n");
 
     if (ev->n_locks)
         fprintf(f, "\nlocks:\n");
     for (size_t i = 0; i < ev->n_locks; i++) {
         const hdx_lock *l = &ev->locks[i];
         char when[40] = "";
-        fprintf(f, "  %s  %s, %s", l->path, hdx_lock_kind_name(l->kind), hdx_lock_state_name(l->state));
+        put_field(f, "  ", l->path, "");
+        fprintf(f, "  %s, %s", hdx_lock_kind_name(l->kind), hdx_lock_state_name(l->state));
         if (l->holder_pid != HDX_UNKNOWN)
             fprintf(f, ", held by pid %d", l->holder_pid);
         if (l->has_creator) {
@@ -346,7 +379,7 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             fprintf(f, "    waiter: ");
             text_who(f, l->waiters[j].pid, l->waiters[j].rank, hosts ? l->waiters[j].host : NULL);
             if (l->waiters[j].how)
-                fprintf(f, ", %s", l->waiters[j].how);
+                put_field(f, ", ", l->waiters[j].how, "");
             if (l->waiters[j].since_ns != HDX_UNKNOWN) {
                 hdx_format_time(l->waiters[j].since_ns, when, sizeof when);
                 fprintf(f, ", since %s", when);
@@ -370,7 +403,7 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             fprintf(f, "  (another job: not judged)");
         fprintf(f, "  ");
         for (size_t j = 0; j < p->n_cmdline && j < 6; j++)
-            fprintf(f, "%s%s", j ? " " : "", p->cmdline[j]);
+            put_field(f, j ? " " : "", p->cmdline[j], "");
         if (p->n_cmdline > 6)
             fprintf(f, " ...");
         fputc('\n', f);
@@ -382,8 +415,10 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             const hdx_thread *t = &p->threads[j];
             const char *sc = thread_syscall(t);
             char id[16];
-            fprintf(f, "    thread %s (%s) %c, wchan %s%s%s\n", id_text(t->tid, id), t->name ? t->name : "?", t->state ? t->state : '?',
-                    t->wchan ? t->wchan : "unknown", sc ? ", " : "", sc ? sc : "");
+            fprintf(f, "    thread %s ", id_text(t->tid, id));
+            put_field(f, "(", t->name ? t->name : "?", ") ");
+            fprintf(f, "%c, wchan %s%s%s\n", t->state ? t->state : '?', t->wchan ? t->wchan : "unknown", sc ? ", " : "",
+                    sc ? sc : "");
         }
         if (!with_frames && p->n_threads > 32)
             fprintf(f, "    ... %zu more threads\n", p->n_threads - 32);
@@ -404,11 +439,14 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             for (size_t j = 0; j < g[i].n_pids && j < 8; j++)
                 fprintf(f, " %s", id_text(g[i].pids[j], id));
             const hdx_thread *t = g[i].key;
-            fprintf(f, "; thread %s (%s)%s%s\n", id_text(t->tid, id), t->name ? t->name : "?", t->wait ? " " : ", ",
-                    t->wait ? t->wait : "no known wait");
-            if (g[i].diverges_at >= 0)
-                fprintf(f, "      leaves the largest group at #%ld %s\n", g[i].diverges_at,
-                        t->frames[g[i].diverges_at].function ? t->frames[g[i].diverges_at].function : "??");
+            fprintf(f, "; thread %s ", id_text(t->tid, id));
+            put_field(f, "(", t->name ? t->name : "?", ")");
+            fprintf(f, "%s%s\n", t->wait ? " " : ", ", t->wait ? t->wait : "no known wait");
+            if (g[i].diverges_at >= 0) {
+                fprintf(f, "      leaves the largest group at #%ld ", g[i].diverges_at);
+                put_field(f, "", t->frames[g[i].diverges_at].function ? t->frames[g[i].diverges_at].function : "??",
+                          "\n");
+            }
             text_frames(f, t->frames, t->n_frames, TEXT_FRAMES_MAX);
             if (!t->n_frames)
                 text_no_stack(f, t, "none was taken");
@@ -423,7 +461,7 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
     if (ev->n_notes) {
         fprintf(f, "\nnotes:\n");
         for (size_t i = 0; i < ev->n_notes; i++)
-            fprintf(f, "  - %s\n", ev->notes[i]);
+            put_field(f, "  - ", ev->notes[i], "\n");
     }
     return ferror(f) ? -EIO : 0;
 }
