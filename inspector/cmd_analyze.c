@@ -42,7 +42,8 @@ static void usage(FILE *f)
             "    'thread apply all bt' (and py-bt), eu-stack -p, or Python faulthandler output\n"
             "    (a job log whose lines carry [rankN]: prefixes holds several ranks; a dump\n"
             "    without a prefix in a log whose lines are all one rank's is that rank's);\n"
-            "  - a trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process);\n"
+            "  - a trace directory written by 'hangdx run' (one <host>-<pid>.jsonl per process),\n"
+            "    with the report.json that 'run --hang-timeout' wrote into it, if any;\n"
             "  - a directory of snapshot files (*.json), such as 'hangdx snapshot --slurm-job -o DIR'\n"
             "    writes, one per node: a *.json file in it that is not a usable snapshot (empty,\n"
             "    cut short, not JSON) is named on stderr and in the notes and left out, and the\n"
@@ -481,6 +482,37 @@ out:
     return r;
 }
 
+/*
+ * The report that 'hangdx run --hang-timeout -d DIR' wrote into its trace directory
+ * (DIR/report.json, when there is one): the stacks of the hang, taken while the job lived,
+ * merged as a snapshot would be. One that cannot be used is left out (stderr, a note,
+ * *partial). 0, or -errno with *err (a merge that fails).
+ */
+static int add_run_report(hdx_evidence *ev, const char *dir, char ***kept, size_t *n_kept, size_t *n_snapshots,
+                          int *partial, char **err)
+{
+    char *path = hdx_asprintf("%s/report.json", dir), *why = NULL;
+    struct stat st;
+    if (!path)
+        return -ENOMEM;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        free(path);
+        return 0;
+    }
+    hdx_evidence *one = hdx_evidence_new();
+    int r = one ? take_loaded(ev, path, &one, hdx_snapshot_load(path, one, &why), &why, kept, n_kept, n_snapshots,
+                              err)
+                : -ENOMEM;
+    if (r == 0)
+        r = left_out(ev, path, why ? why : "not a usable report", "the traces of the directory", partial);
+    else if (r > 0)
+        r = 0;
+    hdx_evidence_free(one);
+    free(why);
+    free(path);
+    return r;
+}
+
 /* The trace directory dir into ev. 0 or -errno with *err. */
 static int add_trace_dir(hdx_evidence *ev, const char *dir, char **hosts_seen, char **err)
 {
@@ -565,7 +597,8 @@ int hdx_cmd_analyze(int argc, char **argv)
             goto fail;
         switch (kind) {
         case INPUT_TRACE_DIR:
-            r = add_trace_dir(ev, argv[i], &host, &err);
+            if ((r = add_trace_dir(ev, argv[i], &host, &err)) == 0)
+                r = add_run_report(ev, argv[i], &kept, &n_kept, &n_snapshots, &partial, &err);
             break;
         case INPUT_SNAPSHOT:
             r = add_snapshot_arg(ev, argv, i, &kept, &n_kept, &err);

@@ -214,6 +214,11 @@ def case_collective(tmp):
         check(not job_pids_left(ranks), "no rank is left (they ran in sessions of their own)",
               job_pids_left(ranks))
         check(not session_members(job.sid), "nothing of the job is left", session_members(job.sid))
+        # after the job: analyze of the directory takes the report run wrote into it
+        a = subprocess.run([hangdx_bin(), "analyze", "--json", d], capture_output=True, text=True, timeout=60)
+        av = json.loads(a.stdout).get("verdict", {}) if a.returncode in (0, 1) and a.stdout else {}
+        check(av.get("class") == "collective_wait" and av.get("culprit_ranks") == [2],
+              "analyze DIR after the job: collective_wait, culprit [2] (from DIR/report.json)", a.stdout[-500:] + a.stderr)
     finally:
         job.close()
 
