@@ -350,19 +350,20 @@ static void rt_leave(void)
 }
 
 /*
- * The length of the stop of a thread interrupted at t0 and let go just now
- * (before rt_leave(), after which hangdx may wait for a CPU), kept as the
- * longest if it is. Between the interrupt and its stop the thread runs or waits for a
- * CPU (its sleep is broken); sched0 and sched1, its sched_ns() at the interrupt
- * and once seen stopped, take that time out: under load a thread can wait
- * tens of ms for a CPU before it stops. Without them (-1) the stop counts
+ * The length of the stop of a thread interrupted at t0, seen stopped at t_seen and let go
+ * just now (before rt_leave(), after which hangdx may wait for a CPU), kept as the longest
+ * if it is. Between the interrupt and its stop the thread runs or waits for a CPU (its
+ * sleep is broken); sched0 and sched1, its sched_ns() at the interrupt and once seen
+ * stopped, take that time out (under load a thread can wait tens of ms for a CPU before it
+ * stops), at most up to t_seen: a running thread's CPU time is only brought up to date at
+ * the scheduler's tick, so sched0 can lag by up to one. Without them (-1) the stop counts
  * from t0.
  */
-static int64_t stop_ns(int64_t t0, int64_t sched0, int64_t sched1, int64_t *max_ns)
+static int64_t stop_ns(int64_t t0, int64_t t_seen, int64_t sched0, int64_t sched1, int64_t *max_ns)
 {
     int64_t d = hdx_mono_ns() - t0;
-    if (sched0 >= 0 && sched1 >= sched0 && sched1 - sched0 <= d)
-        d -= sched1 - sched0;
+    if (sched0 >= 0 && sched1 >= sched0)
+        d -= sched1 - sched0 < t_seen - t0 ? sched1 - sched0 : t_seen - t0;
     if (d > *max_ns)
         *max_ns = d;
     return d;
@@ -560,7 +561,7 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
         if (w == 0) {
             char state = thread_state(p->pid, tid, wchan, sizeof wchan);
             int rel = hdx_ptrace_release(tid, 0);
-            stopped_ns += stop_ns(t0, -1, -1, &max_stop_ns);
+            stopped_ns += stop_ns(t0, t0, -1, -1, &max_stop_ns);
             rt_leave();
             t->stack_error = -ETIMEDOUT;
             if (!first_err)
@@ -574,11 +575,12 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
             continue;
         }
         /* Stopped: take registers and a copy of the stack, let go at once. */
+        int64_t t_seen = hdx_mono_ns();
         sched1 = sched_ns(p->pid, tid);
         if (ptrace(PTRACE_GETREGS, tid, 0, &ctx.regs) < 0) {
             r = -errno;
             hdx_ptrace_detach(tid);
-            stopped_ns += stop_ns(t0, sched0, sched1, &max_stop_ns);
+            stopped_ns += stop_ns(t0, t_seen, sched0, sched1, &max_stop_ns);
             rt_leave();
             t->stack_error = r;
             if (!first_err)
@@ -587,7 +589,7 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
         }
         copy_stack(&ctx, tid);
         hdx_ptrace_detach(tid);
-        stopped_ns += stop_ns(t0, sched0, sched1, &max_stop_ns);
+        stopped_ns += stop_ns(t0, t_seen, sched0, sched1, &max_stop_ns);
         rt_leave();
 
         unwind(as, upt, &ctx, &raw[i]);
