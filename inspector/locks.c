@@ -331,10 +331,27 @@ out:
     return r;
 }
 
+/* The threads a watch left alone because their sleep ends after it: each with how long it
+ * still sleeps, for one note (a one-hour sleep and a 1 s poll loop read alike otherwise). */
+struct asleep {
+    size_t n, shown;
+    size_t used;
+    char text[600];
+};
+
+static void add_asleep(struct asleep *a, const hdx_process *p, const hdx_thread *t, int64_t left_ns)
+{
+    a->n++;
+    if (a->used + 80 >= sizeof a->text)
+        return;
+    a->used += (size_t)snprintf(a->text + a->used, sizeof a->text - a->used, "%spid %d thread %d for another %.1f s",
+                                a->shown++ ? ", " : "", p->pid, t->tid, (double)left_ns / 1e9);
+}
+
 /* Watch the polling threads of p, the main thread first (that is where Python's FileBaton
- * polls). A thread whose sleep ends after the watch cannot poll during it: it is counted in
- * *n_asleep instead. */
-static int watch_process(hdx_evidence *ev, hdx_process *p, int ms, size_t *n_watched, size_t *n_asleep)
+ * polls). A thread whose sleep ends after the watch cannot poll during it: it goes into
+ * asleep instead. */
+static int watch_process(hdx_evidence *ev, hdx_process *p, int ms, size_t *n_watched, struct asleep *asleep)
 {
     int watched = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -342,8 +359,9 @@ static int watch_process(hdx_evidence *ev, hdx_process *p, int ms, size_t *n_wat
             hdx_thread *t = &p->threads[i];
             if ((pass == 0) != (t->tid == p->pid) || !hdx_syswatch_is_sleep(t->syscall))
                 continue;
-            if (hdx_sleep_left_ns(p->pid, t->tid) > (int64_t)ms * 1000000) {
-                (*n_asleep)++;
+            int64_t left = hdx_sleep_left_ns(p->pid, t->tid);
+            if (left > (int64_t)ms * 1000000) {
+                add_asleep(asleep, p, t, left);
                 continue;
             }
             watched++;
@@ -434,7 +452,8 @@ static int scan_well_known(hdx_evidence *ev, hdx_process *p)
 int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt)
 {
     hdx_kernel_lock *kl = NULL;
-    size_t nkl = 0, n_watched = 0, n_asleep = 0;
+    size_t nkl = 0, n_watched = 0;
+    struct asleep asleep = {0};
     int r;
     if (!ev)
         return -EINVAL;
@@ -460,18 +479,18 @@ int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt)
             hdx_process *p = &ev->procs[i];
             if (p->alive == 0 || p->pid <= 0 || has_known_lock(ev, p->pid))
                 continue;
-            if ((r = watch_process(ev, p, opt->watch_ms, &n_watched, &n_asleep)) < 0)
+            if ((r = watch_process(ev, p, opt->watch_ms, &n_watched, &asleep)) < 0)
                 goto out;
         }
         if (n_watched)
             hdx_evidence_note(ev, "a bounded syscall watch (one poll round, at most %d ms each) ran on %zu polling thread%s "
                                   "to see which files they poll",
                               opt->watch_ms, n_watched, n_watched == 1 ? "" : "s");
-        if (n_asleep)
-            hdx_evidence_note(ev, "%zu sleeping thread%s not watched: %s clock_nanosleep deadline is more than "
-                                  "%d ms away",
-                              n_asleep, n_asleep == 1 ? "" : "s", n_asleep == 1 ? "its" : "each one's",
-                              opt->watch_ms);
+        if (asleep.n)
+            hdx_evidence_note(ev, "not watched, as %s sleep%s past the watch's %d ms (by %s clock_nanosleep "
+                                  "deadline): %s%s",
+                              asleep.n == 1 ? "this thread" : "these threads", asleep.n == 1 ? "s" : "",
+                              opt->watch_ms, asleep.n == 1 ? "its" : "each one's", asleep.text, asleep.n > asleep.shown ? ", ..." : "");
     }
     /* 3. The well-known places, for processes whose wait is still unexplained. */
     for (size_t i = 0; i < ev->n_procs; i++) {
