@@ -48,8 +48,8 @@ static int add_process(hdx_evidence *ev, int pid)
     return rc;
 }
 
-/* pid and its descendants; with `rank_of`, only rank processes of that rank's job. */
-static int add_tree(hdx_evidence *ev, int pid, const hdx_process *rank_of)
+/* pid and its descendants; with `rank_of`, only rank processes of that rank's job; asked: given by PID. */
+static int add_tree(hdx_evidence *ev, int pid, const hdx_process *rank_of, int asked)
 {
     int *pids = NULL;
     size_t n = 0;
@@ -67,6 +67,8 @@ static int add_tree(hdx_evidence *ev, int pid, const hdx_process *rank_of)
             (added->rank < 0 || !hdx_process_same_job(&ev->procs[ref], added))) {
             hdx_process_clear(added);
             ev->n_procs--;
+        } else if (rc == 0 && added->pid == pids[j]) {
+            added->asked = asked;
         }
     }
     free(pids);
@@ -81,7 +83,7 @@ static int add_siblings(hdx_evidence *ev)
         const hdx_process *p = &ev->procs[i];
         if (p->rank < 0 || p->ppid <= 1 || hdx_evidence_find_process(ev, p->ppid))
             continue;
-        if (add_tree(ev, p->ppid, p) == -ENOMEM)
+        if (add_tree(ev, p->ppid, p, 0) == -ENOMEM)
             return -ENOMEM;
     }
     return 0;
@@ -93,7 +95,7 @@ static int add_lock_holders(hdx_evidence *ev)
 {
     for (size_t i = 0; i < ev->n_locks; i++) {
         int holder = ev->locks[i].holder_pid;
-        if (holder > 0 && !hdx_evidence_find_process(ev, holder) && add_tree(ev, holder, NULL) == -ENOMEM)
+        if (holder > 0 && !hdx_evidence_find_process(ev, holder) && add_tree(ev, holder, NULL, 0) == -ENOMEM)
             return -ENOMEM;
     }
     return 0;
@@ -179,7 +181,7 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
                               o->pids[i]);
             continue;
         }
-        rc = add_tree(ev, o->pids[i], NULL);
+        rc = add_tree(ev, o->pids[i], NULL, 1);
         if (rc == -ESRCH)
             hdx_evidence_note(ev, "no process %d", o->pids[i]);
         else if (rc)

@@ -733,20 +733,26 @@ size_t hdx_keep_largest_job(hdx_evidence *ev)
     }
     if (one_job) /* the common case, in one pass even at 8192 ranks */
         return 0;
-    /* The job with the most live rank processes: one whose ranks all exited is no hang to judge. */
+    /* The job of a process the user named; else the one with the most live rank processes
+     * (one whose ranks all exited is no hang to judge). */
     const hdx_process *best = NULL;
     size_t best_live = 0, best_n = 0, set_aside = 0;
+    int best_asked = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
         size_t n = 0, live = 0;
+        int asked = 0;
         for (size_t k = 0; p->is_rank_process && k < ev->n_procs; k++) {
             const hdx_process *q = &ev->procs[k];
             if (q->is_rank_process && hdx_process_same_job(p, q)) {
                 n++;
                 live += q->alive != 0;
+                asked |= q->asked;
             }
         }
-        if (n && (!best || live > best_live || (live == best_live && n > best_n))) {
+        if (n && (!best || asked > best_asked ||
+                  (asked == best_asked && (live > best_live || (live == best_live && n > best_n))))) {
+            best_asked = asked;
             best_live = live;
             best_n = n;
             best = p;

@@ -108,6 +108,8 @@ typedef struct hdx_process {
                               or child that inherited the rank variables (hdx_mark_rank_processes) */
     int set_aside;         /* set by classify: 1 when p belongs to another job than the one judged
                               (hdx_keep_largest_job); every rule ignores it */
+    int asked;             /* 1 when its PID, or an ancestor's, was given to inspect or snapshot:
+                              with --all too, its job is the one judged */
     hdx_thread *threads;
     size_t n_threads;
 } hdx_process;
@@ -321,7 +323,8 @@ int hdx_process_same_job(const hdx_process *a, const hdx_process *b);
 
 /*
  * When the rank processes belong to several jobs (inspect --all on a shared
- * host), keep is_rank_process only for the job with the most live rank
+ * host), keep is_rank_process only for one job: the job of a process given by
+ * PID (asked) if there is one, else the job with the most live rank
  * processes (alive != 0; on a tie, the most rank processes), and return how
  * many rank processes of other jobs were set aside (0: one job). Every process
  * of another job (its rank processes, and the launchers and children that carry

@@ -323,6 +323,24 @@ static void two_jobs_larger_gone(void)
     hdx_evidence_free(ev);
 }
 
+/* inspect --all PID on a shared host: the job of the PID given is judged, though another
+ * job has more live ranks (a review saw --all PID judge someone else's job). */
+static void two_jobs_asked_one(void)
+{
+    hdx_evidence *ev = evidence(2);
+    for (int r = 0; r < 4; r++)
+        rank_in(ev, 3000 + r, r, 4, "29700", "barrier", C10D, 3439);
+    rank_in(ev, 4000, 0, 2, "29800", "skip_and_sleep", "/t/hangs.py", 40);
+    rank_in(ev, 4001, 1, 2, "29800", "all_reduce", C10D, 2050)->asked = 1;
+    hdx_verdict v = {0};
+    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
+    CHECK(v.n_culprit_pids == 1 && v.culprit_pids[0] == 4000);
+    CHECK(ev->procs[0].set_aside == 1 && ev->procs[4].set_aside == 0);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
 /* A job on two hosts (pids repeat across hosts): the culprit is named with its host,
  * in the verdict and on the text report's process lines; on one host, never. */
 static void multi_host_names_host(void)
@@ -482,6 +500,7 @@ int main(void)
     multi_host_names_host();
     two_jobs_lock_of_other_job();
     two_jobs_larger_gone();
+    two_jobs_asked_one();
     stale_baton_from_trace();
     stale_baton_no_trace();
     stale_baton_unverified();
