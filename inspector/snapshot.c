@@ -309,6 +309,7 @@ static cJSON *process_json(const hdx_process *p, ftab *tab, hdx_frame_text_cache
     cJSON_AddNumberToObject(o, "window_ms", (double)p->window_ms);
     cJSON_AddItemToObject(o, "progressing", hdx_json_bool(p->progressing));
     cJSON_AddItemToObject(o, "stack_changed", hdx_json_bool(p->stack_changed));
+    cJSON_AddBoolToObject(o, "asked", p->asked);
     cJSON_AddItemToObject(o, "stopped_us", hdx_json_int(p->stopped_us));
     cJSON_AddNumberToObject(o, "max_stop_us", (double)p->max_stop_us);
     cJSON_AddItemToObject(o, "alive", hdx_json_bool(p->alive));
@@ -1189,6 +1190,7 @@ static int read_process(rd *r, const cJSON *o, const char *host, hdx_evidence *e
     p->window_ms = get_int(r, o, "window_ms", 0, (long long)EXACT_MAX, 0);
     p->progressing = get_bool(r, o, "progressing");
     p->stack_changed = get_bool(r, o, "stack_changed");
+    p->asked = get_bool(r, o, "asked") == 1; /* absent before it was written: not asked */
     p->stopped_us = get_int(r, o, "stopped_us", 0, (long long)EXACT_MAX, HDX_UNKNOWN);
     p->max_stop_us = get_int(r, o, "max_stop_us", 0, (long long)EXACT_MAX, 0);
     p->alive = get_bool(r, o, "alive");

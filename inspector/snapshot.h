@@ -21,7 +21,8 @@
  *     "processes": [ { "pid", "ppid", "host", "rank", "local_rank", "world_size",
  *                      "cmdline": [...], "env": {allowed names only}, "exe", "cwd",
  *                      "state", "start_ticks", "age_s", "cpu_ms_first", "cpu_ms",
- *                      "window_ms", "progressing", "stack_changed", "stopped_us",
+ *                      "window_ms", "progressing", "stack_changed", "asked" (given by
+ *                      PID: its job is judged; absent: false), "stopped_us",
  *                      "max_stop_us", "alive",
  *                      "read_error" (positive errno or null), "python",
  *                      "threads": [ { "tid", "name", "state", "wchan", "syscall"

@@ -131,6 +131,7 @@ static hdx_evidence *full_evidence(void)
     p->window_ms = 612;
     p->progressing = 0;
     p->stack_changed = 1;
+    p->asked = 1;
     p->stopped_us = 5063;
     p->max_stop_us = 2100;
     p->alive = 1;
@@ -304,7 +305,7 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
         CHECK(p->start_ticks == q->start_ticks && dbl_eq(p->age_s, q->age_s));
         CHECK(dbl_eq(p->cpu_ms_first, q->cpu_ms_first) && dbl_eq(p->cpu_ms, q->cpu_ms));
         CHECK(p->window_ms == q->window_ms && p->progressing == q->progressing);
-        CHECK(p->stack_changed == q->stack_changed && p->max_stop_us == q->max_stop_us);
+        CHECK(p->stack_changed == q->stack_changed && p->max_stop_us == q->max_stop_us && p->asked == q->asked);
         CHECK(p->stopped_us == q->stopped_us && p->alive == q->alive && p->read_error == q->read_error);
         CHECK(streq(p->python, q->python));
         CHECK(p->n_threads == q->n_threads);
@@ -727,7 +728,7 @@ static void test_model_unchanged(void)
     } sizes[] = {
         /* hdx_evidence: 88 + the job-log facts and rank summaries (32), which snapshots do not
          * carry: logs are an input of analyze, read again each time (evidence.h). */
-        {"hdx_evidence", sizeof(hdx_evidence), 136}, {"hdx_process", sizeof(hdx_process), 192},
+        {"hdx_evidence", sizeof(hdx_evidence), 136}, {"hdx_process", sizeof(hdx_process), 200},
         {"hdx_thread", sizeof(hdx_thread), 184},     {"hdx_frame", sizeof(hdx_frame), 72},
         {"hdx_local", sizeof(hdx_local), 40},        {"hdx_lock", sizeof(hdx_lock), 104},
         {"hdx_waiter", sizeof(hdx_waiter), 40},
