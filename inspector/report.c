@@ -372,7 +372,11 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
                 fprintf(f, " (file written %s)", when);
             }
         }
-        if (l->source)
+        if (l->source && !strcmp(l->source, "well-known place") && !l->n_waiters &&
+            l->holder_pid == HDX_UNKNOWN && !l->has_creator)
+            fprintf(f, " [found in a build directory near the processes (cwd, script directory, "
+                       "torch_extensions); none of them is known to use it]");
+        else if (l->source)
             fprintf(f, " [found by %s]", l->source);
         fputc('\n', f);
         for (size_t j = 0; j < l->n_waiters; j++) {
