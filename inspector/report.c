@@ -248,7 +248,7 @@ static void text_frame(FILE *f, size_t i, const hdx_frame *fr)
         put_field(f, " (", fr->file, "");
         fprintf(f, ":%d)", fr->line);
     }
-    if (fr->kind == HDX_FRAME_NATIVE) {
+    if (fr->kind == HDX_FRAME_NATIVE && (fr->module || fr->offset)) { /* a foreign dump may have neither */
         put_field(f, " [", mod ? mod + 1 : (fr->module ? fr->module : "?"), "");
         fprintf(f, "+0x%llx]", (unsigned long long)fr->offset);
     }
@@ -302,7 +302,10 @@ int hdx_report_threads_text(FILE *f, const hdx_process *p)
     fprintf(f, ":");
     for (size_t j = 0; j < p->n_cmdline && j < 8; j++)
         put_field(f, " ", p->cmdline[j], "");
-    fprintf(f, "\n  Python %s, threads stopped %lld us in all\n", p->python ? p->python : "not found",
+    fprintf(f, "\n  Python %s, threads stopped %lld us in all\n",
+            p->python                                                  ? p->python
+            : p->read_error == -EACCES || p->read_error == -EPERM ? "not readable (another user's process)"
+                                                                       : "not found",
             (long long)(p->stopped_us == HDX_UNKNOWN ? 0 : p->stopped_us));
     for (size_t i = 0; i < p->n_threads; i++) {
         const hdx_thread *t = &p->threads[i];
