@@ -1,7 +1,6 @@
 #include "ptrace_registry.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

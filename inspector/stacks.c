@@ -330,7 +330,7 @@ static int64_t sched_ns(int pid, int tid)
  * (13-20 ms measured at load 10 on 2 CPUs, for 0.1 ms of work). Where it may
  * (root, CAP_SYS_NICE), hangdx's thread runs SCHED_FIFO from the interrupt to
  * the detach only, and so is not preempted by ordinary tasks then; it never
- * spins long meanwhile (hdx_ptrace_wait_stop sleeps after 2 ms). rt_state: 0
+ * spins long meanwhile (hdx_ptrace_wait_stop sleeps after 100 us). rt_state: 0
  * untried, 1 allowed, -1 refused (not tried again).
  */
 static int rt_state;
