@@ -1121,12 +1121,18 @@ int hdx_proc_uid(int pid)
     return uid;
 }
 
-char hdx_proc_state(int pid)
+/* pid's /proc/PID/stat into sl (free sl->buf after); -1 when there is no such pid. */
+static int read_pid_stat(int pid, struct statline *sl)
 {
     char path[64];
-    struct statline sl;
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    if (pid <= 0 || read_stat(path, &sl) < 0)
+    return pid <= 0 ? -1 : read_stat(path, sl);
+}
+
+char hdx_proc_state(int pid)
+{
+    struct statline sl;
+    if (read_pid_stat(pid, &sl) < 0)
         return 0;
     char st = stat_state(&sl);
     free(sl.buf);
@@ -1135,10 +1141,8 @@ char hdx_proc_state(int pid)
 
 int hdx_proc_is_kernel_thread(int pid)
 {
-    char path[64];
     struct statline sl;
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    if (pid <= 0 || read_stat(path, &sl) < 0)
+    if (read_pid_stat(pid, &sl) < 0)
         return 0;
     int k = (stat_u(&sl, 9) & 0x00200000ull) != 0; /* PF_KTHREAD, include/linux/sched.h */
     free(sl.buf);
