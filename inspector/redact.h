@@ -31,8 +31,12 @@
  * 2. Command-line options whose name says the same ("--hf-token VALUE",
  *    "--password=VALUE", "--api_key VALUE"): the value, when step 1 left it and
  *    it is worth hiding by the same measure, becomes "<redacted: value of
- *    --hf-token>" (or "--password=<redacted>"). The command line is readable
- *    for every process, so this step always runs.
+ *    --hf-token>" (or "--password=<redacted>"), and the locals that hold it are
+ *    redacted as in step 1. The command line is readable for every process, so
+ *    this step always runs.
+ * 3. A string local whose name says it is a secret (password, api_key, token)
+ *    and whose value is worth hiding: "<redacted: its name says it is a
+ *    secret>".
  */
 int hdx_redact_secrets(hdx_process *p);
 

@@ -626,14 +626,17 @@ ENV_ALLOWED = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "3", "MASTER_ADDR":
 
 ENV_TARGET = r"""
 import os, sys, time
-def poll(token, key):
+def poll(token, key, password, api_key):
     header = "Bearer " + token
     env_name = os.environ["CONDA_DEFAULT_ENV"]
     build_directory = "/opt/conda/envs/" + env_name + "/ext/build"
+    db_password = "from-a-config-file"
     print("ready", flush=True)
     while True:
         time.sleep(0.1)
-poll(os.environ["SECRET_TOKEN"], os.environ.get("AWS_SECRET_ACCESS_KEY"))
+poll(os.environ["SECRET_TOKEN"], os.environ.get("AWS_SECRET_ACCESS_KEY"),
+     sys.argv[sys.argv.index("--password") + 1],
+     [a for a in sys.argv if a.startswith("--api-key=")][0].split("=", 1)[1])
 """
 
 
@@ -660,7 +663,8 @@ def case_env(tmp):
             r = hangdx(*(cmd + [p.pid]))
             check(r.returncode == 0, "%s: status %d; stderr:\n%s" % (name, r.returncode, r.stderr))
             outs[name] = r.stdout
-            for var, val in list(ENV_SECRETS.items()) + [("--password", CLI_SECRETS[0]), ("--api-key", CLI_SECRETS[1])]:
+            for var, val in list(ENV_SECRETS.items()) + [("--password", CLI_SECRETS[0]), ("--api-key", CLI_SECRETS[1]),
+                                                         ("db_password", "from-a-config-file")]:
                 check(val not in r.stdout and val not in r.stderr, "%s leaks %s's value" % (name, var))
         for name in ("snapshot", "inspect --json"):
             proc = [q for q in json.loads(outs[name])["processes"] if q["pid"] == p.pid][0]
@@ -680,10 +684,15 @@ def case_env(tmp):
         check(loc.get("key") == "<redacted: value of $AWS_SECRET_ACCESS_KEY>", "key redacted: %r" % loc.get("key"))
         check(loc.get("header") == "<redacted: holds the value of $SECRET_TOKEN>", "header redacted: %r" % loc.get("header"))
         check(loc.get("env_name") == "<redacted: value of $CONDA_DEFAULT_ENV>", "env_name redacted: %r" % loc.get("env_name"))
+        check(loc.get("password") == "<redacted: value of --password>", "password redacted: %r" % loc.get("password"))
+        check(loc.get("api_key") == "<redacted: value of --api-key>", "api_key redacted: %r" % loc.get("api_key"))
+        check(loc.get("db_password") == "<redacted: its name says it is a secret>",
+              "a local named as a secret is redacted: %r" % loc.get("db_password"))
         check(loc.get("build_directory") == "/opt/conda/envs/pytorch-env/ext/build",
               "a path that holds a value of no secret's name is kept: %r" % loc.get("build_directory"))
         log("env: snapshot, inspect (JSON, text) and dump hold %s and none of the secrets; locals redacted: %s"
-            % (sorted(ENV_ALLOWED), {k: loc[k] for k in ("token", "key", "header", "env_name", "build_directory")}))
+            % (sorted(ENV_ALLOWED), {k: loc[k] for k in ("token", "key", "header", "env_name", "build_directory",
+                                                         "password", "api_key", "db_password")}))
         assert_untraced(p.pid, "after the env checks")
     finally:
         kill(p)
