@@ -120,15 +120,34 @@ static int own_regular_file(const char *path, struct stat *st, char *buf, size_t
     return 1;
 }
 
-/* Processes of this host that the trace saw waiting on l and that still live. */
-static size_t live_waiters(const hdx_lock *l)
+/* Processes of this host waiting on l (by a trace, or their Python stack now) that still live;
+ * *first: one of them. */
+static size_t live_waiters(const hdx_lock *l, int *first)
 {
     size_t n = 0;
     for (size_t i = 0; i < l->n_waiters; i++) {
         char st = l->waiters[i].host ? 0 : hdx_proc_state(l->waiters[i].pid);
-        n += st && st != 'Z' && st != 'X';
+        if (st && st != 'Z' && st != 'X' && !n++)
+            *first = l->waiters[i].pid;
     }
     return n;
+}
+
+/* What would make deleting l harmful though it is stale: a live waiter (it would wake up and
+ * load a half-built module), processes its dead creator started (a compiler that still
+ * writes into the build directory). Into buf; 0 when nothing. */
+static int still_in_use(const hdx_lock *l, char *buf, size_t size)
+{
+    int first = 0;
+    size_t waiting = live_waiters(l, &first);
+    if (!waiting && !l->creator_children)
+        return 0;
+    char who[64] = "";
+    if (waiting)
+        snprintf(who, sizeof who, "pid %d%s still waits on it", first, waiting > 1 ? " and others" : "");
+    snprintf(buf, size, "%s%s%s", who, waiting && l->creator_children ? " and " : "",
+             l->creator_children ? "processes its dead creator started still run" : "");
+    return 1;
 }
 
 /* Is l deletable? 1 yes; *why (in buf when formatted) says why not. */
@@ -148,15 +167,9 @@ static int deletable(const hdx_lock *l, int force, char *buf, size_t size, const
         *why = l->has_creator ? "creator not proven dead" : "creator unknown (no trace); --force deletes it";
         return 0;
     }
-    /* The remedy's order: a waiter that wakes up loads a half-built module, and a compiler the
-     * dead creator started still writes into the build directory. */
-    size_t waiting = live_waiters(l);
-    if (waiting || l->creator_children) {
-        snprintf(buf, size, "%s%s%s: stop %s first (--force deletes it anyway)",
-                 waiting ? "a process still waits on it" : "",
-                 waiting && l->creator_children ? " and " : "",
-                 l->creator_children ? "processes its creator started still run" : "",
-                 waiting && l->creator_children ? "them" : waiting ? "the waiters" : "those processes");
+    char use[128];
+    if (still_in_use(l, use, sizeof use)) {
+        snprintf(buf, size, "%s: stop those processes first (--force deletes it anyway)", use);
         *why = buf;
         return 0;
     }
@@ -267,6 +280,8 @@ int hdx_cmd_locks(int argc, char **argv)
         default_dir = hdx_asprintf("%s/.cache/torch_extensions", getenv("HOME"));
     if (default_dir && add_dir(ev, default_dir, 0, &partial) < 0)
         goto nomem;
+    if (hdx_locks_add_python_waiters(ev) < 0) /* the waiters no trace saw */
+        goto nomem;
     if (hdx_locks_resolve(ev) < 0)
         goto nomem;
 
@@ -301,8 +316,11 @@ int hdx_cmd_locks(int argc, char **argv)
             continue;
         }
         deleted[i] = 1;
-        fprintf(stderr, "hangdx locks: deleted %s (%s%s)\n", l->path, hdx_lock_state_name(l->state),
-                l->has_creator && l->creator_alive == 0 ? ", its creator is dead" : ", no process here has it open");
+        char use[128];
+        fprintf(stderr, "hangdx locks: deleted %s (%s%s)%s%s\n", l->path, hdx_lock_state_name(l->state),
+                l->has_creator && l->creator_alive == 0 ? ", its creator is dead" : ", no process here has it open",
+                still_in_use(l, use, sizeof use) ? " with --force, although " : "",
+                still_in_use(l, use, sizeof use) ? use : "");
     }
 
     if (json) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "sample.h"
 #include "syswatch.h"
 #include "util.h"
 
@@ -265,8 +266,9 @@ static int collect_blocked(hdx_evidence *ev, hdx_process *p, hdx_thread *t, cons
  * A thread whose Python stack sits in FileBaton.wait: the baton is
  * <build_directory>/lock, build_directory being the local of the
  * cpp_extension._jit_compile frame that called it (torch 1.13 to 2.x).
+ * 1 with the path in path, else 0.
  */
-static int collect_python_baton(hdx_evidence *ev, hdx_process *p, hdx_thread *t)
+static int python_baton_path(const hdx_process *p, const hdx_thread *t, char *path, size_t size)
 {
     size_t at = 0;
     if (!hdx_thread_find_python(t, "FileBaton.wait", "torch/utils/file_baton.py", &at))
@@ -275,13 +277,65 @@ static int collect_python_baton(hdx_evidence *ev, hdx_process *p, hdx_thread *t)
     const hdx_local *dir = hdx_frame_local(jit, "build_directory");
     if (!dir || dir->kind != HDX_VAL_STR || !dir->s || !dir->s[0])
         return 0; /* the syscall watch will find the path */
+    int n = dir->s[0] == '/' || !p->cwd ? snprintf(path, size, "%s/lock", dir->s)
+                                       : snprintf(path, size, "%s/%s/lock", p->cwd, dir->s);
+    return n > 0 && (size_t)n < size;
+}
+
+static int collect_python_baton(hdx_evidence *ev, hdx_process *p, hdx_thread *t)
+{
     char path[PATH_MAX];
-    int n = dir->s[0] == '/' || !p->cwd ? snprintf(path, sizeof path, "%s/lock", dir->s)
-                                       : snprintf(path, sizeof path, "%s/%s/lock", p->cwd, dir->s);
-    if (n <= 0 || (size_t)n >= sizeof path)
+    if (!python_baton_path(p, t, path, sizeof path))
         return 0;
     hdx_lock *l = lock_for(ev, path, HDX_LOCK_BATON, "Python frame");
     return l ? add_waiter(l, p, t->tid, "FileBaton.wait") : -ENOMEM;
+}
+
+/* 1 when /proc/PID/exe is a Python interpreter (its name starts with "python"). */
+static int runs_python(int pid)
+{
+    char path[64], exe[PATH_MAX];
+    snprintf(path, sizeof path, "/proc/%d/exe", pid);
+    ssize_t n = readlink(path, exe, sizeof exe - 1);
+    if (n <= 0)
+        return 0;
+    exe[n] = 0;
+    const char *base = strrchr(exe, '/');
+    return !strncmp(base ? base + 1 : exe, "python", 6);
+}
+
+int hdx_locks_add_python_waiters(hdx_evidence *ev)
+{
+    if (!ev->n_locks)
+        return 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int added = 0, r = 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(d))) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == getpid() || !runs_python((int)pid))
+            continue;
+        hdx_evidence *one = hdx_evidence_new();
+        hdx_process *p = one ? hdx_evidence_add_process(one) : NULL;
+        if (!p) {
+            r = -ENOMEM;
+        } else if (hdx_proc_read(p, (int)pid) == 0 &&
+                   hdx_sample_stacks(p, one, HDX_SAMPLE_PYTHON | HDX_SAMPLE_LOCALS | HDX_SAMPLE_NO_NATIVE) == 0) {
+            char path[PATH_MAX];
+            for (size_t i = 0; r == 0 && i < p->n_threads; i++) {
+                hdx_lock *l = python_baton_path(p, &p->threads[i], path, sizeof path)
+                                  ? hdx_evidence_find_lock(ev, path) : NULL;
+                if (l && (r = add_waiter(l, p, p->threads[i].tid, "FileBaton.wait")) == 0)
+                    added++;
+            }
+        }
+        hdx_evidence_free(one);
+    }
+    closedir(d);
+    return r < 0 ? r : added;
 }
 
 /* Watch one polling thread; 1 when it polls or retries an existing lock file, 0 not, -errno.

@@ -70,4 +70,14 @@ int hdx_locks_resolve(hdx_evidence *ev);
  */
 int hdx_locks_find_files(const char *dir, int depth, char ***paths, size_t *n);
 
+/*
+ * For 'hangdx locks', which captures nothing: every Python process of this host
+ * that hangdx may read (/proc/PID/exe named python*) is read, its Python stacks
+ * only, nothing stopped; a thread in torch's FileBaton.wait on a lock of ev
+ * (<build_directory>/lock of its _jit_compile frame) becomes a waiter of that
+ * lock ("FileBaton.wait"). Waiters that no trace saw, e.g. a rank started
+ * outside 'hangdx run'. Returns how many waiters were added, or -ENOMEM.
+ */
+int hdx_locks_add_python_waiters(hdx_evidence *ev);
+
 #endif

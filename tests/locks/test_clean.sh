@@ -94,10 +94,40 @@ check "--clean-stale says what it deleted" grep -q "deleted $T/b/dead_ext/lock" 
 check "--clean-stale warns about other nodes" grep -q "another node" "$T/err"
 check "--clean-stale keeps waited_ext/lock, whose waiter lives" test -e "$T/b/waited_ext/lock"
 check "--clean-stale says to stop the waiter first" \
-    grep -q "not deleted: $T/b/waited_ext/lock: a process still waits on it: stop the waiters first" "$T/err"
+    grep -q "not deleted: $T/b/waited_ext/lock: pid $waiter still waits on it: stop those processes first" "$T/err"
 kill "$waiter"; wait "$waiter" 2>/dev/null; waiter=
 "$HANGDX" locks -d "$T/traces" --clean-stale "$T/b" >"$T/out" 2>"$T/err"; rc=$?
 check "--clean-stale deletes waited_ext/lock once its waiter is gone (rc $rc)" test ! -e "$T/b/waited_ext/lock"
+
+# 3b. A waiter no trace saw: a real cpp_extension.load, started outside hangdx run, waits in
+# FileBaton.wait on torch_ext/lock (made by the dead pid of the trace): hangdx locks reads its
+# Python stack (nothing stopped) and keeps the lock; --force deletes it and says what it overrode.
+if $PY -c "import torch.utils.cpp_extension" 2>/dev/null; then
+    mkdir -p "$T/b/torch_ext"
+    : >"$T/b/torch_ext/lock"
+    echo 'int hdx_tiny() { return 1; }' >"$T/tiny.cpp"
+    dead3=4194301
+    cat >"$T/traces/$(hostname)-$dead3.jsonl" <<JSON
+{"schema":"hangdx.trace/1","type":"header","t":1700000000000000000,"pid":$dead3,"ppid":1,"host":"$(hostname)","boot_id":"$boot","start_time":44,"cwd":"$T","exe":"/usr/bin/python3","argv":["python3","train.py"],"env":{"RANK":"0"}}
+{"type":"acquire","t":1700000001000000000,"tid":$dead3,"path":"$T/b/torch_ext/lock","fd":5}
+JSON
+    chmod 600 "$T/traces/"*.jsonl
+    $PY "$HDX_SOURCE_DIR/tests/scenarios/loader.py" --build-dir "$T/b/torch_ext" --name hdx_clean_tiny \
+        --source "$T/tiny.cpp" --pidfile "$T/loader.pid" >"$T/loader.out" 2>&1 &
+    loader=$!
+    for _ in $(seq 100); do grep -q loading "$T/loader.out" && break; sleep 0.1; done
+    sleep 1 # into FileBaton.wait
+    "$HANGDX" locks -d "$T/traces" --clean-stale "$T/b" >"$T/out" 2>"$T/err"
+    check "--clean-stale keeps torch_ext/lock, which an untraced cpp_extension.load waits on" \
+        test -e "$T/b/torch_ext/lock"
+    check "  and names the waiter" grep -q "not deleted: $T/b/torch_ext/lock: pid $loader still waits on it" "$T/err"
+    "$HANGDX" locks -d "$T/traces" --clean-stale --force "$T/b/torch_ext" >"$T/out" 2>"$T/err"
+    check "--force deletes it, and says it overrode a waiter" \
+        grep -q "deleted $T/b/torch_ext/lock (stale, its creator is dead) with --force, although pid $loader still waits on it" "$T/err"
+    kill $loader 2>/dev/null; wait $loader 2>/dev/null
+else
+    echo "skip 3b: $PY has no torch"
+fi
 
 # 4. --force: also the unheld lock, never the held one
 "$HANGDX" locks --clean-stale --force "$T/b" >"$T/out" 2>"$T/err"; rc=$?
