@@ -16,6 +16,7 @@
 #include "hangdx/report.h"
 #include "slurm.h"
 #include "snapshot.h"
+#include "jsonout.h"
 #include "util.h"
 
 int hdx_cli_write_frames(const hdx_evidence *ev)
@@ -23,7 +24,7 @@ int hdx_cli_write_frames(const hdx_evidence *ev)
     cJSON *j = hdx_snapshot_json(ev);
     if (!j)
         return -ENOMEM;
-    char *s = cJSON_PrintUnformatted(j);
+    char *s = hdx_json_print(j, 0);
     cJSON_Delete(j);
     if (!s)
         return -ENOMEM;

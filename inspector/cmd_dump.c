@@ -17,6 +17,7 @@
 #include "sample.h"
 #include "snapshot.h"
 #include "stacks.h"
+#include "jsonout.h"
 #include "util.h"
 
 static void usage(FILE *f)
@@ -137,7 +138,7 @@ int hdx_cmd_dump(int argc, char **argv)
         cJSON *notes = cJSON_AddArrayToObject(o, "notes");
         for (size_t i = 0; i < ev->n_notes; i++)
             cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
-        char *s = cJSON_Print(o);
+        char *s = hdx_json_print(o, 1);
         if (s)
             printf("%s\n", s);
         free(s);

@@ -19,6 +19,7 @@
 #include "proc.h"
 #include "snapshot.h"
 #include "traces.h"
+#include "jsonout.h"
 #include "util.h"
 
 #define LOCKS_SCHEMA "hangdx.locks/1"
@@ -118,6 +119,15 @@ static int own_regular_file(const char *path, struct stat *st, char *buf, size_t
         return 0;
     }
     return 1;
+}
+
+/* "hangdx locks: WHAT PATH: REST" on stderr, the path escaped as in the reports (a lock
+ * directory's name may hold a newline or an escape sequence). */
+static void say(const char *what, const char *path, const char *rest)
+{
+    fprintf(stderr, "hangdx locks: %s", what);
+    hdx_report_put_text(stderr, path);
+    fprintf(stderr, ": %s\n", rest);
 }
 
 /* Processes of this host waiting on l (by a trace, or their Python stack now) that still live;
@@ -297,30 +307,32 @@ int hdx_cmd_locks(int argc, char **argv)
         if (!deletable(l, force, whybuf, sizeof whybuf, &why) ||
             (l->exists == 1 && !own_regular_file(l->path, &st1, whybuf, sizeof whybuf, &why))) {
             if (l->exists == 1)
-                fprintf(stderr, "hangdx locks: not deleted: %s: %s\n", l->path, why);
+                say("not deleted: ", l->path, why);
             continue;
         }
         /* Check again just before: a build may have opened it since, or it was replaced. */
         if (has_opener(l->path)) {
-            fprintf(stderr, "hangdx locks: not deleted: %s: a process has it open now\n", l->path);
+            say("not deleted: ", l->path, "a process has it open now");
             continue;
         }
         if (!own_regular_file(l->path, &st2, whybuf, sizeof whybuf, &why) || st2.st_dev != st1.st_dev ||
             st2.st_ino != st1.st_ino) {
-            fprintf(stderr, "hangdx locks: not deleted: %s: %s\n", l->path, why ? why : "replaced meanwhile");
+            say("not deleted: ", l->path, why ? why : "replaced meanwhile");
             continue;
         }
         if (unlink(l->path) != 0) {
-            fprintf(stderr, "hangdx locks: cannot delete %s: %s\n", l->path, strerror(errno));
+            say("cannot delete ", l->path, strerror(errno));
             partial = 1;
             continue;
         }
         deleted[i] = 1;
         char use[128];
-        fprintf(stderr, "hangdx locks: deleted %s (%s%s)%s%s\n", l->path, hdx_lock_state_name(l->state),
-                l->has_creator && l->creator_alive == 0 ? ", its creator is dead" : ", no process here has it open",
-                still_in_use(l, use, sizeof use) ? " with --force, although " : "",
-                still_in_use(l, use, sizeof use) ? use : "");
+        char rest[320];
+        snprintf(rest, sizeof rest, "%s%s%s%s", hdx_lock_state_name(l->state),
+                 l->has_creator && l->creator_alive == 0 ? ", its creator is dead" : ", no process here has it open",
+                 still_in_use(l, use, sizeof use) ? "; with --force, although " : "",
+                 still_in_use(l, use, sizeof use) ? use : "");
+        say("deleted ", l->path, rest);
     }
 
     if (json) {
@@ -335,7 +347,7 @@ int hdx_cmd_locks(int argc, char **argv)
         cJSON *notes = cJSON_AddArrayToObject(root, "notes");
         for (size_t i = 0; notes && i < ev->n_notes; i++)
             cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
-        char *s = cJSON_PrintUnformatted(root);
+        char *s = hdx_json_print(root, 0);
         cJSON_Delete(root);
         if (!s)
             goto nomem;

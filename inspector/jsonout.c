@@ -3,9 +3,12 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "evidence.h"
+#include "util.h"
 
 /* Integers a JSON number (a double) holds exactly: 2^53. */
 #define EXACT_MAX 9007199254740992.0
@@ -131,3 +134,30 @@ cJSON *hdx_json_frames(const hdx_frame *frames, size_t n)
     return a;
 }
 
+
+char *hdx_json_print(const cJSON *j, int formatted)
+{
+    char *s = formatted ? cJSON_Print(j) : cJSON_PrintUnformatted(j);
+    size_t bad = 0, len = 0;
+    uint32_t cp;
+    for (; s && s[len]; len++)
+        if (((unsigned char)s[len] & 0x80) && !hdx_utf8_next(s + len, &cp))
+            bad++;
+    if (!bad)
+        return s;
+    char *out = malloc(len + bad * 5 + 1), *w = out;
+    for (const char *q = s; out && *q;) {
+        int n = hdx_utf8_next(q, &cp);
+        if (n) {
+            memcpy(w, q, (size_t)n);
+            w += n;
+            q += n;
+        } else { /* only inside a string: cJSON writes nothing else above 0x7f */
+            w += sprintf(w, "\\u%04x", (unsigned char)*q++);
+        }
+    }
+    if (out)
+        *w = 0;
+    free(s);
+    return out;
+}

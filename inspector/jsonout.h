@@ -33,4 +33,12 @@ struct cJSON *hdx_json_locals(const hdx_frame *f);
 /* An array of n frames, innermost first. */
 struct cJSON *hdx_json_frames(const hdx_frame *frames, size_t n);
 
+/*
+ * j as JSON text (cJSON_Print when formatted, else cJSON_PrintUnformatted), valid UTF-8 as
+ * RFC 8259 wants: a byte of a string that is no valid UTF-8 (a command line, a path or a
+ * thread name in another encoding) is written as \u00XX (the byte read as Latin-1). Heap
+ * string (free), or NULL on ENOMEM.
+ */
+char *hdx_json_print(const struct cJSON *j, int formatted);
+
 #endif

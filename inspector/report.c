@@ -151,12 +151,12 @@ static int put_indented(FILE *f, const char *s)
     return rc;
 }
 
-/* The JSON report, byte for byte cJSON_Print(hdx_report_json(ev, v)), printed one
+/* The JSON report, byte for byte cJSON_Print(hdx_report_json(ev, v)) (through hdx_json_print), printed one
  * process at a time: the whole tree of 8192 ranks' stacks took ~5 GB. 0 or -errno. */
 static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
 {
     cJSON *r = report_json(ev, v, 0);
-    char *s = r ? cJSON_Print(r) : NULL;
+    char *s = r ? hdx_json_print(r, 1) : NULL;
     cJSON_Delete(r);
     if (!s)
         return -ENOMEM;
@@ -165,7 +165,7 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     if (!at) { /* cannot happen: print it whole */
         free(s);
         r = hdx_report_json(ev, v);
-        s = r ? cJSON_Print(r) : NULL;
+        s = r ? hdx_json_print(r, 1) : NULL;
         cJSON_Delete(r);
         rc = !s ? -ENOMEM : fprintf(f, "%s\n", s) < 0 ? -EIO : 0;
         free(s);
@@ -178,7 +178,7 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     hdx_frame_text_cache *cache = hdx_frame_text_cache_new();
     for (size_t i = 0; !rc && i < ev->n_procs; i++) {
         cJSON *p = hdx_snapshot_process_json_printed(&ev->procs[i], cache);
-        char *ps = p ? cJSON_Print(p) : NULL;
+        char *ps = p ? hdx_json_print(p, 1) : NULL;
         cJSON_Delete(p);
         if (!ps)
             rc = -ENOMEM;
@@ -193,11 +193,21 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     return rc;
 }
 
+/* Code points a terminal acts on: the C1 controls, and the marks that reorder text
+ * (Unicode bidirectional formatting: a right-to-left override hides what follows). */
+static int acting_code_point(uint32_t cp)
+{
+    return (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
+           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
 void hdx_report_put_text(FILE *f, const char *s)
 {
-    for (; *s; s++) {
+    while (*s) {
         unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != 0x7f)
+        uint32_t cp = 0;
+        int n = c >= 0x80 ? hdx_utf8_next(s, &cp) : 1;
+        if (c >= 0x20 && c < 0x7f)
             fputc(c, f);
         else if (c == '\n')
             fputs("\\n", f);
@@ -205,8 +215,13 @@ void hdx_report_put_text(FILE *f, const char *s)
             fputs("\\t", f);
         else if (c == '\r')
             fputs("\\r", f);
+        else if (c < 0x80 || n == 0)
+            fprintf(f, "\\x%02x", c); /* a control byte, or no valid UTF-8 */
+        else if (acting_code_point(cp))
+            fprintf(f, "\\u%04x", (unsigned)cp);
         else
-            fprintf(f, "\\x%02x", c);
+            fwrite(s, 1, (size_t)n, f);
+        s += n ? n : 1;
     }
 }
 

@@ -156,7 +156,7 @@ static long ftab_frame(ftab *t, const hdx_frame *f)
     cJSON *locals = NULL;
     if (f->locals) {
         char *text = NULL;
-        if (!(locals = hdx_json_locals(f)) || !(text = cJSON_PrintUnformatted(locals)) ||
+        if (!(locals = hdx_json_locals(f)) || !(text = hdx_json_print(locals, 0)) ||
             !(k.locals = hdx_pool_intern(t->pool, text, strlen(text)))) {
             free(text);
             cJSON_Delete(locals);
@@ -379,7 +379,7 @@ static int frame_key_same(const hdx_frame *a, const hdx_frame *b)
 static char *frame_text(const hdx_frame *f)
 {
     cJSON *o = hdx_json_frame(f);
-    char *t = o ? cJSON_Print(o) : NULL;
+    char *t = o ? hdx_json_print(o, 1) : NULL;
     cJSON_Delete(o);
     if (!t)
         return NULL;
@@ -561,7 +561,7 @@ int hdx_snapshot_write(const hdx_evidence *ev, const char *path)
     cJSON *j = hdx_snapshot_json(ev);
     if (!j)
         return -errno;
-    char *s = cJSON_Print(j);
+    char *s = hdx_json_print(j, 1);
     cJSON_Delete(j);
     if (!s)
         return -ENOMEM;

@@ -187,3 +187,25 @@ int hdx_parse_long(const char *s, long min, long max, long *out)
     *out = v;
     return 0;
 }
+
+int hdx_utf8_next(const char *s, uint32_t *cp)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    int n = u[0] < 0x80 ? 1 : u[0] >= 0xc2 && u[0] <= 0xdf ? 2 : u[0] >= 0xe0 && u[0] <= 0xef ? 3
+                            : u[0] >= 0xf0 && u[0] <= 0xf4 ? 4 : 0;
+    if (n == 1)
+        *cp = u[0];
+    if (n <= 1)
+        return n;
+    uint32_t c = u[0] & (0xff >> (n + 1));
+    for (int i = 1; i < n; i++) {
+        if ((u[i] & 0xc0) != 0x80)
+            return 0;
+        c = c << 6 | (u[i] & 0x3f);
+    }
+    static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < least[n] || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
+        return 0;
+    *cp = c;
+    return n;
+}

@@ -63,4 +63,11 @@ void hdx_format_ranges_of(const int *vals, size_t n, char *buf, size_t size);
  * not one. */
 int hdx_parse_long(const char *s, long min, long max, long *out);
 
+/*
+ * The length (1 to 4 bytes) of the valid UTF-8 sequence that s starts, its code point in *cp;
+ * 0 when s starts none: a stray continuation byte, a cut or overlong sequence, a surrogate,
+ * a code point past U+10FFFF (RFC 3629). s is NUL-terminated.
+ */
+int hdx_utf8_next(const char *s, uint32_t *cp);
+
 #endif

@@ -90,7 +90,7 @@ check "--clean-stale exits 0 (got $rc)" test $rc -eq 0
 check "--clean-stale deletes dead_ext/lock" test ! -e "$T/b/dead_ext/lock"
 check "--clean-stale keeps unknown_ext/lock" test -e "$T/b/unknown_ext/lock"
 check "--clean-stale keeps held_ext/lock" test -e "$T/b/held_ext/lock"
-check "--clean-stale says what it deleted" grep -q "deleted $T/b/dead_ext/lock" "$T/err"
+check "--clean-stale says what it deleted" grep -q "deleted $T/b/dead_ext/lock: stale, its creator is dead" "$T/err"
 check "--clean-stale warns about other nodes" grep -q "another node" "$T/err"
 check "--clean-stale keeps waited_ext/lock, whose waiter lives" test -e "$T/b/waited_ext/lock"
 check "--clean-stale says to stop the waiter first" \
@@ -123,7 +123,7 @@ JSON
     check "  and names the waiter" grep -q "not deleted: $T/b/torch_ext/lock: pid $loader still waits on it" "$T/err"
     "$HANGDX" locks -d "$T/traces" --clean-stale --force "$T/b/torch_ext" >"$T/out" 2>"$T/err"
     check "--force deletes it, and says it overrode a waiter" \
-        grep -q "deleted $T/b/torch_ext/lock (stale, its creator is dead) with --force, although pid $loader still waits on it" "$T/err"
+        grep -q "deleted $T/b/torch_ext/lock: stale, its creator is dead; with --force, although pid $loader still waits on it" "$T/err"
     kill $loader 2>/dev/null; wait $loader 2>/dev/null
 else
     echo "skip 3b: $PY has no torch"
