@@ -542,10 +542,14 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
     hdx_verdict_clear(v);
     hdx_mark_rank_processes(ev);
     size_t other_jobs = hdx_keep_largest_job(ev);
+    int asked = 0; /* the job judged is that of a process given by PID */
+    for (size_t i = 0; other_jobs && i < ev->n_procs; i++)
+        asked |= ev->procs[i].asked && ev->procs[i].is_rank_process;
     if (other_jobs)
         hdx_evidence_note(ev, "%zu rank process%s of other jobs (another MASTER_ADDR/MASTER_PORT) were set aside: the "
-                              "verdict is about the job with the most live ranks here; inspect each job's pids alone",
-                          other_jobs, other_jobs == 1 ? "" : "es");
+                              "verdict is about %s; inspect each job's pids alone",
+                          other_jobs, other_jobs == 1 ? "" : "es",
+                          asked ? "the job of the process given" : "the job with the most live ranks here");
     int any_progress = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         hdx_process *p = &ev->procs[i];

@@ -337,6 +337,10 @@ static void two_jobs_asked_one(void)
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(v.n_culprit_pids == 1 && v.culprit_pids[0] == 4000);
     CHECK(ev->procs[0].set_aside == 1 && ev->procs[4].set_aside == 0);
+    int said = 0;
+    for (size_t i = 0; i < ev->n_notes; i++)
+        said |= strstr(ev->notes[i], "the verdict is about the job of the process given") != NULL;
+    CHECK(said);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
