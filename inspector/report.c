@@ -275,7 +275,12 @@ static void text_frame(FILE *f, size_t i, const hdx_frame *fr)
         case HDX_VAL_NONE: fprintf(f, "None"); break;
         case HDX_VAL_BOOL: fprintf(f, "%s", v->i ? "True" : "False"); break;
         case HDX_VAL_INT: fprintf(f, "%lld", v->i); break;
-        case HDX_VAL_FLOAT: fprintf(f, "%g", v->f); break;
+        case HDX_VAL_FLOAT: { /* as Python shows a float: 1.0, not 1 */
+            char num[40];
+            snprintf(num, sizeof num, "%g", v->f);
+            fprintf(f, "%s%s", num, num[strspn(num, "-0123456789")] ? "" : ".0");
+            break;
+        }
         case HDX_VAL_STR: put_field(f, "'", v->s ? v->s : "", "'"); break;
         case HDX_VAL_OTHER: put_field(f, "<", v->s ? v->s : "?", ">"); break;
         }
