@@ -224,8 +224,12 @@ static void print_text(const hdx_lock *l, int deleted)
     printf("%-5s  %-5s  ", hdx_lock_state_name(l->state), hdx_lock_kind_name(l->kind));
     hdx_report_put_text(stdout, l->path);
     printf("  %s, %s%s", who, age, deleted ? "  [deleted]" : "");
+    int first = 0;
+    size_t live = live_waiters(l, &first);
     if (l->n_waiters)
         printf(", %zu waiter%s", l->n_waiters, l->n_waiters == 1 ? "" : "s");
+    if (l->n_waiters && live < l->n_waiters)
+        printf(" (%zu alive)", live);
     printf("\n");
 }
 
