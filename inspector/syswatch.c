@@ -214,6 +214,10 @@ int hdx_syswatch(int pid, int tid, int ms, hdx_syswatch_hit **hits, size_t *n)
     int64_t deadline = hdx_mono_ns() + (int64_t)ms * 1000000;
 
     hdx_ptrace_sweep();
+    /* A process stopped by job control (SIGSTOP, Ctrl-Z) polls nothing, and resuming one of
+     * its threads from a signal-delivery stop would let it run on out of its group stop. */
+    if (hdx_proc_state(pid) == 'T')
+        return 0;
     rc = hdx_ptrace_seize(pid, tid, PTRACE_O_TRACESYSGOOD, NULL);
     if (rc < 0)
         return rc;

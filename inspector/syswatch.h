@@ -27,7 +27,8 @@ typedef struct hdx_syswatch_hit {
  * calls and opens, and the files behind the fds of lock calls (flock, and
  * fcntl's lock commands: a filelock-style loop retries LOCK_NB). The watch
  * ends early after one poll round: once the thread, woken from its sleep,
- * has made other calls and enters a sleep (hdx_syswatch_is_sleep) again.
+ * has made other calls and enters a sleep (hdx_syswatch_is_sleep) again. A
+ * process stopped by job control (state T) is not watched (0, no hits).
  * Relative paths are resolved against /proc/PID/cwd, or the dirfd's path
  * (/proc/PID/fd/N). The thread is detached on every path and never left
  * stopped. *hits is a heap array (each path and use once), freed with
