@@ -671,7 +671,10 @@ int hdx_cmd_analyze(int argc, char **argv)
     else if (!n_snapshots)
         hdx_evidence_note(ev, "no stacks: post-mortem from traces only (collectives, point-to-point and "
                               "rendezvous waits cannot be seen without stacks or logs)");
-    if (!ev->samples)
+    int progress_known = 0; /* a report carries each process's progress, not its samples */
+    for (size_t i = 0; i < ev->n_procs && !progress_known; i++)
+        progress_known = ev->procs[i].progressing != HDX_UNKNOWN;
+    if (!ev->samples && !progress_known)
         hdx_evidence_note(ev, "no CPU samples: a running build cannot be told from a stuck one after the fact");
     if (n_kept)
         hdx_evidence_note(ev, "lock states as each host saw them when its snapshot was taken; not checked again");
