@@ -88,7 +88,8 @@ def sample_waits(jobs):
 def check_waits(c, jobs, when):
     """Each rank alive, without errors, in the kind of wait its case says; the samples are
     taken several times, and a waiting rank must be in its wait in most of them (a TCPStore
-    poll loop wakes every few ms)."""
+    poll loop wakes every few ms; a sleep loop, such as a FileBaton waiter's 0.1 s polls, may
+    be caught awake once on a loaded machine)."""
     samples = []
     for _ in range(5):
         samples.append(sample_waits(jobs))
@@ -105,7 +106,7 @@ def check_waits(c, jobs, when):
                 continue
             mine = [s[(job.case, r)] for s in samples]
             good = [s for s in mine if s[0] == "S" and s[1] in EXPECT_SYSCALL[kind]]
-            need = 3 if kind == "store" else len(mine)
+            need = 3 if kind == "store" else len(mine) - 1 if kind == "sleep" else len(mine)
             c.check(len(good) >= need, f"{name}: main thread sleeps in {kind} "
                     f"(syscalls {sorted(EXPECT_SYSCALL[kind])}) in {need}/{len(mine)} samples",
                     [(s[0], s[2][:24], s[3]) for s in mine])
