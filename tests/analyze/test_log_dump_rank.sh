@@ -9,8 +9,7 @@ set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
 : "${HDX_SOURCE_DIR:?HDX_SOURCE_DIR must name the source tree}"
 PY=/usr/bin/python3
-fail=0
-check() { if "${@:2}"; then echo "ok: $1"; else echo "FAIL: $1" >&2; fail=1; fi; }
+. "$(dirname "$0")/../check.sh"
 T=$(mktemp -d /tmp/hdx-test-logdump-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 LOG="$HDX_SOURCE_DIR/tests/logs/fixtures/nccl_watchdog_torch211.log"

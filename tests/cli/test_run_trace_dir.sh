@@ -4,8 +4,7 @@
 # was written into it; a -d DIR that existed before, or one with files, is kept. Needs $HANGDX.
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
-fail=0
-check() { if "${@:2}"; then echo "ok: $1"; else echo "FAIL: $1" >&2; fail=1; fi; }
+. "$(dirname "$0")/../check.sh"
 T=$(mktemp -d /tmp/hdx-test-rundir-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1

@@ -5,8 +5,7 @@
 # FILE still gets the snapshot. A kernel thread is no process to inspect, and says so.
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
-fail=0
-check() { if "${@:2}"; then echo "ok: $1"; else echo "FAIL: $1" >&2; fail=1; fi; }
+. "$(dirname "$0")/../check.sh"
 T=$(mktemp -d /tmp/hdx-test-snapout-XXXXXX)
 sleep 60 & target=$!
 trap 'kill $target 2>/dev/null; rm -rf "$T"' EXIT

@@ -7,8 +7,7 @@
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
 PY=/usr/bin/python3
-fail=0
-check() { if "${@:2}"; then echo "ok: $1"; else echo "FAIL: $1" >&2; fail=1; fi; }
+. "$(dirname "$0")/../check.sh"
 T=$(mktemp -d /tmp/hdx-test-escape-XXXXXX)
 prog=$'import sys, time\ndef wait(s):\n    print("ready", flush=True)\n    time.sleep(3600)\nwait("\\x1b[31mRED\\x1b[0m\\nverdict: fake")\n'
 $PY -c "$prog" $'\nverdict: not_hung (confidence high)\n\x1b[31mRED' $'c1\x9b31m' $'u\xc2\x9b32m' $'rlo\xe2\x80\xaeevil' >"$T/ready" &

@@ -4,8 +4,7 @@
 # groups in DIR/report.txt, not at groups "below" (stderr has none). Needs $HANGDX, ptrace.
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
-fail=0
-check() { if "${@:2}"; then echo "ok: $1"; else echo "FAIL: $1" >&2; fail=1; fi; }
+. "$(dirname "$0")/../check.sh"
 T=$(mktemp -d /tmp/hdx-test-watchunk-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 "$HANGDX" run --hang-timeout 2 --on-hang kill -d "$T/hang" -- \

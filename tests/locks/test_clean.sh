@@ -4,10 +4,7 @@
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
 PY=/usr/bin/python3
-fail=0
-check() { # check DESCRIPTION COMMAND...
-    if "${@:2}"; then :; else echo "FAIL: $1" >&2; fail=1; fi
-}
+. "$(dirname "$0")/../check.sh"
 
 T=$(mktemp -d /tmp/hdx-test-clean-XXXXXX)
 holder=

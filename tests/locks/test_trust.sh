@@ -12,8 +12,7 @@ if [ "$(id -u)" -ne 0 ] || ! command -v setpriv >/dev/null; then
     exit 77
 fi
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-fail=0
-check() { if "${@:2}"; then echo "ok: $1"; else echo "FAIL: $1" >&2; fail=1; fi; }
+. "$(dirname "$0")/../check.sh"
 
 T=$(mktemp -d /tmp/hdx-test-trust-XXXXXX)
 victim=
