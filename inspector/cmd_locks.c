@@ -330,12 +330,11 @@ int hdx_cmd_locks(int argc, char **argv)
             continue;
         }
         deleted[i] = 1;
-        char use[128];
-        char rest[320];
+        char use[128], rest[320];
+        int overrode = still_in_use(l, use, sizeof use);
         snprintf(rest, sizeof rest, "%s%s%s%s", hdx_lock_state_name(l->state),
                  l->has_creator && l->creator_alive == 0 ? ", its creator is dead" : ", no process here has it open",
-                 still_in_use(l, use, sizeof use) ? "; with --force, although " : "",
-                 still_in_use(l, use, sizeof use) ? use : "");
+                 overrode ? "; with --force, although " : "", overrode ? use : "");
         say("deleted ", l->path, rest);
     }
 
