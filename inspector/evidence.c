@@ -36,6 +36,7 @@ void hdx_frame_clear(hdx_frame *f)
     for (size_t j = 0; j < f->n_locals; j++) {
         free(f->locals[j].name);
         free(f->locals[j].s);
+        free(f->locals[j].pg);
     }
     free(f->locals);
     memset(f, 0, sizeof *f);
@@ -119,6 +120,9 @@ void hdx_evidence_free(hdx_evidence *ev)
     for (size_t i = 0; i < ev->n_log_ranks; i++)
         hdx_log_rank_clear(&ev->log_ranks[i]);
     free(ev->log_ranks);
+    for (size_t i = 0; i < ev->n_pgroups; i++)
+        hdx_pgroup_clear(&ev->pgroups[i]);
+    free(ev->pgroups);
     hdx_evidence_index_free(ev);
     hdx_pool_free(ev->pool);
     free(ev);
@@ -184,6 +188,56 @@ hdx_thread *hdx_process_add_thread(hdx_process *p)
 hdx_frame *hdx_thread_add_frame(hdx_thread *t)
 {
     return hdx_append((void **)&t->frames, &t->n_frames, sizeof(hdx_frame));
+}
+
+void hdx_pgroup_clear(hdx_pgroup *g)
+{
+    free(g->name);
+    free(g->desc);
+    free(g->role);
+    free(g->ranks);
+    memset(g, 0, sizeof *g);
+}
+
+const hdx_pgroup *hdx_evidence_find_pgroup(const hdx_evidence *ev, const char *name)
+{
+    for (size_t i = 0; name && i < ev->n_pgroups; i++)
+        if (!strcmp(ev->pgroups[i].name, name))
+            return &ev->pgroups[i];
+    return NULL;
+}
+
+/* Set *dst to a copy of s when *dst is unset and s is given. 0 or -ENOMEM. */
+static int fill_str(char **dst, const char *s)
+{
+    if (*dst || !s)
+        return 0;
+    return (*dst = strdup(s)) ? 0 : -ENOMEM;
+}
+
+int hdx_evidence_add_pgroup(hdx_evidence *ev, const char *name, const int *ranks, size_t n, const char *desc,
+                            const char *role, int is_default)
+{
+    hdx_pgroup *g = (hdx_pgroup *)hdx_evidence_find_pgroup(ev, name);
+    if (g) {
+        if (g->n_ranks != n || (n && memcmp(g->ranks, ranks, n * sizeof *ranks)))
+            return -EEXIST;
+    } else {
+        if (!(g = hdx_append((void **)&ev->pgroups, &ev->n_pgroups, sizeof *g)))
+            return -ENOMEM;
+        g->name = strdup(name);
+        g->ranks = malloc((n ? n : 1) * sizeof *ranks);
+        if (!g->name || !g->ranks) {
+            hdx_pgroup_clear(g);
+            ev->n_pgroups--;
+            return -ENOMEM;
+        }
+        if (n)
+            memcpy(g->ranks, ranks, n * sizeof *ranks);
+        g->n_ranks = n;
+    }
+    g->is_default |= is_default;
+    return fill_str(&g->desc, desc) || fill_str(&g->role, is_default ? NULL : role) ? -ENOMEM : 0;
 }
 
 hdx_lock *hdx_evidence_add_lock(hdx_evidence *ev)

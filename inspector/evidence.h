@@ -26,6 +26,9 @@ typedef struct hdx_local {
     long long i;   /* HDX_VAL_INT, HDX_VAL_BOOL */
     double f;      /* HDX_VAL_FLOAT */
     char *s;       /* HDX_VAL_STR: the string (UTF-8); HDX_VAL_OTHER: the type name */
+    uint64_t addr; /* the object's address in the live target (identity), 0 unknown; never saved */
+    char *pg;      /* the process group's name when the value is one of the process's process
+                      groups (hdx_pgroup.name), else NULL */
 } hdx_local;
 
 typedef struct hdx_frame {
@@ -149,6 +152,19 @@ typedef struct hdx_lock {
     size_t n_waiters;
 } hdx_lock;
 
+/* A process group of the job, as its ranks' torch.distributed keeps it (read from each
+ * rank's memory, or from the job's logs), merged over the ranks by name
+ * (docs/design.md "Process groups"). */
+typedef struct hdx_pgroup {
+    char *name;     /* torch's group name (_pg_names), unique in a job ("" for torch 1.13's default) */
+    char *desc;     /* the group description torch >= 2.4 keeps, or NULL */
+    char *role;     /* its part in a 3D-parallel layout, from megatron.core.parallel_state:
+                       "tp", "pp", "dp", "cp", "ep", "mp", ... or NULL */
+    int *ranks;     /* global ranks, indexed by group rank */
+    size_t n_ranks;
+    int is_default; /* 1 the default (world) group */
+} hdx_pgroup;
+
 /* ---- Job logs (logs.c reads them; classify_logs.c decides from them) ---- */
 
 enum hdx_log_strength { HDX_LOG_WEAK = 0, HDX_LOG_STRONG = 1 };
@@ -217,6 +233,9 @@ typedef struct hdx_evidence {
     size_t n_log_facts;
     hdx_log_rank *log_ranks;
     size_t n_log_ranks;
+    /* The job's process groups (hdx_evidence_add_pgroup); locals name them by hdx_local.pg. */
+    hdx_pgroup *pgroups;
+    size_t n_pgroups;
     /* Lookups of processes by (host, pid), pid and rank (hdx_evidence_index); private. */
     struct hdx_proc_index *proc_index;
     /* Strings and arrays that frames of this evidence borrow (frames with `pooled` set):
@@ -239,6 +258,22 @@ hdx_thread *hdx_process_add_thread(hdx_process *p);
 hdx_frame *hdx_thread_add_frame(hdx_thread *t);
 hdx_lock *hdx_evidence_add_lock(hdx_evidence *ev);
 hdx_waiter *hdx_lock_add_waiter(hdx_lock *l);
+
+/*
+ * Add the process group `name` with its global ranks (n of them, by group rank), or
+ * merge it into the one of that name already there: desc, role and is_default are set
+ * when given (desc and role may be NULL, is_default 0 or 1), and a group whose ranks
+ * disagree with the ones there keeps the first ranks and returns -EEXIST (a torn read
+ * or two jobs). Copies every string and array. Returns 0, -EEXIST or -ENOMEM.
+ */
+int hdx_evidence_add_pgroup(hdx_evidence *ev, const char *name, const int *ranks, size_t n, const char *desc,
+                            const char *role, int is_default);
+
+/* The group named `name` (borrowed), or NULL. Linear in the groups. */
+const hdx_pgroup *hdx_evidence_find_pgroup(const hdx_evidence *ev, const char *name);
+
+/* Release what a group owns (not the struct itself). */
+void hdx_pgroup_clear(hdx_pgroup *g);
 
 /* Add a note (printf format). Returns 0 or -ENOMEM. */
 int hdx_evidence_note(hdx_evidence *ev, const char *fmt, ...)

@@ -1,6 +1,6 @@
 /*
- * Internals of the Python frame reader shared by python.c, pyfind.c and
- * pyoffsets.c (not a public interface; the tests use it too).
+ * Internals of the Python reader shared by python.c, pyfind.c, pyoffsets.c
+ * and pyobj.c (not a public interface; the tests use it too).
  */
 #ifndef HDX_PYIMPL_H
 #define HDX_PYIMPL_H
@@ -79,7 +79,120 @@ typedef struct hdx_pyoffs {
     int long_lv_tag;       /* 1 from 3.12 (lv_tag at ob_size's place), else 0: signed ob_size */
     int str_length, str_state, str_ascii_size, str_compact_size;
     int cell_ref;          /* PyCellObject.ob_ref */
+
+    /* What the object reader (pyobj.c) uses; docs/python-objects.md says how
+     * each was measured. 3.14 knows only those in _Py_DebugOffsets. */
+    int is_modules;        /* PyInterpreterState.modules (imports.modules from 3.12): sys.modules */
+    int tp_basicsize, tp_flags, tp_dict, tp_dictoffset, tp_mro;
+    int ht_cached_keys;    /* PyHeapTypeObject: the shared keys of the instances' split tables */
+    int list_item;         /* PyListObject.ob_item, a pointer to the item array */
+    int md_dict;           /* PyModuleObject */
+    int func_qualname;     /* PyFunctionObject */
+    int dict_keys, dict_values; /* PyDictObject.ma_keys, ma_values */
+    /* PyDictKeysObject: dk_size (3.8–3.10) or dk_log2_size, dk_log2_index_bytes
+     * and dk_kind (3.11+); the entries follow the index table at dk_indices. */
+    int dk_size, dk_log2_size, dk_log2_index_bytes, dk_kind, dk_nentries, dk_indices;
+    int dv_values;         /* the value array in a split table's values (PyDictValues from 3.11) */
+    int dv_valid;          /* PyDictValues.valid (3.13+) */
+    int mgd_dict;          /* Py_TPFLAGS_MANAGED_DICT (3.11+): the dict pointer, from the object's start */
+    int mgd_values;        /* 3.11: the values pointer, from the object's start */
+    int mgd_tagged;        /* 3.12: the pointer at mgd_dict is values - 1 when its low bit is set */
+    int inline_values;     /* 3.13: Py_TPFLAGS_INLINE_VALUES objects keep values at tp_basicsize */
 } hdx_pyoffs;
+
+/* One attached target (python.c). */
+struct hdx_pyproc {
+    int pid;               /* > 0 live */
+    hdx_pymem mem;
+    hdx_pyoffs off;        /* the one table of this version */
+    char *binary;
+    uint64_t runtime;
+    int version;           /* 0x030b */
+    const char *version_source;
+    int tid_off;           /* ≤3.10: tid offset in struct pthread */
+    int tid_scanned;       /* the scan was tried */
+    int in_pidns;          /* the target lives in another PID namespace */
+    uint64_t code_type;    /* address of PyCode_Type once seen */
+    /* spans of the blocks read in one go */
+    size_t ts_span, frame_span, code_span;
+};
+
+/* The one accessor of the offsets table. */
+#define OFF(p, field) ((p)->off.field)
+#define HAS(p, field) ((p)->off.field != HDX_PYOFF_NONE)
+
+/*
+ * The readers of python.c that pyobj.c shares. Each returns 0 or the
+ * backend's negative errno (-EFAULT unmapped, -ESRCH gone), or as said:
+ *  hdx_pyrd            len bytes at addr into buf;
+ *  hdx_pyrd_ptr        one 8-byte word;
+ *  hdx_pyrd_cstr       a NUL-terminated C string into buf, cut to max-1 bytes,
+ *                      read page by page;
+ *  hdx_pyrd_type_name  the tp_name of obj's type into buf (max bytes, cut),
+ *                      and the type's address into *type (may be NULL);
+ *  hdx_pyrd_str        a str object as UTF-8 (§2.4): compact ASCII, compact
+ *                      latin-1/UCS2/UCS4 and legacy strings; at most max code
+ *                      points, *full (may be NULL) says whether that was all;
+ *                      *out heap (caller frees); -EINVAL not a plausible str;
+ *  hdx_pyrd_long       an int (§6b) that fits a long long; -ERANGE when not;
+ *  hdx_pyrd_value      a local-like value of obj into l (kind, i, f, s, addr),
+ *                      as python.c's locals are read; l->s heap; -ENOMEM only.
+ */
+int hdx_pyrd(hdx_pyproc *p, uint64_t addr, void *buf, size_t len);
+int hdx_pyrd_ptr(hdx_pyproc *p, uint64_t addr, uint64_t *v);
+int hdx_pyrd_cstr(hdx_pyproc *p, uint64_t addr, char *buf, size_t max);
+int hdx_pyrd_type_name(hdx_pyproc *p, uint64_t obj, uint64_t *type, char *buf, size_t max);
+int hdx_pyrd_str(hdx_pyproc *p, uint64_t obj, size_t max, char **out, int *full);
+int hdx_pyrd_long(hdx_pyproc *p, uint64_t obj, long long *out);
+int hdx_pyrd_value(hdx_pyproc *p, uint64_t obj, hdx_local *l);
+
+/*
+ * The object reader (pyobj.c, docs/python-objects.md). Every function
+ * returns 0 or a negative errno: the backend's (-EFAULT a torn or wild
+ * address, -ESRCH gone), -EINVAL the object is not of the kind asked for or
+ * its layout is implausible, -E2BIG over a limit, -ENOENT no such key,
+ * attribute or module, -ENOTSUP a fact this version's table lacks (3.14),
+ * -ENOMEM. Nothing is cached: each call reads the target afresh.
+ */
+#define HDX_PYOBJ_MAX_ITEMS (1 << 16) /* dict entries, list and tuple items */
+
+/* obj's type and that type's tp_flags (Py_TPFLAGS_*). */
+int hdx_pyobj_type(hdx_pyproc *p, uint64_t obj, uint64_t *type, uint64_t *flags);
+
+/* An int object's value (-EINVAL not an int, -ERANGE too large). */
+int hdx_pyobj_int(hdx_pyproc *p, uint64_t obj, long long *v);
+
+/* A str object as UTF-8, *s heap (caller frees); -EINVAL not a str,
+ * -E2BIG longer than max code points. */
+int hdx_pyobj_str(hdx_pyproc *p, uint64_t obj, size_t max, char **s);
+
+/* One live entry of a dict. */
+typedef struct hdx_pydict_item {
+    uint64_t key, value;
+} hdx_pydict_item;
+
+/* The live entries of the dict at dict, in table order: *items heap (caller
+ * frees), *n of them; -E2BIG more than max entries. Combined and split
+ * tables, every kind of keys of this version. */
+int hdx_pydict_items(hdx_pyproc *p, uint64_t dict, size_t max, hdx_pydict_item **items, size_t *n);
+
+/* The value under the str key of the dict at dict (compared as text, without
+ * hashing); -ENOENT none. */
+int hdx_pydict_get(hdx_pyproc *p, uint64_t dict, const char *key, uint64_t *value);
+
+/* A module object's dict (md_dict; -EINVAL not a module). */
+int hdx_pyobj_module_dict(hdx_pyproc *p, uint64_t module, uint64_t *dict);
+
+/* sys.modules[name] of the main interpreter (name as a key, e.g.
+ * "torch.distributed.distributed_c10d"); -ENOENT not imported. */
+int hdx_pyobj_sys_module(hdx_pyproc *p, const char *name, uint64_t *module);
+
+/* Attribute name of obj, as far as plain Python data goes: for a type, its
+ * own and its bases' dicts (tp_mro, tp_dict); for another object, its
+ * instance dict (tp_dictoffset ≤3.10; managed dict or inline values 3.11+),
+ * then its type's. Descriptors (properties, __slots__) are not run or read:
+ * what a data descriptor would give is -ENOENT. *value is borrowed. */
+int hdx_pyobj_attr(hdx_pyproc *p, uint64_t obj, const char *name, uint64_t *value);
 
 /* The static table of minor version 8..12 (x86-64 or aarch64), or NULL. */
 const hdx_pyoffs *hdx_pyoffs_static(int minor);

@@ -28,7 +28,24 @@
 /* Fields every version 3.8–3.14 shares (PyObject, tuple, bytes, float, int, str, cell). */
 #define COMMON_OBJECTS                                                                            \
     .ob_type = 8, .ob_size = 16, .tp_name = 24, .tuple_item = 24, .bytes_sval = 32,               \
-    .float_fval = 16, .long_digits = 24, .str_length = 16, .str_state = 32, .cell_ref = 16
+    .float_fval = 16, .long_digits = 24, .str_length = 16, .str_state = 32, .cell_ref = 16,       \
+    TYPE_LIST_DICT_313
+
+/* The object reader's fields that are the same in 3.8–3.13 (docs/python-objects.md). */
+#define TYPE_LIST_DICT_313                                                                        \
+    .tp_basicsize = 32, .tp_flags = 168, .tp_dict = 264, .tp_dictoffset = 288, .tp_mro = 344,      \
+    .list_item = 24, .md_dict = 16, .dict_keys = 32, .dict_values = 40
+
+/* 3.8–3.10 dicts: dk_size, 24-byte entries, split values a plain PyObject* array. */
+#define DICT_SIZE                                                                                 \
+    .dk_size = 8, .dk_log2_size = N, .dk_log2_index_bytes = N, .dk_kind = N, .dk_nentries = 32,   \
+    .dk_indices = 40, .dv_values = 0, .dv_valid = N, .mgd_dict = N, .mgd_values = N,              \
+    .mgd_tagged = 0, .inline_values = 0
+
+/* 3.11+ dicts: dk_log2_size, dk_log2_index_bytes, dk_kind. */
+#define DICT_LOG2                                                                                 \
+    .dk_size = N, .dk_log2_size = 8, .dk_log2_index_bytes = 9, .dk_kind = 10, .dk_nentries = 24,  \
+    .dk_indices = 32
 
 /* 3.8–3.10: PyFrameObject, co_varnames; no qualname, no GIL pointer. */
 #define FRAMEOBJ_COMMON                                                                           \
@@ -42,21 +59,24 @@
     .co_linetable = 120, .co_code = 48, .co_code_adaptive = N, .co_nlocals = 28,                  \
     .co_varnames = 72, .co_freevars = 80, .co_cellvars = 88, .co_nlocalsplus = N,                 \
     .co_localsplusnames = N, .co_localspluskinds = N, .long_lv_tag = 0,                           \
-    .str_ascii_size = 48, .str_compact_size = 72, COMMON_OBJECTS
+    .str_ascii_size = 48, .str_compact_size = 72, COMMON_OBJECTS, DICT_SIZE
 
 static const hdx_pyoffs py38 = {
     .version = 0x0308, FRAMEOBJ_COMMON, .rt_gil_tstate = GIL_TSTATE_38, .is_id = 16,
     .fo_lasti = 104, .fo_localsplus = 360, .lines = HDX_PYL_LNOTAB,
+    .is_modules = 56, .ht_cached_keys = 872, .func_qualname = 104,
 };
 
 static const hdx_pyoffs py39 = {
     .version = 0x0309, FRAMEOBJ_COMMON, .rt_gil_tstate = GIL_TSTATE_39, .is_id = 24,
     .fo_lasti = 104, .fo_localsplus = 360, .lines = HDX_PYL_LNOTAB,
+    .is_modules = 856, .ht_cached_keys = 864, .func_qualname = 104,
 };
 
 static const hdx_pyoffs py310 = {
     .version = 0x030a, FRAMEOBJ_COMMON, .rt_gil_tstate = GIL_TSTATE_39, .is_id = 24,
     .fo_lasti = 96, .fo_localsplus = 352, .lines = HDX_PYL_LINETABLE310,
+    .is_modules = 856, .ht_cached_keys = 872, .func_qualname = 40,
 };
 
 /* 3.11+: _PyInterpreterFrame, co_localsplus*, PEP 657 line tables. */
@@ -67,7 +87,8 @@ static const hdx_pyoffs py310 = {
     .tag_mask = ~(uint64_t)0, .co_filename = 112, .co_name = 120, .co_qualname = 128,             \
     .co_linetable = 136, .co_code = N, .co_nlocals = N, .co_varnames = N, .co_freevars = N,       \
     .co_cellvars = N, .co_localsplusnames = 96, .co_localspluskinds = 104,                        \
-    .lines = HDX_PYL_LOCATIONS, COMMON_OBJECTS
+    .lines = HDX_PYL_LOCATIONS, COMMON_OBJECTS, DICT_LOG2, .dv_values = 0, .dv_valid = N,          \
+    .inline_values = 0, .func_qualname = 40
 
 static const hdx_pyoffs py311 = {
     .version = 0x030b, IFRAME_COMMON, .rt_gil_tstate = GIL_TSTATE_311,
@@ -77,6 +98,7 @@ static const hdx_pyoffs py311 = {
     .owner_shim_lo = -1, .owner_shim_hi = -1,
     .co_firstlineno = 72, .co_code_adaptive = 184, .co_nlocalsplus = 76,
     .long_lv_tag = 0, .str_ascii_size = 48, .str_compact_size = 72,
+    .is_modules = 888, .ht_cached_keys = 872, .mgd_dict = -24, .mgd_values = -32, .mgd_tagged = 0,
 };
 
 /* 3.12: is->ceval.gil points to _gil_runtime_state {interval, last_holder, locked}. */
@@ -88,6 +110,7 @@ static const hdx_pyoffs py312 = {
     .owner_shim_lo = 3, .owner_shim_hi = 3,
     .co_firstlineno = 68, .co_code_adaptive = 192, .co_nlocalsplus = 72,
     .long_lv_tag = 1, .str_ascii_size = 40, .str_compact_size = 56,
+    .is_modules = 944, .ht_cached_keys = 880, .mgd_dict = -24, .mgd_values = N, .mgd_tagged = 1,
 };
 
 const hdx_pyoffs *hdx_pyoffs_static(int minor)
@@ -151,11 +174,17 @@ static const do_field do_fields[] = {
     F(co_localsplusnames, 328, 368, 272, 312, 8),
     F(co_localspluskinds, 336, 376, 272, 312, 8),
     F(co_code_adaptive, 344, 384, 272, 312, 2),
+    F(is_modules, 88, 96, 48, 48, 8),
     /* pyobject (352 / 400), type_object (368 / 416), tuple_object (400 / 448) */
     F(ob_type, 360, 408, 352, 400, 8),
     F(tp_name, 376, 424, 368, 416, 8),
+    F(tp_flags, 392, 440, 368, 416, 8),
     F(tuple_item, 408, 456, 400, 448, 8),
     F(ob_size, 416, 464, 400, 448, 8),
+    /* list_object (424 / 472), dict_object (448 / 528) */
+    F(list_item, 432, 480, 424, 472, 8),
+    F(dict_keys, 456, 536, 448, 528, 8),
+    F(dict_values, 464, 544, 448, 528, 8),
     /* float_object (472 / 552), long_object (488 / 568), bytes_object (512 / 592) */
     F(float_fval, 480, 560, 472, 552, 8),
     F(long_digits, 504, 584, 488, 568, 4),
@@ -261,5 +290,30 @@ int hdx_pyoffs_from_debug(const uint8_t *buf, size_t len, hdx_pyoffs *o, const c
     o->str_ascii_size = (int)ascii;
     o->str_compact_size = (int)ascii + 16; /* sizeof(PyCompactUnicodeObject), 3.12+ */
     o->cell_ref = 16;
+
+    /* The object reader's other facts (docs/python-objects.md): measured for
+     * 3.13; for 3.14 none was measured here, so they stay unknown and the
+     * readers that need them answer -ENOTSUP. */
+    static const hdx_pyoffs objs313 = {
+        TYPE_LIST_DICT_313, DICT_LOG2, .ht_cached_keys = 880, .func_qualname = 40,
+        .dv_values = 8, .dv_valid = 3, .mgd_dict = -24, .mgd_values = N, .mgd_tagged = 0,
+        .inline_values = 1,
+    };
+    static const int kept[] = {
+        offsetof(hdx_pyoffs, tp_basicsize),
+        offsetof(hdx_pyoffs, tp_dict), offsetof(hdx_pyoffs, tp_dictoffset),
+        offsetof(hdx_pyoffs, tp_mro), offsetof(hdx_pyoffs, ht_cached_keys),
+        offsetof(hdx_pyoffs, md_dict), offsetof(hdx_pyoffs, func_qualname),
+        offsetof(hdx_pyoffs, dk_size), offsetof(hdx_pyoffs, dk_log2_size),
+        offsetof(hdx_pyoffs, dk_log2_index_bytes), offsetof(hdx_pyoffs, dk_kind),
+        offsetof(hdx_pyoffs, dk_nentries), offsetof(hdx_pyoffs, dk_indices),
+        offsetof(hdx_pyoffs, dv_values), offsetof(hdx_pyoffs, dv_valid),
+        offsetof(hdx_pyoffs, mgd_dict), offsetof(hdx_pyoffs, mgd_values),
+    };
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        *(int *)((char *)o + kept[i]) =
+            version == 0x030d ? *(const int *)((const char *)&objs313 + kept[i]) : N;
+    o->mgd_tagged = 0;
+    o->inline_values = version == 0x030d;
     return 0;
 }

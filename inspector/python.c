@@ -22,41 +22,21 @@
 #endif
 #define PTHREAD_SCAN_BYTES 1600
 
-struct hdx_pyproc {
-    int pid;               /* > 0 live */
-    hdx_pymem mem;
-    hdx_pyoffs off;        /* the one table of this version */
-    char *binary;
-    uint64_t runtime;
-    int version;           /* 0x030b */
-    const char *version_source;
-    int tid_off;           /* ≤3.10: tid offset in struct pthread */
-    int tid_scanned;       /* the scan was tried */
-    int in_pidns;          /* the target lives in another PID namespace */
-    uint64_t code_type;    /* address of PyCode_Type once seen */
-    /* spans of the blocks read in one go */
-    size_t ts_span, frame_span, code_span;
-};
-
-/* The one accessor of the offsets table. */
-#define OFF(p, field) ((p)->off.field)
-#define HAS(p, field) ((p)->off.field != HDX_PYOFF_NONE)
-
 /* ------------------------------------------------------------ reading */
 
-static int rd(hdx_pyproc *p, uint64_t addr, void *buf, size_t len)
+int hdx_pyrd(hdx_pyproc *p, uint64_t addr, void *buf, size_t len)
 {
     return p->mem.ops->read(p->mem.ctx, addr, buf, len);
 }
 
-static int rd_ptr(hdx_pyproc *p, uint64_t addr, uint64_t *v)
+int hdx_pyrd_ptr(hdx_pyproc *p, uint64_t addr, uint64_t *v)
 {
-    return rd(p, addr, v, sizeof *v);
+    return hdx_pyrd(p, addr, v, sizeof *v);
 }
 
 static int rd_i32(hdx_pyproc *p, uint64_t addr, int32_t *v)
 {
-    return rd(p, addr, v, sizeof *v);
+    return hdx_pyrd(p, addr, v, sizeof *v);
 }
 
 /* Fields out of a block copied from the target. */
@@ -74,8 +54,7 @@ static int32_t get_i32(const uint8_t *blk, int off)
     return v;
 }
 
-/* A NUL-terminated C string of at most max-1 bytes, read page by page. */
-static int rd_cstr(hdx_pyproc *p, uint64_t addr, char *buf, size_t max)
+int hdx_pyrd_cstr(hdx_pyproc *p, uint64_t addr, char *buf, size_t max)
 {
     size_t got = 0;
     while (got + 1 < max) {
@@ -83,7 +62,7 @@ static int rd_cstr(hdx_pyproc *p, uint64_t addr, char *buf, size_t max)
         size_t chunk = 4096 - (a & 4095);
         if (chunk > max - 1 - got)
             chunk = max - 1 - got;
-        int rc = rd(p, a, buf + got, chunk);
+        int rc = hdx_pyrd(p, a, buf + got, chunk);
         if (rc)
             return rc;
         void *z = memchr(buf + got, 0, chunk);
@@ -95,15 +74,14 @@ static int rd_cstr(hdx_pyproc *p, uint64_t addr, char *buf, size_t max)
     return 0;
 }
 
-/* tp_name of an object's type into buf. */
-static int rd_type_name(hdx_pyproc *p, uint64_t obj, uint64_t *type, char *buf, size_t max)
+int hdx_pyrd_type_name(hdx_pyproc *p, uint64_t obj, uint64_t *type, char *buf, size_t max)
 {
     uint64_t t, name;
-    int rc = rd_ptr(p, obj + OFF(p, ob_type), &t);
+    int rc = hdx_pyrd_ptr(p, obj + OFF(p, ob_type), &t);
     if (!rc)
-        rc = rd_ptr(p, t + OFF(p, tp_name), &name);
+        rc = hdx_pyrd_ptr(p, t + OFF(p, tp_name), &name);
     if (!rc)
-        rc = rd_cstr(p, name, buf, max);
+        rc = hdx_pyrd_cstr(p, name, buf, max);
     if (!rc && type)
         *type = t;
     return rc;
@@ -137,18 +115,13 @@ static size_t put_utf8(char *o, uint32_t c)
     return 4;
 }
 
-/*
- * A str object as UTF-8 (§2.4): compact ASCII, compact latin-1/UCS2/UCS4 and
- * legacy strings. At most max code points are read; *full (may be NULL) says
- * whether that was all of it. *out is heap.
- */
-static int rd_str(hdx_pyproc *p, uint64_t obj, size_t max, char **out, int *full)
+int hdx_pyrd_str(hdx_pyproc *p, uint64_t obj, size_t max, char **out, int *full)
 {
     *out = NULL;
     uint8_t hdr[64]; /* set_spans() checked that length and state lie inside */
     size_t hl = (size_t)(OFF(p, str_state) + 4 > OFF(p, str_length) + 8 ? OFF(p, str_state) + 4
                                                                         : OFF(p, str_length) + 8);
-    int rc = rd(p, obj, hdr, hl);
+    int rc = hdx_pyrd(p, obj, hdr, hl);
     if (rc)
         return rc;
     int64_t length = (int64_t)get_ptr(hdr, OFF(p, str_length));
@@ -160,7 +133,7 @@ static int rd_str(hdx_pyproc *p, uint64_t obj, size_t max, char **out, int *full
     if (compact) {
         data = obj + (uint64_t)(ascii ? OFF(p, str_ascii_size) : OFF(p, str_compact_size));
     } else {
-        rc = rd_ptr(p, obj + OFF(p, str_compact_size), &data); /* PyUnicodeObject.data.any */
+        rc = hdx_pyrd_ptr(p, obj + OFF(p, str_compact_size), &data); /* PyUnicodeObject.data.any */
         if (rc)
             return rc;
     }
@@ -176,7 +149,7 @@ static int rd_str(hdx_pyproc *p, uint64_t obj, size_t max, char **out, int *full
         free(s);
         return -ENOMEM;
     }
-    rc = rd(p, data, raw, n * kind);
+    rc = hdx_pyrd(p, data, raw, n * kind);
     if (rc) {
         free(raw);
         free(s);
@@ -207,7 +180,7 @@ static int rd_bytes(hdx_pyproc *p, uint64_t obj, size_t max, uint8_t **out, size
     *out = NULL;
     *len = 0;
     uint64_t size;
-    int rc = rd_ptr(p, obj + OFF(p, ob_size), &size);
+    int rc = hdx_pyrd_ptr(p, obj + OFF(p, ob_size), &size);
     if (rc)
         return rc;
     if ((int64_t)size < 0 || size > max)
@@ -215,7 +188,7 @@ static int rd_bytes(hdx_pyproc *p, uint64_t obj, size_t max, uint8_t **out, size
     uint8_t *b = malloc(size ? size : 1);
     if (!b)
         return -ENOMEM;
-    rc = rd(p, obj + OFF(p, bytes_sval), b, size);
+    rc = hdx_pyrd(p, obj + OFF(p, bytes_sval), b, size);
     if (rc) {
         free(b);
         return rc;
@@ -310,13 +283,13 @@ static void code_info_clear(code_info *c)
 static int is_code_object(hdx_pyproc *p, uint64_t code)
 {
     uint64_t t;
-    if (rd_ptr(p, code + OFF(p, ob_type), &t))
+    if (hdx_pyrd_ptr(p, code + OFF(p, ob_type), &t))
         return 0;
     if (t && t == p->code_type)
         return 1;
     char name[16];
     uint64_t type;
-    if (rd_type_name(p, code, &type, name, sizeof name) || strcmp(name, "code"))
+    if (hdx_pyrd_type_name(p, code, &type, name, sizeof name) || strcmp(name, "code"))
         return 0;
     p->code_type = type;
     return 1;
@@ -334,7 +307,7 @@ static code_info *code_get(walk_ctx *w, uint64_t addr, int *err)
         return NULL;
     }
     uint8_t blk[512];
-    int rc = rd(p, addr, blk, p->code_span);
+    int rc = hdx_pyrd(p, addr, blk, p->code_span);
     if (rc) {
         *err = rc;
         return NULL;
@@ -346,12 +319,12 @@ static code_info *code_get(walk_ctx *w, uint64_t addr, int *err)
     uint64_t table = get_ptr(blk, OFF(p, co_linetable));
     if (HAS(p, co_code)) {
         uint64_t code_bytes = get_ptr(blk, OFF(p, co_code)), size;
-        c.n_code = rd_ptr(p, code_bytes + OFF(p, ob_size), &size) ? -1 : (int64_t)size;
+        c.n_code = hdx_pyrd_ptr(p, code_bytes + OFF(p, ob_size), &size) ? -1 : (int64_t)size;
     } else {
         c.n_code = (int64_t)get_ptr(blk, OFF(p, ob_size));
     }
-    if ((rc = rd_str(p, name, HDX_PY_MAX_STR, &c.name, NULL)) ||
-        (rc = rd_str(p, file, 4096, &c.file, NULL)) ||
+    if ((rc = hdx_pyrd_str(p, name, HDX_PY_MAX_STR, &c.name, NULL)) ||
+        (rc = hdx_pyrd_str(p, file, 4096, &c.file, NULL)) ||
         (rc = rd_bytes(p, table, 1 << 20, &c.table, &c.table_len))) {
         code_info_clear(&c);
         *err = rc == -ENOMEM ? rc : -EINVAL;
@@ -393,7 +366,7 @@ static int code_line(hdx_pyproc *p, const code_info *c, int64_t pos)
 static int read_name_tuple(hdx_pyproc *p, uint64_t tuple, char **names, size_t at, size_t want)
 {
     uint64_t size;
-    int rc = rd_ptr(p, tuple + OFF(p, ob_size), &size);
+    int rc = hdx_pyrd_ptr(p, tuple + OFF(p, ob_size), &size);
     if (rc)
         return rc;
     if (size < want || size > 65536)
@@ -403,9 +376,9 @@ static int read_name_tuple(hdx_pyproc *p, uint64_t tuple, char **names, size_t a
     uint64_t *items = malloc(want * sizeof *items);
     if (!items)
         return -ENOMEM;
-    rc = rd(p, tuple + OFF(p, tuple_item), items, want * sizeof *items);
+    rc = hdx_pyrd(p, tuple + OFF(p, tuple_item), items, want * sizeof *items);
     for (size_t i = 0; !rc && i < want; i++) {
-        rc = rd_str(p, items[i], 256, &names[at + i], NULL);
+        rc = hdx_pyrd_str(p, items[i], 256, &names[at + i], NULL);
         if (rc == -ENOMEM)
             break;
         rc = 0; /* an unreadable name leaves that slot unnamed */
@@ -417,7 +390,7 @@ static int read_name_tuple(hdx_pyproc *p, uint64_t tuple, char **names, size_t a
 static uint64_t tuple_size(hdx_pyproc *p, uint64_t tuple)
 {
     uint64_t size;
-    if (!tuple || rd_ptr(p, tuple + OFF(p, ob_size), &size) || size > 65536)
+    if (!tuple || hdx_pyrd_ptr(p, tuple + OFF(p, ob_size), &size) || size > 65536)
         return 0;
     return size;
 }
@@ -428,7 +401,7 @@ static int code_load_locals(hdx_pyproc *p, code_info *c)
     if (c->locals_state)
         return c->locals_state < 0 ? c->locals_state : 0;
     uint8_t blk[512];
-    int rc = rd(p, c->addr, blk, p->code_span);
+    int rc = hdx_pyrd(p, c->addr, blk, p->code_span);
     if (rc)
         return c->locals_state = rc;
     if (HAS(p, co_varnames)) {
@@ -479,11 +452,10 @@ static int code_load_locals(hdx_pyproc *p, code_info *c)
 
 /* ---------------------------------------------------------------- values */
 
-/* An int (PyLongObject, §6b) that fits in a long long. */
-static int rd_long(hdx_pyproc *p, uint64_t obj, long long *out)
+int hdx_pyrd_long(hdx_pyproc *p, uint64_t obj, long long *out)
 {
     uint64_t tag;
-    int rc = rd_ptr(p, obj + OFF(p, ob_size), &tag);
+    int rc = hdx_pyrd_ptr(p, obj + OFF(p, ob_size), &tag);
     if (rc)
         return rc;
     int neg;
@@ -503,7 +475,7 @@ static int rd_long(hdx_pyproc *p, uint64_t obj, long long *out)
     if (ndig > 3)
         return -ERANGE;
     uint32_t d[3] = { 0, 0, 0 };
-    if (ndig && (rc = rd(p, obj + OFF(p, long_digits), d, ndig * 4)))
+    if (ndig && (rc = hdx_pyrd(p, obj + OFF(p, long_digits), d, ndig * 4)))
         return rc;
     unsigned __int128 v = 0;
     for (int i = (int)ndig - 1; i >= 0; i--)
@@ -514,11 +486,11 @@ static int rd_long(hdx_pyproc *p, uint64_t obj, long long *out)
     return 0;
 }
 
-/* Fill l's value from the object at obj. */
-static int read_value(hdx_pyproc *p, uint64_t obj, hdx_local *l)
+int hdx_pyrd_value(hdx_pyproc *p, uint64_t obj, hdx_local *l)
 {
+    l->addr = obj;
     char tname[96];
-    if (rd_type_name(p, obj, NULL, tname, sizeof tname)) {
+    if (hdx_pyrd_type_name(p, obj, NULL, tname, sizeof tname)) {
         l->kind = HDX_VAL_OTHER;
         l->s = strdup("?");
         return l->s ? 0 : -ENOMEM;
@@ -529,20 +501,20 @@ static int read_value(hdx_pyproc *p, uint64_t obj, hdx_local *l)
     }
     if (!strcmp(tname, "int") || !strcmp(tname, "bool")) {
         long long v;
-        if (!rd_long(p, obj, &v)) {
+        if (!hdx_pyrd_long(p, obj, &v)) {
             l->kind = tname[0] == 'b' ? HDX_VAL_BOOL : HDX_VAL_INT;
             l->i = tname[0] == 'b' ? v != 0 : v;
             return 0;
         }
     } else if (!strcmp(tname, "float")) {
-        if (!rd(p, obj + OFF(p, float_fval), &l->f, sizeof l->f)) {
+        if (!hdx_pyrd(p, obj + OFF(p, float_fval), &l->f, sizeof l->f)) {
             l->kind = HDX_VAL_FLOAT;
             return 0;
         }
     } else if (!strcmp(tname, "str")) {
         int full = 0;
         char *s = NULL;
-        int rc = rd_str(p, obj, HDX_PY_MAX_STR, &s, &full);
+        int rc = hdx_pyrd_str(p, obj, HDX_PY_MAX_STR, &s, &full);
         if (rc == -ENOMEM)
             return rc;
         if (!rc && full) {
@@ -570,7 +542,7 @@ static int read_locals(walk_ctx *w, code_info *c, uint64_t slots, hdx_frame *f)
     uint64_t *vals = malloc(n * sizeof *vals);
     if (!vals)
         return -ENOMEM;
-    if (rd(p, slots, vals, n * sizeof *vals)) {
+    if (hdx_pyrd(p, slots, vals, n * sizeof *vals)) {
         free(vals);
         return 0;
     }
@@ -587,14 +559,14 @@ static int read_locals(walk_ctx *w, code_info *c, uint64_t slots, hdx_frame *f)
         if (kind & 0xc0) {
             /* A cell or free variable holds a cell once MAKE_CELL/COPY_FREE_VARS ran. */
             char tname[16];
-            if (!rd_type_name(p, v, NULL, tname, sizeof tname) && !strcmp(tname, "cell")) {
-                if (rd_ptr(p, v + OFF(p, cell_ref), &v) || !v)
+            if (!hdx_pyrd_type_name(p, v, NULL, tname, sizeof tname) && !strcmp(tname, "cell")) {
+                if (hdx_pyrd_ptr(p, v + OFF(p, cell_ref), &v) || !v)
                     continue;
             }
         }
         hdx_local *l = &f->locals[f->n_locals];
         l->name = strdup(c->names[i]);
-        if (!l->name || read_value(p, v, l)) {
+        if (!l->name || hdx_pyrd_value(p, v, l)) {
             free(l->name);
             l->name = NULL;
             free(vals);
@@ -662,7 +634,7 @@ static int walk_frames(walk_ctx *w, const uint8_t *ts, hdx_py_thread *t)
     int rc = 0;
     uint64_t f = get_ptr(ts, OFF(p, ts_frame));
     if (HAS(p, cf_current_frame) && f) /* 3.11/3.12: through the _PyCFrame */
-        rc = rd_ptr(p, f + OFF(p, cf_current_frame), &f);
+        rc = hdx_pyrd_ptr(p, f + OFF(p, cf_current_frame), &f);
 
     for (size_t steps = 0; !rc && f; steps++) {
         if (t->n_frames >= HDX_PY_MAX_FRAMES || steps >= 2 * HDX_PY_MAX_FRAMES) {
@@ -673,7 +645,7 @@ static int walk_frames(walk_ctx *w, const uint8_t *ts, hdx_py_thread *t)
             rc = rc == -ENOMEM ? rc : (f & 7) ? -EFAULT : -ELOOP;
             break;
         }
-        if ((rc = rd(p, f, blk, p->frame_span)))
+        if ((rc = hdx_pyrd(p, f, blk, p->frame_span)))
             break;
         code_info *c;
         if (OFF(p, frame_kind) == HDX_PYF_FRAMEOBJ) {
@@ -823,7 +795,7 @@ static void resolve_pthread_tids(walk_ctx *w, hdx_py_sample *s)
     size_t usable = 0;
     for (size_t i = 0; i < n; i++)
         if (s->threads[i].thread_id &&
-            !rd(p, s->threads[i].thread_id, (char *)img + usable * PTHREAD_SCAN_BYTES, PTHREAD_SCAN_BYTES))
+            !hdx_pyrd(p, s->threads[i].thread_id, (char *)img + usable * PTHREAD_SCAN_BYTES, PTHREAD_SCAN_BYTES))
             usable++;
     for (int k = 0; usable && k < PTHREAD_SCAN_BYTES / 4; k++) {
         size_t ok = 0;
@@ -868,16 +840,16 @@ static int gil_holder(hdx_pyproc *p, uint64_t is, uint64_t *holder)
     int32_t locked;
     uint64_t base;
     if (HAS(p, rt_gil_tstate)) /* 3.8–3.11: gilstate.tstate_current */
-        return rd_ptr(p, p->runtime + (uint64_t)OFF(p, rt_gil_tstate), holder) ? -1 : 0;
+        return hdx_pyrd_ptr(p, p->runtime + (uint64_t)OFF(p, rt_gil_tstate), holder) ? -1 : 0;
     if (!HAS(p, is_gil_locked))
         return -1;
     if (HAS(p, is_gil_ptr)) { /* 3.12: is->ceval.gil */
-        if (rd_ptr(p, is + (uint64_t)OFF(p, is_gil_ptr), &base))
+        if (hdx_pyrd_ptr(p, is + (uint64_t)OFF(p, is_gil_ptr), &base))
             return -1;
     } else
         base = is; /* 3.13+: the interpreter's own _gil */
     if (rd_i32(p, base + (uint64_t)OFF(p, is_gil_locked), &locked) ||
-        rd_ptr(p, base + (uint64_t)OFF(p, is_gil_holder), holder))
+        hdx_pyrd_ptr(p, base + (uint64_t)OFF(p, is_gil_holder), holder))
         return -1;
     if (!locked)
         *holder = 0;
@@ -892,10 +864,10 @@ int hdx_py_read(hdx_pyproc *p, unsigned flags, hdx_py_sample *out)
     walk_ctx w = { .p = p, .flags = flags };
     addrset seen_is = { 0 }, seen_ts = { 0 };
     uint64_t is, fin = 0;
-    int rc = rd_ptr(p, p->runtime + (uint64_t)OFF(p, rt_interp_head), &is);
+    int rc = hdx_pyrd_ptr(p, p->runtime + (uint64_t)OFF(p, rt_interp_head), &is);
     if (rc)
         return rc;
-    if (!rd_ptr(p, p->runtime + (uint64_t)OFF(p, rt_finalizing), &fin))
+    if (!hdx_pyrd_ptr(p, p->runtime + (uint64_t)OFF(p, rt_finalizing), &fin))
         out->finalizing = fin != 0;
     load_tasks(&w);
 
@@ -912,9 +884,9 @@ int hdx_py_read(hdx_pyproc *p, unsigned flags, hdx_py_sample *out)
             break;
         }
         /* PyInterpreterState is large (7 KiB in 3.13): its fields one by one. */
-        if ((rc = rd_ptr(p, is + (uint64_t)OFF(p, is_next), &next)) ||
-            (rc = rd_ptr(p, is + (uint64_t)OFF(p, is_threads_head), &ts)) ||
-            (rc = rd_ptr(p, is + (uint64_t)OFF(p, is_id), &id))) {
+        if ((rc = hdx_pyrd_ptr(p, is + (uint64_t)OFF(p, is_next), &next)) ||
+            (rc = hdx_pyrd_ptr(p, is + (uint64_t)OFF(p, is_threads_head), &ts)) ||
+            (rc = hdx_pyrd_ptr(p, is + (uint64_t)OFF(p, is_id), &id))) {
             partial = rc;
             break;
         }
@@ -930,7 +902,7 @@ int hdx_py_read(hdx_pyproc *p, unsigned flags, hdx_py_sample *out)
                 partial = rc == -ENOMEM ? rc : -ELOOP;
                 break;
             }
-            if ((rc = rd(p, ts, tsblk, p->ts_span))) {
+            if ((rc = hdx_pyrd(p, ts, tsblk, p->ts_span))) {
                 partial = rc;
                 break;
             }
@@ -1050,7 +1022,7 @@ static int version_from_data(hdx_pyproc *p, const hdx_pymap *maps, size_t n)
             continue;
         for (uint64_t a = m->start; a < m->end && !v && budget;) {
             size_t chunk = (size_t)(m->end - a < (1 << 16) ? m->end - a : (1 << 16));
-            if (rd(p, a, buf, chunk))
+            if (hdx_pyrd(p, a, buf, chunk))
                 break;
             v = hdx_pyversion_from_text(buf, chunk);
             budget = budget > chunk ? budget - chunk : 0;
@@ -1089,7 +1061,7 @@ hdx_pyproc *hdx_py_attach_mem(int pid, hdx_pymem *mem, const hdx_pymap *maps, si
     p->runtime = f.runtime;
 
     uint8_t head[24];
-    rc = rd(p, p->runtime, head, sizeof head);
+    rc = hdx_pyrd(p, p->runtime, head, sizeof head);
     if (rc == -EPERM || rc == -EACCES)
         return fail(p, err, -rc,
                     "cannot read the memory of process %d: not permitted — run hangdx as the "
@@ -1139,7 +1111,7 @@ hdx_pyproc *hdx_py_attach_mem(int pid, hdx_pymem *mem, const hdx_pymap *maps, si
         if (!buf)
             return fail(p, err, ENOMEM, "out of memory");
         const char *why = "cannot read it";
-        rc = rd(p, p->runtime, buf, len);
+        rc = hdx_pyrd(p, p->runtime, buf, len);
         if (!rc)
             rc = hdx_pyoffs_from_debug(buf, len, &p->off, &why);
         free(buf);

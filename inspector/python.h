@@ -219,6 +219,95 @@ int hdx_py_read(hdx_pyproc *p, unsigned flags, hdx_py_sample *out);
 /* Release what a sample owns and zero it. Accepts NULL. */
 void hdx_py_sample_clear(hdx_py_sample *s);
 
+/* ------------------------------------------- objects and process groups */
+
+/*
+ * Reading Python objects of the target by address (inspector/pyobj.c; the
+ * layouts and how each was measured: docs/python-objects.md). As with
+ * hdx_py_read(), nothing runs in the target and nothing is stopped; every
+ * read is checked and every count bounded (at most 1 << 16 dict entries,
+ * list or tuple items), so an object that changes or is freed while it is
+ * read gives an error (-EFAULT, -EINVAL), never a crash or a hang. Only plain
+ * data is read: no descriptor, property or __getattr__ runs. CPython 3.8 to
+ * 3.13; on 3.14 only what _Py_DebugOffsets gives (lists, tuples), the rest
+ * answers -ENOTSUP. Errors common to all: -EINVAL (p NULL, or the object is
+ * not of the kind asked for), -EFAULT (a wild or torn address), -ESRCH (the
+ * process is gone), -ENOTSUP, -ENOMEM.
+ */
+
+/*
+ * Read attribute name of the object at obj into *out as python.c reads
+ * locals: kind, i, f, s (heap, the caller frees it) and addr (the value's
+ * address); out->name and out->pg are left alone. For a class, its own dict
+ * and its bases' (tp_mro); for another object its instance dict (a dict,
+ * or from 3.11 the values not yet made one), then its class's. Returns 0,
+ * -ENOENT no such attribute (a property or a __slots__ member reads as
+ * none), or an error above.
+ */
+int hdx_py_getattr(hdx_pyproc *p, uint64_t obj, const char *name, hdx_local *out);
+
+/*
+ * The items of the list or tuple (or a subclass) at obj: *items a heap array
+ * of the items' addresses (the caller frees it; NULL when empty), *n of them.
+ * Returns 0, -EINVAL not a list or tuple, -E2BIG more than max items (or
+ * than 1 << 16), or an error above.
+ */
+int hdx_py_seq_items(hdx_pyproc *p, uint64_t obj, size_t max, uint64_t **items, size_t *n);
+
+/*
+ * The __qualname__ of the function object at obj ("P2POp.__init__",
+ * "isend"), heap (the caller frees it), or NULL with errno set (EINVAL not a
+ * Python function, or an error above).
+ */
+char *hdx_py_function_name(hdx_pyproc *p, uint64_t obj);
+
+/* One process group as one rank's torch.distributed.distributed_c10d holds it. */
+typedef struct hdx_py_pgroup {
+    uint64_t obj;   /* the ProcessGroup object's address in the target (identity;
+                       compare with hdx_local.addr) */
+    char *name;     /* _pg_names[pg] ("0", "1", ... unless named), or NULL */
+    char *desc;     /* the description torch >= 2.4 gives a group: kept only in
+                       C++ (ProcessGroup::setGroupDesc), not in Python state, so
+                       NULL; room for a later reader */
+    char *role;     /* what megatron.core.parallel_state calls it, when that module
+                       is loaded: "tp", "pp", "dp", "cp", "ep", "mp", "dp_cp",
+                       "tp_dp", "embedding", "position_embedding", "tp_ep", "etp",
+                       "edp", ... (the table in pyobj.c), else NULL; never the
+                       default group's */
+    int *ranks;     /* global ranks indexed by group rank, from _pg_group_ranks[pg]
+                       ({global rank: group rank}) */
+    size_t n_ranks;
+    int is_default; /* 1 for the default (world) group */
+} hdx_py_pgroup;
+
+typedef struct hdx_py_pgroups {
+    hdx_py_pgroup *groups; /* heap, n entries, in _pg_group_ranks order */
+    size_t n;
+    int partial;           /* 0, or a negative errno: some groups, names or roles
+                              could not be read (a torn read, -EINVAL) */
+} hdx_py_pgroups;
+
+/*
+ * The process groups of the target's torch.distributed (sys.modules
+ * "torch.distributed.distributed_c10d"), read into *out, which the caller
+ * clears with hdx_py_pgroups_clear(). Sources, torch 1.13 to 2.x:
+ *   groups and ranks  module global _pg_group_ranks {pg: {global: group rank}},
+ *                     without GroupMember.NON_GROUP_MEMBER's entry (1.13 files
+ *                     there the ranks of groups this rank is not in);
+ *   names             module global _pg_names {pg: str};
+ *   default           _world._default_pg (2.x), else GroupMember.WORLD (1.x),
+ *                     else the largest group that maps every rank to itself;
+ *   roles             megatron.core.parallel_state's group globals (a group, or
+ *                     a list of groups each), matched by identity.
+ * Returns 0 (n is 0 when torch.distributed is not loaded or not initialised),
+ * or -ESRCH (gone), -EFAULT (sys.modules unreadable), -ENOTSUP (3.14),
+ * -ENOMEM, -EINVAL (p NULL), with *out empty.
+ */
+int hdx_py_read_pgroups(hdx_pyproc *p, hdx_py_pgroups *out);
+
+/* Release what out owns and zero it. Accepts NULL. */
+void hdx_py_pgroups_clear(hdx_py_pgroups *g);
+
 /* ------------------------------------------------- line tables (§2.3) */
 
 /*
