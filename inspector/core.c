@@ -22,6 +22,7 @@
 
 #include "merge.h"
 #include "python.h"
+#include "sample.h"
 #include "snapshot.h"
 #include "symbols.h"
 #include "util.h"
@@ -813,6 +814,8 @@ static int python_frames(struct core *c, hdx_process *p, hdx_evidence *ev)
         pt->frames = NULL;
         pt->n_frames = 0;
     }
+    if (r == 0)
+        r = hdx_sample_pgroups(py, p, ev);
     hdx_py_sample_clear(&s);
     hdx_py_detach(py);
     rc = r == -ENOMEM || !p->python ? -ENOMEM : 0;

@@ -96,7 +96,29 @@ static cJSON *local_json(const hdx_local *v)
     o = cJSON_CreateObject();
     if (o)
         cJSON_AddItemToObject(o, "type", hdx_json_str(v->s));
+    if (o && v->pg)
+        cJSON_AddStringToObject(o, "pg", v->pg);
     return o;
+}
+
+cJSON *hdx_json_pgroups(const hdx_evidence *ev)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < ev->n_pgroups; i++) {
+        const hdx_pgroup *g = &ev->pgroups[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(a, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(a);
+            return NULL;
+        }
+        cJSON_AddItemToObject(o, "name", hdx_json_str(g->name));
+        cJSON_AddItemToObject(o, "desc", hdx_json_str(g->desc));
+        cJSON_AddItemToObject(o, "role", hdx_json_str(g->role));
+        cJSON_AddItemToObject(o, "ranks", cJSON_CreateIntArray(g->ranks, (int)g->n_ranks));
+        cJSON_AddBoolToObject(o, "default", g->is_default);
+    }
+    return a;
 }
 
 cJSON *hdx_json_frame(const hdx_frame *f)

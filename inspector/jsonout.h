@@ -30,6 +30,9 @@ struct cJSON *hdx_json_frame(const hdx_frame *f);
  * beyond ±2^53 as {"int": "digits"}, a float a JSON number would not give back as
  * {"float": "repr"}, another object as {"type": name}), or null when f has none. */
 struct cJSON *hdx_json_locals(const hdx_frame *f);
+/* The process groups of ev as an array of {"name", "desc", "role", "ranks" (global, by group
+ * rank), "default"} (docs/design.md "Formats"), or NULL on ENOMEM. */
+struct cJSON *hdx_json_pgroups(const hdx_evidence *ev);
 /* An array of n frames, innermost first. */
 struct cJSON *hdx_json_frames(const hdx_frame *frames, size_t n);
 

@@ -540,12 +540,14 @@ cJSON *hdx_snapshot_json(const hdx_evidence *ev)
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; locks && i < ev->n_locks; i++)
         cJSON_AddItemToArray(locks, lock_json(&ev->locks[i], ev->host));
+    cJSON *pgroups = hdx_json_pgroups(ev);
+    cJSON_AddItemToObject(r, "process_groups", pgroups);
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
     for (size_t i = 0; notes && i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i] ? ev->notes[i] : ""));
-    if (tab.failed || !procs || !locks || !notes || cJSON_GetArraySize(procs) != (int)ev->n_procs ||
+    if (tab.failed || !procs || !locks || !notes || !pgroups || cJSON_GetArraySize(procs) != (int)ev->n_procs ||
         cJSON_GetArraySize(locks) != (int)ev->n_locks || cJSON_GetArraySize(notes) != (int)ev->n_notes ||
-        cJSON_GetArraySize(r) != 11)
+        cJSON_GetArraySize(r) != 12)
         goto nomem;
     ftab_clear(&tab);
     return r;
@@ -902,6 +904,11 @@ static int read_local(rd *r, const cJSON *c, hdx_local *v)
                 if (!(v->s = intern(r, t->valuestring)))
                     return r->rc;
             }
+            t = cJSON_GetObjectItemCaseSensitive(c, "pg");
+            if (t && !cJSON_IsString(t))
+                return BAD(r, "local \"%s\": \"pg\" (its process group) should be a string", v->name);
+            if (t && !(v->pg = intern(r, t->valuestring)))
+                return r->rc;
         }
     } else {
         return BAD(r, "local \"%s\" should be null, a bool, a number, a string or an object", v->name);
@@ -1294,6 +1301,40 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
 }
 
 /* The top-level object into a fresh evidence *out. */
+/* One of "process_groups": {"name", "desc", "role", "ranks", "default"}. */
+static int read_pgroup(rd *r, const cJSON *o, hdx_evidence *ev)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "should be an object");
+    const char *name = str_member(r, o, "name"), *desc = str_member(r, o, "desc"), *role = str_member(r, o, "role");
+    const cJSON *ranks = container(r, o, "ranks", 0);
+    int is_default = get_bool(r, o, "default");
+    if (r->rc)
+        return r->rc;
+    if (!name || !ranks)
+        return BAD(r, "a process group needs \"name\" and \"ranks\"");
+    /* the ranks the input holds, not a count it claims */
+    size_t n = (size_t)cJSON_GetArraySize(ranks), k = 0;
+    int *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return fail(r, -ENOMEM, "out of memory");
+    const cJSON *c;
+    cJSON_ArrayForEach(c, ranks)
+    {
+        if (!cJSON_IsNumber(c) || c->valuedouble < 0 || c->valuedouble >= (1 << 24) ||
+            c->valuedouble != floor(c->valuedouble)) {
+            free(v);
+            return BAD(r, "ranks[%zu] should be a rank (an integer from 0 to 2^24)", k);
+        }
+        v[k++] = (int)c->valuedouble;
+    }
+    int rc = hdx_evidence_add_pgroup(ev, name, v, n, desc, role, is_default);
+    free(v);
+    if (rc == -EEXIST)
+        return BAD(r, "process group \"%.64s\" is given twice with different ranks", name);
+    return rc ? fail(r, rc, "out of memory") : 0;
+}
+
 static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
 {
     if (!cJSON_IsObject(root))
@@ -1334,8 +1375,17 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
     const cJSON *procs = container(r, root, "processes", 0);
     const cJSON *locks = container(r, root, "locks", 0);
     const cJSON *notes = container(r, root, "notes", 0);
+    const cJSON *pgroups = container(r, root, "process_groups", 0);
     const cJSON *c;
     size_t i = 0;
+    cJSON_ArrayForEach(c, pgroups)
+    {
+        size_t old = enter(r, "process_groups[%zu]", i++);
+        if (r->rc || read_pgroup(r, c, ev))
+            return r->rc;
+        leave(r, old);
+    }
+    i = 0;
     if (!report && !r->rc && !cJSON_GetObjectItemCaseSensitive(root, "processes"))
         return BAD(r, "no \"processes\": truncated or not a snapshot");
     cJSON_ArrayForEach(c, procs)
@@ -1788,13 +1838,26 @@ int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
             return -EEXIST;
         }
     }
+    size_t new_groups = 0;
+    for (size_t i = 0; i < src->n_pgroups; i++) {
+        const hdx_pgroup *s = &src->pgroups[i], *d = hdx_evidence_find_pgroup(dst, s->name);
+        if (!d) {
+            new_groups++;
+        } else if (d->n_ranks != s->n_ranks || memcmp(d->ranks, s->ranks, s->n_ranks * sizeof *s->ranks)) {
+            if (err)
+                *err = hdx_asprintf("process group %s has other ranks in another input — the inputs come from "
+                                    "different jobs", s->name);
+            return -EEXIST;
+        }
+    }
     if (src->pool && !dst->pool && !(dst->pool = hdx_pool_new()))
         return -ENOMEM;
     int indexed = hdx_evidence_indexed(dst);
     size_t n_before = dst->n_procs;
     if (reserve((void **)&dst->procs, dst->n_procs, src->n_procs, sizeof *dst->procs) ||
         reserve((void **)&dst->locks, dst->n_locks, src->n_locks, sizeof *dst->locks) ||
-        reserve((void **)&dst->notes, dst->n_notes, src->n_notes, sizeof *dst->notes))
+        reserve((void **)&dst->notes, dst->n_notes, src->n_notes, sizeof *dst->notes) ||
+        reserve((void **)&dst->pgroups, dst->n_pgroups, new_groups, sizeof *dst->pgroups))
         return -ENOMEM;
     for (size_t i = 0; i < src->n_locks; i++) {
         hdx_lock *d = src->locks[i].path ? hdx_evidence_find_lock(dst, src->locks[i].path) : NULL;
@@ -1908,6 +1971,26 @@ int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
         hdx_lock_clear(s);
     }
     src->n_locks = 0;
+
+    for (size_t i = 0; i < src->n_pgroups; i++) { /* each host holds its ranks' groups */
+        hdx_pgroup *s = &src->pgroups[i], *d = (hdx_pgroup *)hdx_evidence_find_pgroup(dst, s->name);
+        if (!d) {
+            dst->pgroups[dst->n_pgroups++] = *s;
+            memset(s, 0, sizeof *s);
+            continue;
+        }
+        d->is_default |= s->is_default;
+        if (!d->role && !d->is_default) {
+            d->role = s->role;
+            s->role = NULL;
+        }
+        if (!d->desc) {
+            d->desc = s->desc;
+            s->desc = NULL;
+        }
+        hdx_pgroup_clear(s);
+    }
+    src->n_pgroups = 0;
 
     for (size_t i = 0; i < src->n_notes; i++) {
         int dup = 0;

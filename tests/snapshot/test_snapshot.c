@@ -96,6 +96,8 @@ static hdx_evidence *full_evidence(void)
     ev->host = sdup("node-a");
     ev->taken_ns = 1764441627123456789LL;
     ev->samples = 3;
+    hdx_evidence_add_pgroup(ev, "0", (int[]){0, 1, 2, 3}, 4, "default_pg", NULL, 1);
+    hdx_evidence_add_pgroup(ev, "2", (int[]){2, 3}, 2, NULL, "tp", 0);
     ev->interval_ms = 125;
     ev->build_timeout_s = 600;
     ev->live = 1;
@@ -173,6 +175,8 @@ static hdx_evidence *full_evidence(void)
     add_local(f, "path", HDX_VAL_STR, 0, 0, "/work/job/build/lock");
     add_local(f, "empty", HDX_VAL_STR, 0, 0, "");
     add_local(f, "odd", HDX_VAL_OTHER, 0, 0, NULL);
+    add_local(f, "group", HDX_VAL_OTHER, 0, 0, "ProcessGroupGloo");
+    f->locals[f->n_locals - 1].pg = sdup("2");
     f = hdx_thread_add_frame(t);
     python(f, "_jit_compile", "/usr/lib/python3/dist-packages/torch/utils/cpp_extension.py", 1700);
     f->locals = calloc(1, sizeof *f->locals); /* read with locals, none there: {} not null */
@@ -269,6 +273,8 @@ static int frames_eq(const hdx_frame *a, size_t na, const hdx_frame *b, size_t n
                 return 0;
             if (u->kind == HDX_VAL_FLOAT && !dbl_eq(u->f, v->f))
                 return 0;
+            if (!streq(u->pg, v->pg))
+                return 0;
             if ((u->kind == HDX_VAL_STR || u->kind == HDX_VAL_OTHER) && !streq(u->s, v->s))
                 return 0;
         }
@@ -345,6 +351,13 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
     CHECK(a->n_notes == b->n_notes);
     for (size_t i = 0; i < a->n_notes && i < b->n_notes; i++)
         CHECK(streq(a->notes[i], b->notes[i]));
+    CHECK(a->n_pgroups == b->n_pgroups);
+    for (size_t i = 0; i < a->n_pgroups && i < b->n_pgroups; i++) {
+        const hdx_pgroup *g = &a->pgroups[i], *h = &b->pgroups[i];
+        CHECK(streq(g->name, h->name) && streq(g->desc, h->desc) && streq(g->role, h->role));
+        CHECK(g->is_default == h->is_default && g->n_ranks == h->n_ranks);
+        CHECK(g->n_ranks == h->n_ranks && !memcmp(g->ranks, h->ranks, g->n_ranks * sizeof *g->ranks));
+    }
 }
 
 static char *to_text(const hdx_evidence *ev)
@@ -728,9 +741,9 @@ static void test_model_unchanged(void)
     } sizes[] = {
         /* hdx_evidence: 88 + the job-log facts and rank summaries (32), which snapshots do not
          * carry: logs are an input of analyze, read again each time (evidence.h). */
-        {"hdx_evidence", sizeof(hdx_evidence), 136}, {"hdx_process", sizeof(hdx_process), 200},
+        {"hdx_evidence", sizeof(hdx_evidence), 152}, {"hdx_process", sizeof(hdx_process), 200},
         {"hdx_thread", sizeof(hdx_thread), 184},     {"hdx_frame", sizeof(hdx_frame), 72},
-        {"hdx_local", sizeof(hdx_local), 40},        {"hdx_lock", sizeof(hdx_lock), 104},
+        {"hdx_local", sizeof(hdx_local), 56},        {"hdx_lock", sizeof(hdx_lock), 104},
         {"hdx_waiter", sizeof(hdx_waiter), 40},
     };
     if (sizeof(void *) != 8)
