@@ -25,6 +25,7 @@
 #include "logs.h"
 #include "util.h"
 #include "waits.h"
+#include "waitsfor.h"
 
 
 const char *hdx_class_name(enum hdx_class c)
@@ -45,6 +46,9 @@ void hdx_verdict_clear(hdx_verdict *v)
     free(v->culprit_ranks);
     free(v->culprit_pids);
     free(v->missing_ranks);
+    free(v->group);
+    hdx_waitsfor_free(v->graph);
+    free(v->graph);
     memset(v, 0, sizeof *v);
 }
 

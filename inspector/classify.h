@@ -35,6 +35,12 @@ typedef struct hdx_verdict {
     int missing_count; /* rendezvous_wait: how many ranks are missing when a log tells the count
                           but maybe not which (report: this, else n_missing_ranks, else null); 0 unknown */
     enum hdx_confidence confidence;
+    int culprit_working; /* 1 when a root of the waits-for graph is doing work (a live build whose
+                            compilers make progress, a rank that computes): the job may only be
+                            slow, and nothing may end it */
+    char *group;         /* the name of the process group the hang is in (hdx_pgroup.name), or NULL */
+    struct hdx_waitsfor *graph; /* the job's waits-for graph the verdict was read from (waitsfor.h), or
+                                   NULL: it borrows from the evidence, which must outlive the verdict */
 } hdx_verdict;
 
 /*

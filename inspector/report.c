@@ -13,6 +13,7 @@
 #include "proc.h" /* hdx_syscall_name */
 #include "snapshot.h"
 #include "util.h"
+#include "waitsfor.h"
 
 /* Most frames a group's stack or a text report shows per thread. */
 #define TEXT_FRAMES_MAX 24
@@ -36,6 +37,81 @@ static const char *const confidence_names[] = {"low", "medium", "high"};
 
 /* The report; its "processes" array stays empty unless with_procs (hdx_report_write
  * prints them one by one, so that a job of thousands of ranks is never one tree). */
+/* At most this many ranks in one rank's "waits_for" (with "waits_for_count" the whole number). */
+#define MAX_WAITS_FOR_JSON 1024
+
+/* The verdict's process group as {"name", "role", "ranks"}, or null. */
+static cJSON *verdict_group_json(const hdx_evidence *ev, const hdx_verdict *v)
+{
+    const hdx_pgroup *g = hdx_evidence_find_pgroup(ev, v->group);
+    if (!g)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddItemToObject(o, "name", hdx_json_str(g->name));
+    cJSON_AddItemToObject(o, "desc", hdx_json_str(g->desc));
+    cJSON_AddItemToObject(o, "role", hdx_json_str(g->role));
+    cJSON_AddItemToObject(o, "ranks", int_array(g->ranks, g->n_ranks));
+    cJSON_AddBoolToObject(o, "default", g->is_default);
+    return o;
+}
+
+/* One rank's node of the waits-for graph: what it waits in, and for whom. */
+static cJSON *wait_json(const hdx_waitsfor *g, const hdx_wf_rank *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddNumberToObject(o, "rank", r->rank);
+    cJSON_AddStringToObject(o, "kind", hdx_wf_kind_name(r->kind));
+    cJSON_AddItemToObject(o, "op", hdx_json_str(r->op));
+    cJSON_AddItemToObject(o, "group", hdx_json_str(r->pgroup >= 0 ? g->ev->pgroups[r->pgroup].name : NULL));
+    cJSON *to = cJSON_AddArrayToObject(o, "waits_for"), *mis = cJSON_AddArrayToObject(o, "mismatch");
+    size_t n = 0;
+    if (r->call >= 0) {
+        const hdx_wf_call *c = &g->calls[r->call];
+        for (size_t k = 0; k < c->n_absent; k++, n++) {
+            if (n >= MAX_WAITS_FOR_JSON)
+                continue;
+            cJSON_AddItemToArray(to, cJSON_CreateNumber(c->absent[k]));
+            const hdx_wf_rank *b = hdx_waitsfor_rank(g, c->absent[k]);
+            if (b && b->kind == HDX_WF_COLLECTIVE && b->pgroup == c->pgroup && c->kind == HDX_WF_COLLECTIVE)
+                cJSON_AddItemToArray(mis, cJSON_CreateNumber(c->absent[k]));
+        }
+    }
+    for (size_t k = 0; k < r->n_ops; k++)
+        if (!r->ops[k].matched && r->ops[k].peer != HDX_UNKNOWN && ++n)
+            cJSON_AddItemToArray(to, cJSON_CreateNumber(r->ops[k].peer));
+    if (r->kind == HDX_WF_BUILD_LOCK && r->lock_holder != HDX_UNKNOWN && ++n)
+        cJSON_AddItemToArray(to, cJSON_CreateNumber(r->lock_holder));
+    cJSON_AddNumberToObject(o, "waits_for_count", (double)n);
+    if (r->n_ops) {
+        cJSON *ops = cJSON_AddArrayToObject(o, "p2p");
+        for (size_t k = 0; ops && k < r->n_ops; k++) {
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddStringToObject(x, "op", r->ops[k].send ? "send" : "recv");
+            cJSON_AddItemToObject(x, "peer", r->ops[k].peer >= 0 ? cJSON_CreateNumber(r->ops[k].peer) : cJSON_CreateNull());
+            cJSON_AddItemToObject(x, "tag", r->ops[k].tag >= 0 ? cJSON_CreateNumber(r->ops[k].tag) : cJSON_CreateNull());
+            cJSON_AddBoolToObject(x, "matched", r->ops[k].matched);
+            cJSON_AddItemToArray(ops, x);
+        }
+    }
+    cJSON_AddItemToObject(o, "state", r->culprit ? cJSON_CreateString(hdx_wf_state_name(r->state)) : cJSON_CreateNull());
+    cJSON_AddBoolToObject(o, "culprit", r->culprit);
+    cJSON_AddItemToObject(o, "depth", r->depth >= 0 ? cJSON_CreateNumber(r->depth) : cJSON_CreateNull());
+    return o;
+}
+
+static cJSON *waits_for_json(const hdx_waitsfor *g)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && g && i < g->n_ranks; i++)
+        if (g->ranks[i].kind != HDX_WF_NONE || g->ranks[i].culprit)
+            cJSON_AddItemToArray(a, wait_json(g, &g->ranks[i]));
+    return a;
+}
+
 static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with_procs)
 {
     cJSON *r = cJSON_CreateObject();
@@ -80,6 +156,11 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
                                                                     : cJSON_CreateNull());
     cJSON_AddItemToObject(vo, "remedy", hdx_json_str(v->remedy));
     cJSON_AddStringToObject(vo, "confidence", confidence_names[v->confidence]);
+    cJSON_AddBoolToObject(vo, "culprit_working", v->culprit_working);
+    cJSON_AddItemToObject(vo, "group", verdict_group_json(ev, v));
+
+    cJSON_AddItemToObject(r, "process_groups", hdx_json_pgroups(ev));
+    cJSON_AddItemToObject(r, "waits_for", waits_for_json(v->graph));
 
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; i < ev->n_locks; i++)
@@ -346,6 +427,45 @@ int hdx_report_threads_text(FILE *f, const hdx_process *p)
     return ferror(f) ? -EIO : 0;
 }
 
+/* The process groups in a few lines whatever their number: how many of each role (or
+ * plain groups) and of which sizes, then the group of the hang. */
+static void text_pgroups(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
+{
+    fprintf(f, "\nprocess groups:");
+    char *told = calloc(ev->n_pgroups, 1);
+    for (size_t i = 0; told && i < ev->n_pgroups; i++) {
+        if (told[i])
+            continue;
+        const hdx_pgroup *a = &ev->pgroups[i];
+        size_t n = 0, min = a->n_ranks, max = a->n_ranks;
+        for (size_t k = i; k < ev->n_pgroups; k++) {
+            const hdx_pgroup *b = &ev->pgroups[k];
+            if (told[k] || b->is_default != a->is_default || !!a->role != !!b->role || (a->role && strcmp(a->role, b->role)))
+                continue;
+            told[k] = 1;
+            n++;
+            min = b->n_ranks < min ? b->n_ranks : min;
+            max = b->n_ranks > max ? b->n_ranks : max;
+        }
+        const char *what = a->is_default ? "world" : a->role ? hdx_pgroup_role_label(a->role) : "other";
+        if (min == max)
+            fprintf(f, "%s %zu %s (%zu rank%s%s)", i ? "," : "", n, what, min, min == 1 ? "" : "s", n > 1 ? " each" : "");
+        else
+            fprintf(f, "%s %zu %s (%zu to %zu ranks)", i ? "," : "", n, what, min, max);
+    }
+    free(told);
+    fputc('\n', f);
+    const hdx_pgroup *g = hdx_evidence_find_pgroup(ev, v->group);
+    if (g) {
+        char text[256], ranks[256];
+        hdx_pgroup_text(ev, (int)(g - ev->pgroups), text, sizeof text);
+        hdx_format_ranges_of(g->ranks, g->n_ranks, ranks, sizeof ranks);
+        put_field(f, "  the hang is in ", text, "");
+        put_field(f, " (torch's name ", g->name, "");
+        fprintf(f, ", ranks %s)\n", ranks);
+    }
+}
+
 int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
 {
     int hosts = hdx_evidence_multi_host(ev); /* then each pid is named with its host */
@@ -370,6 +490,9 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
     }
     if (v->remedy)
         put_field(f, "remedy: ", v->remedy, "\n");
+
+    if (ev->n_pgroups)
+        text_pgroups(f, ev, v);
 
     if (ev->n_locks)
         fprintf(f, "\nlocks:\n");

@@ -129,7 +129,7 @@ void hdx_sleep_ms(int ms)
         ;
 }
 
-static int cmp_int(const void *a, const void *b)
+int hdx_cmp_int(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
     return (x > y) - (x < y);
@@ -142,7 +142,7 @@ void hdx_format_ranges(int *vals, size_t n, char *buf, size_t size)
         buf[0] = 0;
     if (!n)
         return;
-    qsort(vals, n, sizeof *vals, cmp_int);
+    qsort(vals, n, sizeof *vals, hdx_cmp_int);
     for (size_t i = 0; i < n;) {
         size_t j = i;
         while (j + 1 < n && (vals[j + 1] == vals[j] || vals[j + 1] == vals[j] + 1))

@@ -48,6 +48,9 @@ void hdx_sleep_ms(int ms);
 
 
 
+/* qsort(3) comparison of two ints, ascending. */
+int hdx_cmp_int(const void *a, const void *b);
+
 /*
  * Format a set of integers as compact ranges, sorted and deduplicated:
  * {8,0,1,2,3} → "0-3,8". Writes at most size bytes (NUL-terminated; a "..."
