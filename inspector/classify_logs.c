@@ -405,6 +405,13 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     long long world = HDX_UNKNOWN;
     char world_from[96];
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
+    /* the group of the work compared, where the logs show it whole (hdx_log_pgroups) */
+    const hdx_pgroup *pg = NULL;
+    for (size_t i = 0; i < ev->n_log_ranks && !pg; i++)
+        if (ev->log_ranks[i].seq_timed_out == s->n && ev->log_ranks[i].seq_pg)
+            pg = hdx_evidence_find_pgroup(ev, ev->log_ranks[i].seq_pg);
+    if (pg && !(v->group = strdup(pg->name)))
+        return -ENOMEM;
     if (s->n_behind) {
         v->confidence = HDX_CONF_HIGH;
         hdx_format_ranges_of(s->behind, s->n_behind, c, sizeof c);

@@ -641,6 +641,8 @@ int hdx_cmd_analyze(int argc, char **argv)
     for (size_t i = 0; i < n_dumps; i++)
         if ((r = hdx_foreign_load_log(dumps[i].path, dumps[i].rank, ev, &err)) < 0)
             goto fail;
+    if (n_logs && hdx_log_pgroups(ev))
+        goto nomem;
     /* One host among all inputs: the evidence's host. Several: none. */
     if (n_snapshots) {
         const char *one = ev->host;

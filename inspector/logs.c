@@ -612,6 +612,74 @@ static int rank_from_name(const char *path)
     return rank;
 }
 
+/* A role from a group description Megatron gives its groups (group_desc, torch >= 2.4). */
+static const char *role_of_desc(const char *desc)
+{
+    static const struct {
+        const char *desc, *role;
+    } roles[] = {{"TENSOR_MODEL_PARALLEL_GROUP", "tp"}, {"PIPELINE_MODEL_PARALLEL_GROUP", "pp"},
+                 {"DATA_PARALLEL_GROUP", "dp"},         {"DATA_PARALLEL_GROUP_WITH_CP", "dp_cp"},
+                 {"CONTEXT_PARALLEL_GROUP", "cp"},      {"EXPERT_MODEL_PARALLEL_GROUP", "ep"},
+                 {"MODEL_PARALLEL_GROUP", "mp"},        {"EMBEDDING_GROUP", "embedding"},
+                 {"POSITION_EMBEDDING_GROUP", "position_embedding"}};
+    for (size_t i = 0; desc && i < sizeof roles / sizeof roles[0]; i++)
+        if (!strcmp(desc, roles[i].desc))
+            return roles[i].role;
+    return NULL;
+}
+
+int hdx_log_pgroups(hdx_evidence *ev)
+{
+    char *done = calloc(ev->n_log_facts ? ev->n_log_facts : 1, 1);
+    int *ranks = NULL;
+    size_t cap = 0;
+    int rc = done ? 0 : -ENOMEM;
+    for (size_t i = 0; !rc && i < ev->n_log_facts; i++) {
+        const hdx_log_fact *f = &ev->log_facts[i];
+        if (done[i] || !f->pg || f->rank < 0 || f->group_rank < 0)
+            continue;
+        /* every line of this group whose global rank is known places one member */
+        size_t size = 0;
+        for (size_t k = i; k < ev->n_log_facts; k++) {
+            const hdx_log_fact *g = &ev->log_facts[k];
+            if (g->pg && g->rank >= 0 && g->group_rank >= 0 && !strcmp(g->pg, f->pg) && (size_t)g->group_rank >= size)
+                size = (size_t)g->group_rank + 1;
+        }
+        if (size > cap) {
+            int *more = realloc(ranks, size * sizeof *ranks);
+            if (!more) {
+                rc = -ENOMEM;
+                break;
+            }
+            ranks = more;
+            cap = size;
+        }
+        for (size_t k = 0; k < size; k++)
+            ranks[k] = HDX_UNKNOWN;
+        int clash = 0;
+        for (size_t k = i; k < ev->n_log_facts; k++) {
+            const hdx_log_fact *g = &ev->log_facts[k];
+            if (!g->pg || g->rank < 0 || g->group_rank < 0 || strcmp(g->pg, f->pg))
+                continue;
+            done[k] = 1;
+            clash |= ranks[g->group_rank] != HDX_UNKNOWN && ranks[g->group_rank] != g->rank;
+            ranks[g->group_rank] = g->rank;
+        }
+        size_t known = 0;
+        while (known < size && ranks[known] != HDX_UNKNOWN)
+            known++;
+        if (clash || known < size)
+            continue; /* a member whose line is missing: the group is not known whole */
+        const char *desc = hdx_log_fact_field(f, "pg_name");
+        int r = hdx_evidence_add_pgroup(ev, f->pg, ranks, size, desc && *desc ? desc : NULL, role_of_desc(desc),
+                                        f->default_pg == 1);
+        rc = r == -ENOMEM ? r : 0;
+    }
+    free(done);
+    free(ranks);
+    return rc;
+}
+
 int hdx_log_load(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, char **err)
 {
     return hdx_log_load_ranked(ps, path, ev, NULL, err);

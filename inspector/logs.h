@@ -52,6 +52,15 @@ int hdx_log_pattern_matches(const hdx_log_patterns *ps, size_t i, const char *li
 int hdx_log_sniff(const hdx_log_patterns *ps, const char *path);
 
 /*
+ * The process groups the job's logs show whole: an NCCL line's "[PG ID n PG GUID m(desc)
+ * Rank r]" prefix gives a group and a group rank, the launcher's prefix the global rank;
+ * a group every one of whose group ranks 0..max some line places becomes ev->pgroups'
+ * group named as the facts name it ("2 (TENSOR_MODEL_PARALLEL_GROUP)"), with the role
+ * Megatron's group_desc gives. Call once every log is loaded. 0 or -ENOMEM.
+ */
+int hdx_log_pgroups(hdx_evidence *ev);
+
+/*
  * Read the job log at path into ev: one hdx_log_fact per matching line and
  * the per-rank summaries (ev->log_ranks), with notes for what was assumed
  * (a rank from the file name, a group rank that cannot be translated).
