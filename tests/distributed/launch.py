@@ -251,8 +251,9 @@ def rank_environment(rank, local_rank, world_size, local_world_size, port, workd
 
 def rank_command(case, ready, workdir, rank=None, world_size=None, port=None):
     """The command line of one rank of `case`; without rank, hangs.py takes RANK, WORLD_SIZE and
-    MASTER_PORT from its environment (as under torchrun or srun)."""
-    cmd = [PYTHON, HANGS, case]
+    MASTER_PORT from its environment (as under torchrun or srun). A case whose spec has a
+    "script" runs that script instead of hangs.py (pgroup_cases.py's run pgroups.py)."""
+    cmd = [PYTHON, CASES.get(case, {}).get("script", HANGS), case]
     if rank is not None:
         cmd += ["--rank", str(rank), "--world-size", str(world_size), "--port", str(port)]
     return cmd + ["--ready", ready, "--workdir", workdir]
