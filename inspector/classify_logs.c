@@ -22,6 +22,7 @@
 #include "classify_impl.h"
 #include "logs.h"
 #include "util.h"
+#include "waitsfor.h"
 
 #define RANKS_TEXT 256
 
@@ -412,6 +413,12 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
             pg = hdx_evidence_find_pgroup(ev, ev->log_ranks[i].seq_pg);
     if (pg && !(v->group = strdup(pg->name)))
         return -ENOMEM;
+    char on[300] = "";
+    if (pg) {
+        char gt[256];
+        hdx_pgroup_text(ev, (int)(pg - ev->pgroups), gt, sizeof gt);
+        snprintf(on, sizeof on, " of %s", gt);
+    }
     if (s->n_behind) {
         v->confidence = HDX_CONF_HIGH;
         hdx_format_ranges_of(s->behind, s->n_behind, c, sizeof c);
@@ -419,9 +426,9 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
         rc = set_culprits(v, s->behind, s->n_behind);
         if (!rc)
             rc = hdx_cls_set_text(&v->summary,
-                                  "rank%s %s never joined %s SeqNum=%lld: last enqueued NCCL work %lld (NCCL watchdog), "
+                                  "rank%s %s never joined %s SeqNum=%lld%s: last enqueued NCCL work %lld (NCCL watchdog), "
                                   "while rank%s %s timed out waiting in it; rank %d's last line (%s:%ld%s%s): \"%s\"",
-                                  s->n_behind == 1 ? "" : "s", c, s->op ? s->op : "collective", s->n, r->seq_enqueued,
+                                  s->n_behind == 1 ? "" : "s", c, s->op ? s->op : "collective", s->n, on, r->seq_enqueued,
                                   s->n_waiting == 1 ? "" : "s", w, r->rank, r->file ? r->file : "?", r->last_line_no,
                                   r->last_time ? ", " : "", r->last_time ? r->last_time : "",
                                   r->last_line ? r->last_line : "?");

@@ -23,6 +23,10 @@ if "culprit_ranks" in expect and sorted(v["culprit_ranks"]) != sorted(expect["cu
     fail.append(f"culprit_ranks {v['culprit_ranks']}, expected {expect['culprit_ranks']}")
 if "missing_count" in expect and v.get("missing_count") != expect["missing_count"]:
     fail.append(f"missing_count {v.get('missing_count')}, expected {expect['missing_count']}")
+for key, want in (expect.get("group") or {}).items():  # the process group the verdict names
+    have = (v.get("group") or {}).get(key)
+    if have != want:
+        fail.append(f"verdict.group.{key} {have!r}, expected {want!r}")
 text = json.dumps(v)
 for m in expect.get("mentions", []):
     if m not in text and m not in (v.get("summary") or "") + (v.get("remedy") or ""):
