@@ -52,14 +52,40 @@ void hdx_verdict_clear(hdx_verdict *v)
     memset(v, 0, sizeof *v);
 }
 
-/* Progress from CPU time across the samples; with one sample, from a running thread. */
+/* A thread's (or threads') CPU time that grew by grew ms in a window of window_ms is work. */
+static int grew_enough(double grew, int64_t window_ms)
+{
+    return grew >= HDX_BUSY_CPU_MIN_MS && grew >= HDX_BUSY_CPU_SHARE * (double)window_ms;
+}
+
+static int is_distributed_wait(const char *w)
+{
+    return w && (!strcmp(w, HDX_WAIT_COLLECTIVE) || !strcmp(w, HDX_WAIT_RENDEZVOUS) || hdx_wait_is_p2p(w) ||
+                 !strcmp(w, HDX_WAIT_BUILD_LOCK));
+}
+
+/*
+ * Progress from CPU time across the samples, judged per thread (docs/design.md "Busy or
+ * blocked"): a rank whose key thread waits in a distributed call progresses only when that
+ * thread itself uses CPU (its gloo, NCCL and store threads tick along in any hung rank); any
+ * other process by the CPU of its threads but the service ones. With one sample, a running
+ * thread; post-mortem, as recorded. Call after the waits are labelled.
+ */
 int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p)
 {
     if (p->alive == 0)
         return 0;
     if (ev->samples >= 2 && p->window_ms > 0) {
-        double grew = p->cpu_ms - p->cpu_ms_first;
-        return grew >= HDX_BUSY_CPU_MIN_MS && grew >= HDX_BUSY_CPU_SHARE * (double)p->window_ms;
+        const hdx_thread *k = hdx_key_thread(p);
+        if (!k)
+            return grew_enough(p->cpu_ms - p->cpu_ms_first, p->window_ms);
+        if (is_distributed_wait(k->wait))
+            return grew_enough(k->cpu_ms - k->cpu_ms_first, p->window_ms);
+        double grew = 0;
+        for (size_t i = 0; i < p->n_threads; i++)
+            if (!p->threads[i].wait || strcmp(p->threads[i].wait, HDX_WAIT_SERVICE))
+                grew += p->threads[i].cpu_ms - p->threads[i].cpu_ms_first;
+        return grew_enough(grew, p->window_ms);
     }
     if (ev->samples == 1) {
         for (size_t i = 0; i < p->n_threads; i++)
@@ -421,12 +447,6 @@ static int label_waits(hdx_evidence *ev)
     return 0;
 }
 
-static int is_distributed_wait(const char *w)
-{
-    return w && (!strcmp(w, HDX_WAIT_COLLECTIVE) || !strcmp(w, HDX_WAIT_RENDEZVOUS) || hdx_wait_is_p2p(w) ||
-                 !strcmp(w, HDX_WAIT_BUILD_LOCK));
-}
-
 /* The ranks of the lock waiters' job that wait in a distributed call behind a
  * lock verdict: its consequences. None when no waiter is a rank. */
 static int add_consequences(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
@@ -471,8 +491,7 @@ static int thread_grew(const hdx_evidence *ev, const hdx_process *p, const hdx_t
 {
     if (ev->samples < 2 || p->window_ms <= 0)
         return t->state == 'R';
-    double grew = t->cpu_ms - t->cpu_ms_first;
-    return grew >= HDX_BUSY_CPU_MIN_MS && grew >= HDX_BUSY_CPU_SHARE * (double)p->window_ms;
+    return grew_enough(t->cpu_ms - t->cpu_ms_first, p->window_ms);
 }
 
 /*
@@ -554,6 +573,8 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
                               "verdict is about %s; inspect each job's pids alone",
                           other_jobs, other_jobs == 1 ? "" : "es",
                           asked ? "the job of the process given" : "the job with the most live ranks here");
+    if (label_waits(ev))
+        return -ENOMEM;
     int any_progress = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         hdx_process *p = &ev->procs[i];
@@ -561,8 +582,6 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
             p->progressing = hdx_cls_progressing(ev, p);
         any_progress |= p->progressing == 1 && !p->set_aside;
     }
-    if (label_waits(ev))
-        return -ENOMEM;
 
     const hdx_lock *l = deciding_lock(ev);
     if (l) {

@@ -17,8 +17,9 @@
 #define HDX_BUSY_CPU_SHARE 0.03
 #define HDX_BUSY_CPU_MIN_MS 20.0
 
-/* 1 when p made progress (CPU time across the samples; with one sample a
- * running thread; post-mortem as recorded), else 0. */
+/* 1 when p made progress, else 0: CPU time across the samples, of its key thread when that
+ * waits in a distributed call, else of its threads but the service ones; with one sample a
+ * running thread; post-mortem as recorded. Needs the waits labelled (hdx_wait_classify). */
 int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p);
 
 /* "rank 1 (pid 123)" or "pid 123", from p, or from pid and rank when p is NULL.

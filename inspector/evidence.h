@@ -57,7 +57,8 @@ typedef struct hdx_thread {
     char *wchan;   /* /proc/PID/task/TID/wchan, NULL when "0" or unreadable */
     long syscall;  /* current syscall number, or HDX_SYSCALL_* */
     uint64_t syscall_args[6]; /* its arguments, from the same file */
-    double cpu_ms_first; /* utime+stime of this thread, ms, at its first sample */
+    double cpu_ms_first; /* this thread's time on a CPU, ms, at its first sample (schedstat, to the ns;
+                            utime+stime where the kernel has no schedstat) */
     double cpu_ms;       /* the same at the last sample */
     hdx_frame *frames; /* innermost first; merged native+Python when merged; NULL when not sampled */
     size_t n_frames;

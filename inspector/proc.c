@@ -437,6 +437,20 @@ int hdx_proc_read_syscall(int pid, int tid, long *nr, uint64_t args[6])
     return 0;
 }
 
+/* A thread's time on a CPU in ms, to the nanosecond, from /proc/PID/task/TID/schedstat
+ * (proc(5): its first field); -1 where the kernel has no schedstat (CONFIG_SCHED_INFO). */
+static double thread_run_ms(int pid, int tid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", pid, tid);
+    char *buf = hdx_read_file(path, 128, NULL);
+    char *end = NULL;
+    unsigned long long ns = buf ? strtoull(buf, &end, 10) : 0;
+    int ok = buf && end != buf;
+    free(buf);
+    return ok ? (double)ns / 1e6 : -1;
+}
+
 int hdx_proc_sample(hdx_process *p)
 {
     char path[96];
@@ -470,7 +484,11 @@ int hdx_proc_sample(hdx_process *p)
         if (read_stat(path, &sl) < 0)
             continue; /* ended: keep its last values */
         t->state = stat_state(&sl);
-        t->cpu_ms = (double)(stat_u(&sl, 14) + stat_u(&sl, 15)) * 1000.0 / (double)clk_tck();
+        /* schedstat counts to the ns; stat's utime+stime in clock ticks (10 ms), too coarse to
+         * tell one thread's few ms in a 250 ms window from none */
+        t->cpu_ms = thread_run_ms(p->pid, t->tid);
+        if (t->cpu_ms < 0)
+            t->cpu_ms = (double)(stat_u(&sl, 14) + stat_u(&sl, 15)) * 1000.0 / (double)clk_tck();
         free(sl.buf);
         snprintf(path, sizeof path, "/proc/%d/task/%d/wchan", p->pid, t->tid);
         free(t->wchan);

@@ -44,6 +44,8 @@ static hdx_process *proc(hdx_evidence *ev, int pid, int ppid, int rank, const ch
     t->tid = pid;
     t->state = state;
     t->syscall = syscall;
+    t->cpu_ms_first = cpu_first; /* its one thread used all of the process's CPU */
+    t->cpu_ms = cpu_last;
     return p;
 }
 

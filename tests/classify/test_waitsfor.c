@@ -448,8 +448,46 @@ static void batched_p2p(void)
     hdx_evidence_free(ev);
 }
 
+/* A gloo worker thread of each waiting rank ticks 30 ms in the window (a loaded machine):
+ * no rank progresses, and the verdict keeps its confidence; the culprit's own thread
+ * computing is what makes it "computing". */
+static void busy_or_blocked(void)
+{
+    for (int computing = 0; computing < 2; computing++) {
+        hdx_evidence *ev = job(3);
+        for (int r = 0; r < 2; r++) {
+            hdx_process *p = in_collective(ev, r, 3, "all_reduce", NULL);
+            hdx_thread *w = hdx_process_add_thread(p);
+            w->tid = p->pid + 100;
+            w->state = 'S';
+            w->cpu_ms_first = 500;
+            w->cpu_ms = 530;
+            hdx_frame *f = hdx_thread_add_frame(w);
+            f->function = strdup("c10d::ProcessGroupGloo::AsyncWork::execute");
+            p->cpu_ms = p->cpu_ms_first + 30;
+        }
+        hdx_process *c = rank(ev, 2, 3, "matmul_loop", "/t/pgroups.py");
+        if (computing) {
+            c->threads[0].state = 'R';
+            c->threads[0].syscall = HDX_SYSCALL_RUNNING;
+            c->threads[0].cpu_ms = c->threads[0].cpu_ms_first + 240;
+            c->cpu_ms = c->cpu_ms_first + 240;
+        }
+        hdx_verdict v = {0};
+        CHECK(hdx_classify(ev, &v) == 0);
+        dump(__func__, &v);
+        CHECK(ev->procs[0].progressing == 0 && ev->procs[1].progressing == 0);
+        CHECK(ev->procs[2].progressing == computing);
+        CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && culprits_are(&v, (int[]){2}, 1));
+        CHECK(v.confidence == (computing ? HDX_CONF_MEDIUM : HDX_CONF_HIGH) && v.culprit_working == computing);
+        hdx_verdict_clear(&v);
+        hdx_evidence_free(ev);
+    }
+}
+
 int main(void)
 {
+    busy_or_blocked();
     subgroups();
     tp_dp_world();
     peer_moved_on();
