@@ -1,11 +1,17 @@
 /*
- * hangdx run [--hang-timeout SEC [--on-hang report|kill]] [-d DIR] -- COMMAND...:
+ * hangdx run [--hang-timeout SEC [--on-hang report|kill [--kill-grace SEC[,SEC]]]] [-d DIR] -- COMMAND...:
  * run COMMAND with the lock-tracing shim preloaded, tracing into DIR, and pass
  * its exit status through. With --hang-timeout, watch the job (watch.h: CPU
  * time, trace events, Python stacks read without a stop; here: its output,
  * passed through) and capture, classify and report it into DIR when nothing
  * moved for SEC seconds. CPU time whose Python stacks stayed put is confirmed
  * by the capture: a verdict of not_hung is progress, and no report.
+ *
+ * --on-hang kill never makes the hang it reports: it ends the job only on a
+ * verdict of medium or high confidence whose root does no work, once a second
+ * capture SEC later (no progress between) names the same root, and then as a
+ * Ctrl-C would (SIGINT first, so that `finally` blocks run), after the report
+ * is written.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -35,19 +41,22 @@
 #define TICK_S 1.0        /* between two looks at the job */
 #define CPU_WINDOW_S 3.0  /* CPU growth is summed over this long (or SEC when shorter) */
 #define CPU_SHARE 0.05    /* of one core: what a hung job's pollers stay well below */
-#define KILL_GRACE_S 10.0 /* SIGTERM, then SIGKILL after this */
+#define KILL_GRACE_S 10.0 /* default wait after SIGINT, and again after SIGTERM */
+#define KILL_GRACE_MAX_S 86400.0
 
 struct run_opts {
     const char *trace_dir; /* -d, or NULL for ./hangdx-<date>-<time>/ */
     double hang_timeout;   /* s; 0: no watch */
     int on_hang_kill;
+    double kill_grace[2]; /* s: SIGINT to SIGTERM, SIGTERM to SIGKILL */
     char **command; /* NULL-terminated, borrowed from argv */
 };
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hangdx run [--hang-timeout SEC [--on-hang report|kill]] [-d DIR] -- COMMAND [ARGS...]\n\n"
+            "usage: hangdx run [--hang-timeout SEC [--on-hang report|kill [--kill-grace SEC[,SEC]]]] [-d DIR]\n"
+            "                  -- COMMAND [ARGS...]\n\n"
             "Run COMMAND with the hangdx shim (libhangdx-preload.so) preloaded. Every process of\n"
             "the job (the launcher, each rank, ninja, the compilers) records its build-lock and\n"
             "process activity into DIR/<host>-<pid>.jsonl; 'hangdx inspect' and 'hangdx analyze'\n"
@@ -60,7 +69,10 @@ static void usage(FILE *f)
             "                        print the verdict on stderr\n"
             "  --on-hang report|kill after a report: keep watching (report, the default; a new\n"
             "                        report only after progress resumed and stopped again), or\n"
-            "                        end the job (kill: SIGTERM, SIGKILL 10 s later) and exit 124\n"
+            "                        end the job and exit 124 (kill; see below)\n"
+            "  --kill-grace SEC[,SEC] with --on-hang kill: how long the job has after SIGINT before\n"
+            "                        SIGTERM, and after SIGTERM before SIGKILL (one value: both;\n"
+            "                        default 10,10)\n"
             "  -h, --help            this text\n\n"
             "Progress is any of: a byte of output, a new trace event other than a lock wait, a\n"
             "process whose main thread's Python stack moved while it used CPU (read from memory,\n"
@@ -73,6 +85,17 @@ static void usage(FILE *f)
             "difference); output to a terminal goes straight to it and is not\n"
             "a progress signal there. hangdx adopts the processes whose parents exit (child\n"
             "subreaper), so 'kill' ends the whole tree, new sessions included.\n\n"
+            "--on-hang kill ends the job only on a verdict of medium or high confidence (low\n"
+            "confidence never kills) whose culprit does no work (a build whose compilers\n"
+            "progress, a rank still computing: the job may only be slow), and only when a\n"
+            "second capture SEC later, with no progress between, finds the same class and\n"
+            "the same culprit ranks (pids when ranks are unknown); a different one replaces\n"
+            "the first and needs its own confirmation. A hang that may not end the job is\n"
+            "reported and captured again SEC later. The report is written first; then the\n"
+            "job gets SIGINT, as from Ctrl-C, so that Python's finally blocks run (a\n"
+            "FileBaton removes its lock), SIGTERM after the first grace and SIGKILL after\n"
+            "the second, each once to its process group (when it has its own) and to each\n"
+            "process of the tree outside it, until nothing of it is left.\n\n"
             "The exit status is COMMAND's own (128+N when a signal N killed it), or 124 when\n"
             "--on-hang kill ended it. SIGINT, SIGTERM and SIGHUP sent to hangdx are passed on\n"
             "to COMMAND.\n\n"
@@ -85,18 +108,41 @@ static void usage(FILE *f)
             "       -- python train.py        # the report survives the job\n");
 }
 
+/* Seconds, from lo to hi, at the start of s into *v; *end past them. 0 or -1. */
+static int seconds_at(const char *s, double lo, double hi, double *v, char **end)
+{
+    errno = 0;
+    *v = strtod(s, end);
+    return errno || *end == s || !(*v >= lo && *v <= hi) ? -1 : 0;
+}
+
+/* --kill-grace SEC[,SEC] into grace[0] (after SIGINT) and grace[1] (after SIGTERM; the first
+ * when one value is given). 0 or -1. */
+static int parse_grace(const char *arg, double grace[2])
+{
+    char *end;
+    if (seconds_at(arg, 0, KILL_GRACE_MAX_S, &grace[0], &end))
+        return -1;
+    grace[1] = grace[0];
+    if (*end == ',' && seconds_at(end + 1, 0, KILL_GRACE_MAX_S, &grace[1], &end))
+        return -1;
+    return *end ? -1 : 0;
+}
+
 static int parse(int argc, char **argv, struct run_opts *o)
 {
     static const struct option longopts[] = {
         {"trace-dir", required_argument, NULL, 'd'},
         {"hang-timeout", required_argument, NULL, 't'},
         {"on-hang", required_argument, NULL, 'k'},
+        {"kill-grace", required_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
+    o->kill_grace[0] = o->kill_grace[1] = KILL_GRACE_S;
     optind = 1;
-    int c, has_on_hang = 0;
+    int c, has_on_hang = 0, has_grace = 0;
     /* "+": stop at the first non-option, so COMMAND's own options stay its own. */
     while ((c = getopt_long(argc, argv, "+d:h", longopts, NULL)) != -1) {
         switch (c) {
@@ -105,14 +151,11 @@ static int parse(int argc, char **argv, struct run_opts *o)
             break;
         case 't': {
             char *end;
-            errno = 0;
-            double v = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(v >= 1 && v <= 30 * 86400.0)) {
+            if (seconds_at(optarg, 1, 30 * 86400.0, &o->hang_timeout, &end) || *end) {
                 fprintf(stderr, "hangdx run: --hang-timeout %s: give seconds, from 1 to 2592000 "
                                 "(e.g. --hang-timeout 600)\n", optarg);
                 return -1;
             }
-            o->hang_timeout = v;
             break;
         }
         case 'k':
@@ -125,6 +168,15 @@ static int parse(int argc, char **argv, struct run_opts *o)
                 return -1;
             }
             has_on_hang = 1;
+            break;
+        case 'g':
+            if (parse_grace(optarg, o->kill_grace) != 0) {
+                fprintf(stderr, "hangdx run: --kill-grace %s: give seconds from 0 to %.0f, one value for "
+                                "both waits or two (after SIGINT, after SIGTERM), e.g. --kill-grace 30 or "
+                                "--kill-grace 60,10\n", optarg, KILL_GRACE_MAX_S);
+                return -1;
+            }
+            has_grace = 1;
             break;
         case 'h':
             usage(stdout);
@@ -143,6 +195,11 @@ static int parse(int argc, char **argv, struct run_opts *o)
     if (has_on_hang && o->hang_timeout == 0) {
         fprintf(stderr, "hangdx run: --on-hang needs --hang-timeout SEC, e.g. "
                         "'hangdx run --hang-timeout 600 --on-hang kill -- python train.py'\n");
+        return -1;
+    }
+    if (has_grace && !o->on_hang_kill) {
+        fprintf(stderr, "hangdx run: --kill-grace needs --on-hang kill, e.g. 'hangdx run --hang-timeout 600 "
+                        "--on-hang kill --kill-grace 30 -- python train.py'\n");
         return -1;
     }
     o->command = argv + optind;
@@ -425,20 +482,125 @@ static int reap(pid_t job, int *status)
 }
 
 /*
+ * What --on-hang kill confirms a hang on: the root of the waits-for graph that a verdict names
+ * (its class and culprits), and whether that verdict may end the job at all.
+ */
+struct hang_root {
+    int set; /* 1 once it holds a root (hang_root_of) */
+    enum hdx_class cls;
+    int *ranks, *pids; /* the culprit ranks and pids, sorted; heap, hang_root_clear frees them */
+    size_t n_ranks, n_pids;
+    const char *spare; /* why the job may not be ended on this verdict (static text), or NULL */
+};
+
+static void hang_root_clear(struct hang_root *r)
+{
+    free(r->ranks);
+    free(r->pids);
+    memset(r, 0, sizeof *r);
+}
+
+static int by_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* A sorted heap copy of a[0..n) into *out (NULL when n is 0). 0 or -ENOMEM. */
+static int sorted_copy(const int *a, size_t n, int **out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (n == 0)
+        return 0;
+    if (!(*out = malloc(n * sizeof **out)))
+        return -ENOMEM;
+    memcpy(*out, a, n * sizeof **out);
+    qsort(*out, n, sizeof **out, by_int);
+    *n_out = n;
+    return 0;
+}
+
+/* The root v names into r (which the caller clears). Only a verdict of medium or high confidence
+ * whose culprit does no work may end the job. 0 or -ENOMEM. */
+static int hang_root_of(const hdx_verdict *v, struct hang_root *r)
+{
+    r->set = 1;
+    r->cls = v->cls;
+    r->spare = v->culprit_working                  ? "its culprit is working: the job may only be slow"
+               : v->confidence < HDX_CONF_MEDIUM ? "the verdict's confidence is low"
+                                                   : NULL;
+    if (sorted_copy(v->culprit_ranks, v->n_culprit_ranks, &r->ranks, &r->n_ranks) ||
+        sorted_copy(v->culprit_pids, v->n_culprit_pids, &r->pids, &r->n_pids))
+        return -ENOMEM;
+    return 0;
+}
+
+static int same_ints(const int *a, size_t na, const int *b, size_t nb)
+{
+    if (na != nb)
+        return 0;
+    for (size_t i = 0; i < na; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/* 1 when a and b name the same root: the same class and culprit ranks, and, when neither knows
+ * a culprit's rank, the same culprit pids. */
+static int hang_root_same(const struct hang_root *a, const struct hang_root *b)
+{
+    return a->cls == b->cls && same_ints(a->ranks, a->n_ranks, b->ranks, b->n_ranks) &&
+           (a->n_ranks > 0 || same_ints(a->pids, a->n_pids, b->pids, b->n_pids));
+}
+
+/*
+ * --on-hang kill, after a capture reported the hang whose root is *found: 1 when it confirms
+ * *pending, the root that the capture before found, with no progress since (the caller clears
+ * *pending on progress): the job may end. Otherwise 0, said on stderr; *found then becomes
+ * *pending (they are swapped), for the next capture to confirm, unless it may not end the job.
+ * sec: the time without progress before the next capture.
+ */
+static int confirm_hang(struct hang_root *pending, struct hang_root *found, double sec)
+{
+    if (found->spare) {
+        fprintf(stderr, "hangdx: not ending the job: %s; next check after %.0f s more without progress\n",
+                found->spare, sec);
+        hang_root_clear(pending);
+        return 0;
+    }
+    if (pending->set && hang_root_same(pending, found)) {
+        fprintf(stderr, "hangdx: the same hang as at the last capture, with no progress since\n");
+        return 1;
+    }
+    fprintf(stderr, "hangdx: --on-hang kill: %sthe job ends if the next capture, after %.0f s more without "
+                    "progress, finds this hang again\n",
+            pending->set ? "not the hang that the last capture found; " : "", sec);
+    struct hang_root t = *pending;
+    *pending = *found;
+    *found = t;
+    return 0;
+}
+
+/*
  * Capture the job and classify it; unless the verdict is not_hung, write DIR/report.{txt,json}
  * and say the verdict on stderr. cpu_busy: the job was silent but used CPU, and n_python of its
  * processes had a Python stack that did not move (0: none could be read), so the capture decides
  * whether that CPU was work or a spinning wait. Returns 1 when a hang was reported (or could not
  * be written), 0 when the verdict is not_hung (no report: the job makes progress), -1 when the
- * job's processes are gone.
+ * job's processes are gone. On 1, *root (cleared here first; the caller clears it after) holds
+ * the hang's root; its spare is set when no report could be written (nothing may end a job
+ * whose hang is not on record).
  */
-static int check_job(const char *dir, double quiet_s, int cpu_busy, size_t n_python)
+static int check_job(const char *dir, double quiet_s, int cpu_busy, size_t n_python, struct hang_root *root)
 {
     int *pids = NULL, failures = 0, ret = 1;
     size_t n = 0;
     hdx_evidence *ev = NULL;
     hdx_verdict v = {0};
+    struct hang_root r = {0};
     char txt[PATH_MAX + 32], json[PATH_MAX + 32], tmp[PATH_MAX + 32];
+    hang_root_clear(root);
     int rc = hdx_watch_job_pids(&pids, &n);
     if (rc || n == 0) {
         fprintf(stderr, "hangdx: no progress for %.0f s, but the job's processes are gone\n", quiet_s);
@@ -475,6 +637,8 @@ static int check_job(const char *dir, double quiet_s, int cpu_busy, size_t n_pyt
         ret = 0;
         goto out;
     }
+    if ((rc = hang_root_of(&v, &r)))
+        goto fail;
     snprintf(txt, sizeof txt, "%s/report.txt", dir);
     snprintf(json, sizeof json, "%s/report.json", dir);
     /* Each file appears whole (a reader waiting for report.json never sees half of it). */
@@ -494,54 +658,83 @@ static int check_job(const char *dir, double quiet_s, int cpu_busy, size_t n_pyt
         fprintf(stderr, "hangdx: %s: %s\n", hdx_class_name(v.cls), sum);
     fprintf(stderr, "hangdx: report in %s (and report.json)%s\n", txt,
             failures ? "; some processes could not be read" : "");
+    *root = r;
+    memset(&r, 0, sizeof r);
     goto out;
 fail:
     fprintf(stderr, "hangdx: cannot report the hang into %s: %s\n", dir, strerror(-rc));
+    root->spare = "its hang could not be reported";
 out:
+    hang_root_clear(&r);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
     free(pids);
     return ret;
 }
 
-/* Send sig to every process of the job: the job's process group when it is not ours, and each
- * descendant of hangdx (ranks in sessions of their own, compilers in groups of their own). */
+/* Send sig once to every process of the job: to the job's process group when it is not ours, and
+ * to each descendant of hangdx outside that group (ranks in sessions of their own, compilers in
+ * groups of their own). Returns how many processes the job has. */
 static size_t signal_job(pid_t job, int sig)
 {
     int *pids = NULL;
     size_t n = 0;
     pid_t pg = getpgid(job);
-    if (pg > 0 && pg != getpgrp())
+    int group = pg > 0 && pg != getpgrp();
+    if (group)
         kill(-pg, sig);
     if (hdx_watch_job_pids(&pids, &n) == 0)
         for (size_t i = 0; i < n; i++)
-            kill(pids[i], sig);
+            if (!group || getpgid(pids[i]) != pg)
+                kill(pids[i], sig);
     free(pids);
     return n;
 }
 
-/* End the job: SIGTERM, then SIGKILL after the grace period, until nothing of it is left. */
-static void end_job(pid_t job, int *status, int *ended, struct stream *s, size_t ns)
+/* Reap and pass the job's output on until nothing of the job is left or the monotonic time is
+ * past deadline. Returns how many of its processes are left (1 when they cannot be listed). */
+static size_t wait_job_gone(pid_t job, double deadline, int *status, int *ended, struct stream *s, size_t ns)
 {
-    fprintf(stderr, "hangdx: ending the job (SIGTERM, SIGKILL in %.0f s)\n", KILL_GRACE_S);
-    signal_job(job, SIGTERM);
-    double deadline = now_s() + KILL_GRACE_S;
-    int *pids = NULL;
-    size_t n = 1;
-    while (now_s() < deadline) {
+    for (;;) {
         *ended |= reap(job, status);
         pump(s, ns);
+        int *pids = NULL;
+        size_t n = 0;
+        int rc = hdx_watch_job_pids(&pids, &n);
         free(pids);
-        pids = NULL;
-        if (hdx_watch_job_pids(&pids, &n) == 0 && n == 0)
-            break;
+        if ((rc == 0 && n == 0) || now_s() >= deadline)
+            return rc ? 1 : n;
         usleep(100 * 1000);
     }
-    free(pids);
-    for (int pass = 0; pass < 100 && n > 0; pass++) {
-        n = signal_job(job, SIGKILL);
-        usleep(50 * 1000);
-        *ended |= reap(job, status);
+}
+
+/*
+ * End the job as a Ctrl-C would, so that its finally blocks and exit handlers run (a FileBaton
+ * removes its lock): SIGINT; SIGTERM grace[0] s later; SIGKILL grace[1] s after that, until
+ * nothing of it is left. Each step comes only while something of the job is left.
+ */
+static void end_job(pid_t job, const double grace[2], int *status, int *ended, struct stream *s, size_t ns)
+{
+    static const int steps[] = {SIGINT, SIGTERM};
+    static const char *const names[] = {"SIGINT", "SIGTERM", "SIGKILL"};
+    fprintf(stderr, "hangdx: ending the job: SIGINT, SIGTERM %.0f s later, SIGKILL %.0f s after that\n",
+            grace[0], grace[1]);
+    size_t n = 1;
+    for (size_t i = 0; i < 3 && n > 0; i++) {
+        if (i > 0)
+            fprintf(stderr, "hangdx: %zu process%s of the job left %.0f s after %s; %s\n", n, n == 1 ? "" : "es",
+                    grace[i - 1], names[i - 1], names[i]);
+        if (i < 2) {
+            signal_job(job, steps[i]);
+            n = wait_job_gone(job, now_s() + grace[i], status, ended, s, ns);
+            continue;
+        }
+        /* SIGKILL until nothing is left: a process may fork between the listing and its kill. */
+        for (int pass = 0; pass < 100 && n > 0; pass++) {
+            n = signal_job(job, SIGKILL);
+            usleep(50 * 1000);
+            *ended |= reap(job, status);
+        }
     }
     *ended |= reap(job, status);
     pump(s, ns);
@@ -623,6 +816,7 @@ static int watch_child(const struct run_opts *o, const char *dir)
     double t = now_s(), last_progress = t, next_tick = t; /* first tick: the baseline */
     int status = 0, ended = 0, reported = 0, killed = 0, output = 0;
     size_t n_python = 0; /* processes whose Python stacks the last check read */
+    struct hang_root found = {0}, pending = {0}; /* the last capture's hang; the one to confirm */
     while (!(ended |= reap(pid, &status))) {
         struct pollfd pf[2];
         nfds_t np = 0;
@@ -651,20 +845,23 @@ static int watch_child(const struct run_opts *o, const char *dir)
         if (output || (seen & (HDX_WATCH_TRACE | HDX_WATCH_PYTHON))) {
             last_progress = t;
             reported = 0;
+            hang_root_clear(&pending);
         }
         output = 0;
         if (reported || t - last_progress < o->hang_timeout)
             continue;
-        int hung = check_job(dir, t - last_progress, cpu_busy, n_python);
+        int hung = check_job(dir, t - last_progress, cpu_busy, n_python, &found);
         if (hung == 0) {
             last_progress = now_s(); /* not_hung: the next check comes SEC from now */
-        } else {
+            hang_root_clear(&pending); /* and it is progress */
+        } else if (hung < 0 || !o->on_hang_kill) {
             reported = 1;
-            if (o->on_hang_kill) {
-                end_job(pid, &status, &ended, s, ns);
-                killed = 1;
-                break;
-            }
+        } else if (confirm_hang(&pending, &found, o->hang_timeout)) {
+            end_job(pid, o->kill_grace, &status, &ended, s, ns);
+            killed = 1;
+            break;
+        } else {
+            last_progress = now_s(); /* a hang not confirmed yet: checked again SEC from now */
         }
         /* What the capture did (ptrace stops) is not the job's progress. */
         hdx_watch_rebase(w);
@@ -672,6 +869,8 @@ static int watch_child(const struct run_opts *o, const char *dir)
         next_tick = now_s() + TICK_S;
     }
     child_pid = 0;
+    hang_root_clear(&found);
+    hang_root_clear(&pending);
     hdx_watch_free(w);
     /* The job's last words: everything it wrote is in the pipes now. A descendant that outlives
      * it and keeps a pipe open is not waited for. */

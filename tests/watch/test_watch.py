@@ -16,9 +16,22 @@ usage: test_watch.py CASE
                 ends with its own status and output
   spin_wait     a single rank (RANK=0, WORLD_SIZE=1) whose main thread spins in a stand-in for
                 cudaStreamSynchronize (spin.c: CUDA's host wait for a stuck kernel, CPU-only)
-                with --on-hang kill: reported as collective_wait within SEC + 30 s, exit 124
+                with --on-hang kill: reported as collective_wait within SEC + 30 s; killed (exit
+                124) when the report's confidence is medium or high, else left running
   gpu_stuck_fixture  hangdx analyze of the NCCL hang recorded on an H200 (a rank spinning in
                 cuStreamSynchronize, state R, CPU time growing): collective_wait
+  kill_finally  --on-hang kill on a process waiting on a stale lock inside a try/finally that
+                removes a FileBaton lock it took (jobs.py finally): exit 124, build_lock; the kill
+                came only after a second capture confirmed the first; report.txt was there when
+                SIGINT came; the finally ran (its lock is gone); SIGINT alone ended it
+  kill_spares_spin  --on-hang kill on a job whose one process computes in a native loop (spin.c):
+                not_hung at every capture; after three captures it still runs, unkilled
+  kill_spares_computing  --on-hang kill on 2 gloo ranks, rank 0 computing in a native loop while
+                rank 1 waits for it in a barrier (the culprit works): after three captures both
+                still run, unkilled; they finish when the test lets rank 0 go
+  first_build   --on-hang kill (SEC 10) on a first build: rank 0 JIT-compiles a real extension
+                (<torch/extension.h>, far longer than SEC) while rank 1 waits in a gloo barrier,
+                as Megatron-LM does: never killed, both ranks load the module, exit 0, no lock left
 Bounds are generous (a report within 60 s); nothing here times a step tightly. The one bound
 frozen_busy relies on: the test ends the spin within SEC (10 s) of the first verdict, so that
 no second check comes.
@@ -80,6 +93,13 @@ print("calls", calls > 0)
 raise SystemExit(5)
 """
 LAUNCH = os.path.join(SRC, "tests", "distributed", "launch.py")
+JOBS = os.path.join(HERE, "jobs.py")
+sys.path.insert(0, os.path.dirname(LAUNCH))
+import launch  # noqa: E402  (its ports: reserved against every other test's)
+
+# What hangdx run says on stderr at each capture, and when --on-hang kill ends the job.
+CAPTURE = "hangdx: no progress for"
+ENDING = "hangdx: ending the job"
 
 
 class Job:
@@ -303,20 +323,16 @@ def case_spin_wait(tmp):
     sec = 5
     env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511"}
-    _, job = spin_job(tmp, ["--hang-timeout", str(sec), "--on-hang", "kill", "-d", d],
-                      "hdx_standin_cudaStreamSynchronize", env)
+    job_dir, job = spin_job(tmp, ["--hang-timeout", str(sec), "--on-hang", "kill", "--kill-grace", "2", "-d", d],
+                            "hdx_standin_cudaStreamSynchronize", env)
     try:
         wait_for(lambda: "spinning" in job.stdout() or job.p.poll() is not None,
                  "the rank to start spinning", 60, 0.2)
         spin_start = time.monotonic()
-        rc = job.wait(120)
+        rep = read_report(d, 120)
         took = time.monotonic() - spin_start
-        err = job.stderr()
-        log(f"reported and ended {took:.1f} s after the spin began (--hang-timeout {sec})")
-        check(rc == 124, "exit status 124 (--on-hang kill)", f"{rc}\n{err}")
-        check(took <= sec + 30, f"reported within SEC + 30 s of the spin's start ({took:.1f} s)", err)
-        check("not_hung" not in err, "the spin was never taken for work", err)
-        rep = read_report(d, 1)
+        log(f"reported {took:.1f} s after the spin began (--hang-timeout {sec})")
+        check(took <= sec + 30, f"reported within SEC + 30 s of the spin's start ({took:.1f} s)", job.stderr())
         v = rep.get("verdict") or {}
         check(v.get("class") == "collective_wait", "verdict.class == collective_wait", v)
         check("cudaStreamSynchronize" in (v.get("summary") or ""), "the summary names the wait", v)
@@ -327,7 +343,21 @@ def case_spin_wait(tmp):
               "its main thread: state R, a collective wait", main)
         check(any(f.get("function") == "hdx_standin_cudaStreamSynchronize" for f in main.get("frames", [])),
               "the spinning frame is on its stack", main.get("frames"))
-        check(not session_members(job.sid), "nothing of the job is left", session_members(job.sid))
+        # --on-hang kill ends a job on a verdict of medium or high confidence only.
+        if v.get("confidence") == "low":
+            wait_for(lambda: "not ending the job: the verdict's confidence is low" in job.stderr()
+                     or job.p.poll() is not None, "hangdx to say why it spares the job", 60, 0.2)
+            wait_captures(job, 1, "a hang of low confidence")
+            open(os.path.join(job_dir, "stop"), "w").close()
+            rc = job.wait(60)
+            check(rc == 3, "confidence low: never killed; let go by the test, its own exit status 3",
+                  f"{rc}\n{job.stderr()}")
+        else:
+            rc = job.wait(120)
+            check(rc == 124, f"confidence {v.get('confidence')}: exit status 124 (--on-hang kill)",
+                  f"{rc}\n{job.stderr()}")
+            check(not session_members(job.sid), "nothing of the job is left", session_members(job.sid))
+        check("not_hung" not in job.stderr(), "the spin was never taken for work", job.stderr())
     finally:
         job.close()
 
@@ -347,9 +377,132 @@ def case_gpu_stuck_fixture(tmp):
     check(main.get("state") == "R" and main.get("wait") == "collective", "main thread: R, collective wait", main)
 
 
+def case_kill_finally(tmp):
+    need_torch()
+    own = os.path.join(tmp, "own", "build")
+    stale = os.path.join(tmp, "stale", "build", "lock")
+    for d in (own, os.path.dirname(stale)):
+        os.makedirs(d)
+    open(stale, "w").close()  # left behind by a builder long gone
+    d = os.path.join(tmp, "dx")
+    job = Job(tmp, ["--hang-timeout", "2", "--on-hang", "kill", "--kill-grace", "30,10", "-d", d, "--",
+                    PYTHON, JOBS, "finally", own, stale, os.path.join(d, "report.txt")])
+    try:
+        rc = job.wait(180)
+        err, out = job.stderr(), job.stdout()
+        log("what hangdx said:\n" + hangdx_lines(err))
+        check(rc == 124, "exit status 124", f"{rc}\nstderr: {err}\nstdout: {out}")
+        check_lock_verdict(read_report(d, 1), stale, err)
+        check(err.count(CAPTURE) >= 2 and err.rfind(CAPTURE) < err.find(ENDING),
+              "the kill came after a second capture", err)
+        check(0 <= err.find("finds this hang again") < err.find("the same hang as at the last capture") < err.find(ENDING),
+              "the first capture's hang was held for confirmation, the second confirmed it, then the kill", err)
+        with open(os.path.join(tmp, "sigint.txt")) as f:
+            check(f.read() == "report was there\n", "report.txt was written before SIGINT came")
+        check("released my lock" in out, "the finally ran", out)
+        check(not os.path.exists(os.path.join(own, "lock")), "the lock it took is gone", os.listdir(own))
+        check("after SIGINT" not in err, "SIGINT alone ended it (no SIGTERM)", err)
+        check(not session_members(job.sid), "nothing of the job is left", session_members(job.sid))
+    finally:
+        job.close()
+
+
+def hangdx_lines(err):
+    return "\n".join(l for l in err.splitlines() if l.startswith("hangdx: "))
+
+
+def wait_captures(job, n, what):
+    """Wait until n more captures than now were made and acted on (the one after them has begun);
+    fail if the job ended or was killed meanwhile."""
+    want = job.stderr().count(CAPTURE) + n + 1
+    wait_for(lambda: job.stderr().count(CAPTURE) >= want or job.p.poll() is not None or ENDING in job.stderr(),
+             f"{n} more capture(s) of {what}", 180, 0.2)
+    err = job.stderr()
+    check(ENDING not in err and job.p.poll() is None, f"{n} more capture(s) of {what}: not killed, still running",
+          err)
+    return err
+
+
+def case_kill_spares_spin(tmp):
+    job_dir, job = spin_job(tmp, ["--hang-timeout", "2", "--on-hang", "kill", "-d", os.path.join(tmp, "dx")],
+                            "hdx_test_spin")
+    try:
+        wait_for(lambda: "spinning" in job.stdout() or job.p.poll() is not None, "the job to start spinning", 60, 0.2)
+        err = wait_captures(job, 3, "a process computing in a native loop")
+        log("what hangdx said:\n" + hangdx_lines(err))
+        check(err.count("hangdx: not_hung:") >= 3 and "report in" not in err, "not_hung at every capture", err)
+        open(os.path.join(job_dir, "stop"), "w").close()
+        rc = job.wait(60)
+        check(rc == 3, "stopped by the test, it ends with its own status 3", f"{rc}\n{job.stderr()}")
+        check(job.stdout() == "spinning\ndone\n", "its output, whole", job.stdout())
+    finally:
+        job.close()
+
+
+def case_kill_spares_computing(tmp):
+    need_torch()
+    port, fd = launch.reserve_port()
+    job_dir = os.path.join(tmp, "job")
+    os.makedirs(job_dir)
+    job = Job(job_dir, ["--hang-timeout", "2", "--on-hang", "kill", "-d", os.path.join(tmp, "dx"), "--",
+                        PYTHON, JOBS, "ranks", "2", "computing", spin_lib()], {"MASTER_PORT": str(port)})
+    try:
+        wait_for(lambda: ("rank 0: computing" in job.stdout() and "rank 1: in the barrier" in job.stdout())
+                 or job.p.poll() is not None, "rank 0 to compute and rank 1 to wait in the barrier", 120, 0.2)
+        err = wait_captures(job, 3, "rank 1 waiting in a barrier for rank 0, which computes")
+        log("what hangdx said:\n" + hangdx_lines(err))
+        open(os.path.join(job_dir, "stop"), "w").close()
+        rc = job.wait(60)
+        out = job.stdout()
+        check(rc == 0, "let go by the test, the job ends with exit status 0", f"{rc}\n{job.stderr()}\n{out}")
+        check("rank 0: done" in out and "rank 1: done" in out, "both ranks met in the barrier", out)
+    finally:
+        job.close()
+        launch.release_port(port, fd)
+
+
+# Long to compile (<torch/extension.h> alone takes 20-40 s here), quick to call.
+FIRST_BUILD_CPP = """#include <torch/extension.h>
+static int64_t twice(int64_t x) { return 2 * x; }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("twice", &twice); }
+"""
+
+
+def case_first_build(tmp):
+    need_torch()
+    port, fd = launch.reserve_port()
+    src = os.path.join(tmp, "first_build.cpp")
+    with open(src, "w") as f:
+        f.write(FIRST_BUILD_CPP)
+    build = os.path.join(tmp, "fused", "build")
+    os.makedirs(build)
+    os.makedirs(os.path.join(tmp, "torch_extensions"))
+    job = Job(tmp, ["--hang-timeout", "10", "--on-hang", "kill", "-d", os.path.join(tmp, "dx"), "--",
+                    PYTHON, JOBS, "ranks", "2", "build", src, build],
+              {"MASTER_PORT": str(port), "TORCH_EXTENSIONS_DIR": os.path.join(tmp, "torch_extensions"),
+               "MAX_JOBS": "1"})
+    t0 = time.monotonic()
+    try:
+        rc = job.wait(540)
+        err, out = job.stderr(), job.stdout()
+        log(f"the job took {time.monotonic() - t0:.0f} s; what hangdx said:\n{hangdx_lines(err)}")
+        check(ENDING not in err, "the build was never killed", err)
+        check(rc == 0, "exit status 0", f"{rc}\nstderr: {err}\nstdout: {out}")
+        check("rank 0: twice(21) = 42" in out and "rank 1: twice(21) = 42" in out,
+              "both ranks loaded the module built and called it", out)
+        check(err.count(CAPTURE) >= 1, "the silent compile was captured at least once (it took longer than SEC)", err)
+        check(not os.path.exists(os.path.join(build, "lock")), "no lock left in the build directory",
+              os.listdir(build))
+    finally:
+        job.close()
+        launch.release_port(port, fd)
+
+
 CASES = {"lock_report": case_lock_report, "lock_kill": case_lock_kill,
          "collective": case_collective, "healthy": case_healthy, "frozen_busy": case_frozen_busy,
-         "spin_wait": case_spin_wait, "gpu_stuck_fixture": case_gpu_stuck_fixture}
+         "spin_wait": case_spin_wait, "gpu_stuck_fixture": case_gpu_stuck_fixture,
+         "kill_finally": case_kill_finally, "kill_spares_spin": case_kill_spares_spin,
+         "kill_spares_computing": case_kill_spares_computing, "first_build": case_first_build}
 
 
 def main():
