@@ -31,8 +31,11 @@ static void usage(FILE *f)
             "List the lock files of build directories (FileBaton 'lock' files and '*.lock'\n"
             "files) with their state: held (a live process on this host has it open or holds\n"
             "the kernel lock), stale (nobody holds it, its creator is gone or unknown) or free.\n"
-            "It looks in each BUILDDIR (two levels down), in $TORCH_EXTENSIONS_DIR or else\n"
-            "~/.cache/torch_extensions, and at the locks named in the traces of -d.\n\n"
+            "It looks in each BUILDDIR (six levels down, never through a symbolic link; e.g.\n"
+            "megatron/legacy/fused_kernels/build/lock), in $TORCH_EXTENSIONS_DIR or else\n"
+            "~/.cache/torch_extensions, and at the locks named in the traces of -d. A lock file is a\n"
+            "builder's: a FileBaton's \"lock\", or locks/<key>.lock of inductor's and Triton's caches;\n"
+            "never Cargo.lock, poetry.lock, yarn.lock, uv.lock or .git/index.lock.\n\n"
             "  --json              print only JSON ({\"schema\":\"" LOCKS_SCHEMA "\",\"locks\":[...]})\n"
             "  -d, --trace-dir DIR a hangdx trace directory: tells who created each lock\n"
             "  --clean-stale       delete the locks proven stale: their creator is dead by the trace,\n"
@@ -59,11 +62,16 @@ static int add_dir(hdx_evidence *ev, const char *dir, int required, int *partial
 {
     char **paths = NULL;
     size_t n = 0;
-    int r = hdx_locks_find_files(dir, 2, &paths, &n);
+    hdx_lock_search found;
+    int r = hdx_locks_find_files(dir, &found, &paths, &n);
     if (r < 0 && r != -ENOMEM && (required || r != -ENOENT)) {
         fprintf(stderr, "hangdx locks: %s: %s\n", dir,
                 r == -ENOENT ? "no such directory" : strerror(-r));
         *partial = 1;
+    } else if (r == 0 && found.cut) {
+        fprintf(stderr, "hangdx locks: %s: looked in %zu directories, %d levels down at most; deeper or further "
+                        "ones were not read: give the build directory itself\n",
+                dir, found.dirs, HDX_LOCKS_MAX_DEPTH);
     }
     for (size_t i = 0; i < n; i++) {
         if (r != -ENOMEM && !hdx_evidence_find_lock(ev, paths[i])) {

@@ -173,6 +173,23 @@ static int is_lock_name(const char *path)
     return !strcmp(base, "lock") || (l > 5 && !strcmp(base + l - 5, ".lock"));
 }
 
+int hdx_locks_builder_name(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    if (!base)
+        return !strcmp(path, "lock");
+    if (!strcmp(base + 1, "lock"))
+        return 1;
+    size_t l = strlen(base + 1);
+    if (l <= 5 || strcmp(base + 1 + l - 5, ".lock"))
+        return 0;
+    /* <cache>/locks/<key>.lock: the parent directory is "locks" */
+    const char *parent = base;
+    while (parent > path && parent[-1] != '/')
+        parent--;
+    return base - parent == 5 && !strncmp(parent, "locks", 5);
+}
+
 /* The lock for path in ev, added (kind, source) when missing. NULL on ENOMEM. */
 static hdx_lock *lock_for(hdx_evidence *ev, const char *path, enum hdx_lock_kind kind, const char *source)
 {
@@ -262,33 +279,62 @@ static int collect_blocked(hdx_evidence *ev, hdx_process *p, hdx_thread *t, cons
     return add_waiter(l, p, t->tid, how);
 }
 
-/*
- * A thread whose Python stack sits in FileBaton.wait: the baton is
- * <build_directory>/lock, build_directory being the local of the
- * cpp_extension._jit_compile frame that called it (torch 1.13 to 2.x).
- * 1 with the path in path, else 0.
- */
-static int python_baton_path(const hdx_process *p, const hdx_thread *t, char *path, size_t size)
+/* How a Python frame tells the lock a thread waits on. */
+typedef struct python_lock_wait {
+    enum hdx_lock_kind kind;
+    const char *how; /* the waiter's "how" */
+} python_lock_wait;
+
+/* "<dir>/<name>" in path, dir made absolute with p's working directory. 1, or 0 when it does not fit. */
+static int absolute(const hdx_process *p, const char *dir, const char *name, char *path, size_t size)
 {
-    size_t at = 0;
-    if (!hdx_thread_find_python(t, "FileBaton.wait", "torch/utils/file_baton.py", &at))
-        return 0;
-    const hdx_frame *jit = hdx_thread_find_python(t, "_jit_compile", "torch/utils/cpp_extension.py", &at);
-    const hdx_local *dir = hdx_frame_local(jit, "build_directory");
-    if (!dir || dir->kind != HDX_VAL_STR || !dir->s || !dir->s[0])
-        return 0; /* the syscall watch will find the path */
-    int n = dir->s[0] == '/' || !p->cwd ? snprintf(path, size, "%s/lock", dir->s)
-                                       : snprintf(path, size, "%s/%s/lock", p->cwd, dir->s);
+    int n = dir[0] == '/' || !p->cwd ? snprintf(path, size, "%s%s%s", dir, name ? "/" : "", name ? name : "")
+                                     : snprintf(path, size, "%s/%s%s%s", p->cwd, dir, name ? "/" : "", name ? name : "");
     return n > 0 && (size_t)n < size;
 }
 
-static int collect_python_baton(hdx_evidence *ev, hdx_process *p, hdx_thread *t)
+static const hdx_local *str_local(const hdx_frame *f, const char *name)
+{
+    const hdx_local *v = hdx_frame_local(f, name);
+    return v && v->kind == HDX_VAL_STR && v->s && v->s[0] ? v : NULL;
+}
+
+/*
+ * The lock a thread's Python stack waits on, with the path in path (1), else 0:
+ *  - FileBaton.wait: the baton is <build_directory>/lock, build_directory being the local
+ *    of the cpp_extension._jit_compile frame that called it (torch 1.13 to 2.x);
+ *  - the filelock package's BaseFileLock.acquire (filelock/_api.py, which torch inductor,
+ *    Triton and cpp_extension on torch's main branch use): its lock_filename local, the
+ *    file it retries flock(LOCK_EX|LOCK_NB) on every poll_interval.
+ * Without the local, the syscall watch finds the path.
+ */
+static int python_lock_path(const hdx_process *p, const hdx_thread *t, char *path, size_t size, python_lock_wait *w)
+{
+    size_t at = 0;
+    const hdx_frame *f = hdx_thread_find_python(t, "BaseFileLock.acquire", "filelock/_api.py", &at);
+    const hdx_local *v;
+    if (f && (v = str_local(f, "lock_filename"))) {
+        *w = (python_lock_wait){HDX_LOCK_FLOCK, "FileLock.acquire"};
+        return absolute(p, v->s, NULL, path, size);
+    }
+    at = 0;
+    if (!hdx_thread_find_python(t, "FileBaton.wait", "torch/utils/file_baton.py", &at))
+        return 0;
+    const hdx_frame *jit = hdx_thread_find_python(t, "_jit_compile", "torch/utils/cpp_extension.py", &at);
+    if (!(v = str_local(jit, "build_directory")))
+        return 0;
+    *w = (python_lock_wait){HDX_LOCK_BATON, "FileBaton.wait"};
+    return absolute(p, v->s, "lock", path, size);
+}
+
+static int collect_python_lock(hdx_evidence *ev, hdx_process *p, hdx_thread *t)
 {
     char path[PATH_MAX];
-    if (!python_baton_path(p, t, path, sizeof path))
+    python_lock_wait w;
+    if (!python_lock_path(p, t, path, sizeof path, &w))
         return 0;
-    hdx_lock *l = lock_for(ev, path, HDX_LOCK_BATON, "Python frame");
-    return l ? add_waiter(l, p, t->tid, "FileBaton.wait") : -ENOMEM;
+    hdx_lock *l = lock_for(ev, path, w.kind, "Python frame");
+    return l ? add_waiter(l, p, t->tid, w.how) : -ENOMEM;
 }
 
 /* 1 when /proc/PID/exe is a Python interpreter (its name starts with "python"). */
@@ -325,10 +371,11 @@ int hdx_locks_add_python_waiters(hdx_evidence *ev)
         } else if (hdx_proc_read(p, (int)pid) == 0 &&
                    hdx_sample_stacks(p, one, HDX_SAMPLE_PYTHON | HDX_SAMPLE_LOCALS | HDX_SAMPLE_NO_NATIVE) == 0) {
             char path[PATH_MAX];
+            python_lock_wait w;
             for (size_t i = 0; r == 0 && i < p->n_threads; i++) {
-                hdx_lock *l = python_baton_path(p, &p->threads[i], path, sizeof path)
+                hdx_lock *l = python_lock_path(p, &p->threads[i], path, sizeof path, &w)
                                   ? hdx_evidence_find_lock(ev, path) : NULL;
-                if (l && (r = add_waiter(l, p, p->threads[i].tid, "FileBaton.wait")) == 0)
+                if (l && (r = add_waiter(l, p, p->threads[i].tid, w.how)) == 0)
                     added++;
             }
         }
@@ -517,14 +564,14 @@ int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt)
                           strerror(-r));
     if (r == -ENOMEM)
         return r;
-    /* 1. Threads blocked in a kernel lock call, or in FileBaton.wait (Python frames). */
+    /* 1. Threads blocked in a kernel lock call, or in FileBaton.wait or FileLock.acquire (Python frames). */
     for (size_t i = 0; i < ev->n_procs; i++) {
         hdx_process *p = &ev->procs[i];
         if (p->alive == 0 || p->pid <= 0)
             continue;
         for (size_t k = 0; k < p->n_threads; k++)
             if ((r = collect_blocked(ev, p, &p->threads[k], kl, nkl)) < 0 ||
-                (r = collect_python_baton(ev, p, &p->threads[k])) < 0)
+                (r = collect_python_lock(ev, p, &p->threads[k])) < 0)
                 goto out;
     }
     /* 2. Polling threads of processes with no known lock: a bounded watch. */
@@ -557,9 +604,14 @@ int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt)
     for (size_t i = 0; opt && i < opt->n_dirs; i++) {
         char **paths = NULL;
         size_t n = 0;
-        r = hdx_locks_find_files(opt->dirs[i], 2, &paths, &n);
+        hdx_lock_search found;
+        r = hdx_locks_find_files(opt->dirs[i], &found, &paths, &n);
         if (r < 0 && r != -ENOMEM)
             hdx_evidence_note(ev, "%s: cannot look for lock files: %s", opt->dirs[i], strerror(-r));
+        else if (found.cut)
+            hdx_evidence_note(ev, "%s: lock files looked for in %zu directories, %d levels down at most: deeper or "
+                                  "further ones were not read (give the build directory itself)",
+                              opt->dirs[i], found.dirs, HDX_LOCKS_MAX_DEPTH);
         for (size_t k = 0; k < n; k++) {
             if (r >= 0)
                 r = add_found_file(ev, paths[k]);
@@ -722,29 +774,48 @@ static int add_path(char ***paths, size_t *n, const char *path)
     return 0;
 }
 
-static int walk(const char *dir, int depth, char ***paths, size_t *n)
+/* Directories a build never puts its lock in, and that hold many files. */
+static int skipped_dir(const char *name)
 {
-    DIR *d = opendir(dir);
-    if (!d)
+    return !strcmp(name, ".git") || !strcmp(name, "node_modules") || !strcmp(name, "__pycache__");
+}
+
+/*
+ * The lock files under the directory open at dirfd (its path `dir`), depth levels down
+ * at most, through directory descriptors (openat with O_NOFOLLOW, fstatat without
+ * following links): a symbolic link is never followed, and a directory swapped for a link
+ * while the walk runs is not entered.
+ */
+static int walk(int dirfd, const char *dir, int depth, hdx_lock_search *s, char ***paths, size_t *n)
+{
+    DIR *d = fdopendir(dirfd);
+    if (!d) {
+        close(dirfd);
         return -errno;
+    }
+    s->dirs++;
     struct dirent *de;
     int r = 0;
     while (r == 0 && (de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
-        char *path = hdx_asprintf("%s/%s", strcmp(dir, "/") ? dir : "", de->d_name);
         struct stat st;
+        if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        char *path = hdx_asprintf("%s/%s", strcmp(dir, "/") ? dir : "", de->d_name);
         if (!path) {
             r = -ENOMEM;
             break;
         }
-        if (lstat(path, &st) == 0) { /* symlinked directories are not followed: no loops */
-            if (S_ISREG(st.st_mode) && is_lock_name(de->d_name))
-                r = add_path(paths, n, path);
-            else if (S_ISDIR(st.st_mode) && depth > 0) {
-                int w = walk(path, depth - 1, paths, n);
-                if (w == -ENOMEM)
-                    r = w; /* an unreadable subdirectory is skipped */
+        if (S_ISREG(st.st_mode) && hdx_locks_builder_name(path)) {
+            r = add_path(paths, n, path);
+        } else if (S_ISDIR(st.st_mode) && !skipped_dir(de->d_name)) {
+            if (depth <= 0 || s->dirs >= HDX_LOCKS_MAX_DIRS) {
+                s->cut = 1;
+            } else {
+                int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (sub >= 0 && walk(sub, path, depth - 1, s, paths, n) == -ENOMEM)
+                    r = -ENOMEM; /* an unreadable subdirectory is skipped */
             }
         }
         free(path);
@@ -753,17 +824,19 @@ static int walk(const char *dir, int depth, char ***paths, size_t *n)
     return r;
 }
 
-int hdx_locks_find_files(const char *dir, int depth, char ***paths, size_t *n)
+int hdx_locks_find_files(const char *dir, hdx_lock_search *s, char ***paths, size_t *n)
 {
     char abs[PATH_MAX];
+    hdx_lock_search unused;
+    if (!s)
+        s = &unused;
+    memset(s, 0, sizeof *s);
     if (!dir || !paths || !n)
         return -EINVAL;
     if (!realpath(dir, abs))
         return -errno;
-    struct stat st;
-    if (stat(abs, &st) != 0)
+    int fd = open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
         return -errno;
-    if (!S_ISDIR(st.st_mode))
-        return -ENOTDIR;
-    return walk(abs, depth, paths, n);
+    return walk(fd, abs, HDX_LOCKS_MAX_DEPTH, s, paths, n);
 }

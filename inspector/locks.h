@@ -64,11 +64,33 @@ int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt);
 int hdx_locks_resolve(hdx_evidence *ev);
 
 /*
- * Lock files ("lock", or "*.lock") under dir, at most depth levels down
- * (torch_extensions/<py>/<ext>/lock is depth 2). Appends absolute heap
- * strings to *paths (each once). 0 or a negative errno (-ENOENT no dir).
+ * Is path a file a builder's lock protocol makes? A FileBaton's or cpp_extension's
+ * "lock" (torch/utils/file_baton.py, torch/utils/_filelock.py), or "<key>.lock" in a
+ * directory named "locks" (torch inductor's and Triton's caches, through the filelock
+ * package). Never a package manager's or git's: Cargo.lock, poetry.lock, yarn.lock,
+ * uv.lock, .git/index.lock. 1 or 0.
  */
-int hdx_locks_find_files(const char *dir, int depth, char ***paths, size_t *n);
+int hdx_locks_builder_name(const char *path);
+
+/* How deep and how wide a search for lock files goes: Megatron's
+ * megatron/legacy/fused_kernels/build/lock is four levels down. */
+#define HDX_LOCKS_MAX_DEPTH 6
+#define HDX_LOCKS_MAX_DIRS 20000
+
+/* What a search for lock files looked at. */
+typedef struct hdx_lock_search {
+    size_t dirs; /* directories read */
+    int cut;     /* 1: directories deeper than HDX_LOCKS_MAX_DEPTH, or past HDX_LOCKS_MAX_DIRS, were not read */
+} hdx_lock_search;
+
+/*
+ * The builder lock files (hdx_locks_builder_name) under dir, at most
+ * HDX_LOCKS_MAX_DEPTH levels down and in at most HDX_LOCKS_MAX_DIRS directories,
+ * never through a symbolic link, leaving out .git, node_modules and __pycache__.
+ * Appends absolute heap strings to *paths (each once); *s (may be NULL) says what
+ * was searched. 0 or a negative errno (-ENOENT no dir, -ENOTDIR).
+ */
+int hdx_locks_find_files(const char *dir, hdx_lock_search *s, char ***paths, size_t *n);
 
 /*
  * For 'hangdx locks', which captures nothing: every Python process of this host

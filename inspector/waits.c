@@ -14,7 +14,7 @@
  * native rows match a substring of the demangled name. `op` NULL means the
  * function's own name. `peer` names the local that holds the peer rank.
  * Sources: torch/distributed/distributed_c10d.py (1.13–2.x),
- * torch/utils/file_baton.py, Megatron-LM core/pipeline_parallel/
+ * torch/utils/file_baton.py, filelock/_api.py (3.9–3.x), Megatron-LM core/pipeline_parallel/
  * p2p_communication.py, and the native frames gloo, c10d and NCCL show in
  * gdb/eu-stack when they wait.
  */
@@ -44,8 +44,11 @@ static const struct signature {
      * the rank (gloo's send/recv wait in the calling thread, RecvWork/SendWork below). */
     {HDX_FRAME_NATIVE, "ProcessGroupGloo::AsyncWork::execute", NULL, HDX_WAIT_SERVICE, "gloo worker", NULL},
 
-    /* Build locks: a FileBaton waiter polls forever. */
+    /* Build locks: a FileBaton waiter polls forever; the filelock package's acquire retries
+     * flock(LOCK_EX|LOCK_NB) every poll_interval (torch inductor's and Triton's caches, and
+     * cpp_extension on torch's main branch through torch.utils._filelock). */
     {HDX_FRAME_PYTHON, "FileBaton.wait", "torch/utils/file_baton.py", HDX_WAIT_BUILD_LOCK, "FileBaton.wait", NULL},
+    {HDX_FRAME_PYTHON, "BaseFileLock.acquire", "filelock/_api.py", HDX_WAIT_BUILD_LOCK, "FileLock.acquire", NULL},
 
     /* Rendezvous: process-group initialisation and store barriers. */
     {HDX_FRAME_PYTHON, "_store_based_barrier", "distributed_c10d.py", HDX_WAIT_RENDEZVOUS, NULL, NULL},

@@ -317,28 +317,38 @@ static void test_find_files(void)
     touch("te/py311_cpu/b/lock");
     touch("te/py311_cpu/b/build.ninja");
     touch("te/py311_cpu/c/locked");
-    touch("te/x.lock");
-    touch("te/deep/er/still/lock");
+    touch("te/inductor/locks/3fa2.lock");         /* a filelock of inductor's cache */
+    touch("te/megatron/legacy/fused_kernels/build/lock"); /* Megatron's: four levels down */
+    touch("te/a/b/c/d/e/f/g/lock");               /* past the depth bound */
+    /* package managers' and git's: never a build lock */
+    touch("te/Cargo.lock");
+    touch("te/proj/poetry.lock");
+    touch("te/proj/yarn.lock");
+    touch("te/proj/uv.lock");
+    touch("te/proj/.git/index.lock");
     char *te = path_in("te");
     char *loop = path_in("te/py311_cpu/loop");
     CHECK(symlink(te, loop) == 0); /* a symlinked directory is not followed */
     char **paths = NULL;
     size_t n = 0;
-    CHECK(hdx_locks_find_files(te, 2, &paths, &n) == 0);
-    CHECK(n == 3);
+    hdx_lock_search s;
+    CHECK(hdx_locks_find_files(te, &s, &paths, &n) == 0);
+    CHECK(n == 4);
     CHECK(has(paths, n, "te/py311_cpu/a/lock") == 1);
     CHECK(has(paths, n, "te/py311_cpu/b/lock") == 1);
-    CHECK(has(paths, n, "te/x.lock") == 1);
+    CHECK(has(paths, n, "te/inductor/locks/3fa2.lock") == 1);
+    CHECK(has(paths, n, "te/megatron/legacy/fused_kernels/build/lock") == 1);
+    CHECK(s.cut == 1 && s.dirs > 10); /* te/a/b/c/d/e/f/g was not read, and it says so */
     /* a second call appends nothing twice */
-    CHECK(hdx_locks_find_files(te, 2, &paths, &n) == 0 && n == 3);
-    CHECK(hdx_locks_find_files(te, 3, &paths, &n) == 0 && n == 4);
-    CHECK(has(paths, n, "te/deep/er/still/lock") == 1);
+    CHECK(hdx_locks_find_files(te, NULL, &paths, &n) == 0 && n == 4);
+    CHECK(hdx_locks_builder_name("/x/lock") && hdx_locks_builder_name("/c/locks/k.lock"));
+    CHECK(!hdx_locks_builder_name("/x/Cargo.lock") && !hdx_locks_builder_name("/x/.git/index.lock"));
     for (size_t i = 0; i < n; i++)
         free(paths[i]);
     free(paths);
     paths = NULL;
     n = 0;
-    CHECK(hdx_locks_find_files("/nonexistent/dir", 2, &paths, &n) == -ENOENT && n == 0);
+    CHECK(hdx_locks_find_files("/nonexistent/dir", NULL, &paths, &n) == -ENOENT && n == 0);
     free(te);
     free(loop);
 }

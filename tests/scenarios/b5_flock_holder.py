@@ -1,32 +1,39 @@
-"""B5 (and B6 with --retry): a flock held by a process that is itself stuck.
+"""B5 (B6 with --retry, B7 with --filelock): a flock held by a process that is itself stuck.
 
 Process A takes flock(LOCK_EX) on <tmp>/cache/x.lock and stalls. Process B blocks in
 flock(LOCK_EX) on it (B6: retries a non-blocking flock every 50 ms, as the `filelock`
 library does). Only B's pid is given to `hangdx inspect --json`; it must find A
 itself: build_lock, the lock of kind flock held by A (holder_pid, culprit_pids), B a
-waiter.
+waiter. B7 does it with the real `filelock` package on <tmp>/cache/locks/k.lock, as
+torch inductor's and Triton's caches (and cpp_extension on torch's main branch) do.
 
-usage: b5_flock_holder.py [--retry]
+usage: b5_flock_holder.py [--retry | --filelock]
 """
 import os
+import subprocess
 import sys
 
 from hdxscen import (PYTHON, HERE, check, find_lock, run_main, verdict, wait_blocked_in,
                      wait_for, wait_polling, waiter_pids, _read)
 
 RETRY = "--retry" in sys.argv[1:]
+FILELOCK = "--filelock" in sys.argv[1:]
 FLOCKER = os.path.join(HERE, "flocker.py")
 
 
 def body(sc):
-    os.makedirs(sc.path("cache"))
-    lock_path = sc.path("cache", "x.lock")
+    if FILELOCK:
+        os.makedirs(sc.path("cache", "locks"))
+        lock_path = sc.path("cache", "locks", "k.lock")
+    else:
+        os.makedirs(sc.path("cache"))
+        lock_path = sc.path("cache", "x.lock")
 
-    a = sc.spawn([PYTHON, FLOCKER, "hold", lock_path], tag="a")
+    a = sc.spawn([PYTHON, FLOCKER, "filelock-hold" if FILELOCK else "hold", lock_path], tag="a")
     wait_for(lambda: "locked" in (_read(sc.path("a.log")) or ""), "A to take the flock", 60)
-    b = sc.spawn([PYTHON, FLOCKER, "retry" if RETRY else "block", lock_path], tag="b")
+    b = sc.spawn([PYTHON, FLOCKER, "filelock-wait" if FILELOCK else "retry" if RETRY else "block", lock_path], tag="b")
     wait_for(lambda: "waiting" in (_read(sc.path("b.log")) or ""), "B to start", 60)
-    if RETRY:
+    if RETRY or FILELOCK:
         wait_polling(b.pid)
     else:
         wait_blocked_in(b.pid, "flock")
@@ -46,4 +53,7 @@ def body(sc):
     check(b.pid in waiter_pids(lk), f"B ({b.pid}) is a waiter", lk.get("waiters"))
 
 
-run_main("b6" if RETRY else "b5", body, needs_torch=False)
+if FILELOCK and subprocess.run([PYTHON, "-c", "import filelock"], capture_output=True).returncode:
+    print("skipped: Debian's python3-filelock is not installed (scripts/setup installs it)")
+    sys.exit(77)
+run_main("b7" if FILELOCK else "b6" if RETRY else "b5", body, needs_torch=False)
