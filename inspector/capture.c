@@ -17,8 +17,9 @@
 /* Bound of the syscall watch of a polling thread, ms (style.md: well under a second). */
 #define WATCH_MS 400
 
-/* Read pid into ev unless it is there already; notes say why it could not be. */
-static int add_process(hdx_evidence *ev, int pid)
+/* Read pid into ev unless it is there already; notes say why it could not be, unless
+ * `for_ranks` (only its ranks are wanted, and a process hangdx may not read shows none). */
+static int add_process(hdx_evidence *ev, int pid, int for_ranks)
 {
     if (hdx_evidence_find_process(ev, pid))
         return 0;
@@ -32,7 +33,7 @@ static int add_process(hdx_evidence *ev, int pid)
         ev->n_procs--;
         return rc;
     }
-    if (rc == -EACCES || rc == -EPERM) {
+    if ((rc == -EACCES || rc == -EPERM) && !for_ranks) {
         char denied[512];
         int uid = hdx_proc_uid(pid);
         if (hdx_proc_denied(pid, denied, sizeof denied) > 0)
@@ -61,12 +62,17 @@ static int add_tree(hdx_evidence *ev, int pid, const hdx_process *rank_of, int a
     for (size_t j = 0; j < n && rc != -ENOMEM; j++) {
         if (pids[j] == getpid() || hdx_evidence_find_process(ev, pids[j]))
             continue; /* hangdx itself, when it runs under the inspected process */
-        rc = add_process(ev, pids[j]);
+        rc = add_process(ev, pids[j], rank_of != NULL);
         hdx_process *added = &ev->procs[ev->n_procs - 1];
-        if (rc == 0 && rank_of && added->pid == pids[j] &&
-            (added->rank < 0 || !hdx_process_same_job(&ev->procs[ref], added))) {
+        /* Looking for sibling ranks, a process of another user (root's runuser, slurmstepd
+         * above the ranks) is not one: its variables cannot be read, and it is left out
+         * rather than made a partial read of the inspection. */
+        int denied = rc == -EACCES || rc == -EPERM;
+        if ((rc == 0 || denied) && rank_of && added->pid == pids[j] &&
+            (denied || added->rank < 0 || !hdx_process_same_job(&ev->procs[ref], added))) {
             hdx_process_clear(added);
             ev->n_procs--;
+            rc = 0;
         } else if (rc == 0 && added->pid == pids[j]) {
             added->asked = asked;
         }
@@ -200,7 +206,7 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
         slurm_filter(ev, &f, skip);
         if (hdx_proc_find_ranks_filtered(&f, &ranks, &n) == 0)
             for (size_t i = 0; i < n; i++)
-                if ((rc = add_process(ev, ranks[i])) == -ENOMEM)
+                if ((rc = add_process(ev, ranks[i], 0)) == -ENOMEM)
                     break;
         free(ranks);
         if (rc == -ENOMEM)

@@ -685,6 +685,33 @@ static int has_torch_rank(const hdx_process *p)
     return hdx_process_env(p, "RANK") != NULL;
 }
 
+/* A launch or container wrapper: it carries the rank's variables on to the rank, and is never a
+ * rank itself (a shell, env, chroot, unshare, srun and slurmstepd, enroot's, pyxis's and
+ * apptainer's helpers, runc, conmon, containerd's shim, init stand-ins). By argv[0]'s base name,
+ * else the thread name. */
+static int is_wrapper(const hdx_process *p)
+{
+    static const char *const names[] = {
+        "sh",          "bash",          "dash",    "zsh",       "env",      "chroot",      "unshare",
+        "nsenter",     "setsid",        "nohup",   "timeout",   "stdbuf",   "numactl",     "taskset",
+        "srun",        "slurmstepd",    "enroot",  "enroot-nsenter", "enroot-switchroot", "enroot-mount",
+        "enroot-aufs2ovlfs", "pyxis",   "starter", "starter-suid", "apptainer", "singularity", "runc",
+        "crun",        "conmon",        "containerd-shim", "containerd-shim-runc-v2", "tini", "dumb-init",
+        "runuser",     "su",            "sudo",    "hangdx",
+    };
+    const char *name = p->n_cmdline && p->cmdline[0] ? p->cmdline[0]
+                       : p->n_threads && p->threads[0].name ? p->threads[0].name
+                                                             : NULL;
+    if (!name)
+        return 0;
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(base, names[i]))
+            return 1;
+    return 0;
+}
+
 /* An ancestor of p (within the evidence, same host) with p's rank; with want_python, a Python
  * one. A rank that RANK gives is not inherited from an ancestor whose rank is a scheduler's task
  * number: torchrun under srun has SLURM_PROCID = its node's index, its workers RANK. */
@@ -730,7 +757,7 @@ void hdx_mark_rank_processes(hdx_evidence *ev)
     for (size_t i = 0; i < ev->n_procs; i++) {
         hdx_process *p = &ev->procs[i];
         p->is_rank_process = 0;
-        if (p->rank < 0)
+        if (p->rank < 0 || is_wrapper(p))
             continue;
         if (is_python(p)) {
             p->is_rank_process = !ancestor_with_rank(ev, p, 1);
@@ -743,6 +770,18 @@ void hdx_mark_rank_processes(hdx_evidence *ev)
         p->is_rank_process = !python_has_it && !ancestor_with_rank(ev, p, 0);
     }
     unmark_launchers(ev);
+}
+
+const char *hdx_process_part(const hdx_evidence *ev, const hdx_process *p)
+{
+    if (p->rank < 0)
+        return NULL;
+    if (p->is_rank_process)
+        return "rank";
+    for (const hdx_process *a = p; (a = hdx_evidence_find_process_on(ev, a->host, a->ppid)) && a != p;)
+        if (a->is_rank_process && a->rank == p->rank)
+            return "worker";
+    return "launcher";
 }
 
 int hdx_process_same_job(const hdx_process *a, const hdx_process *b)

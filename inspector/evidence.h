@@ -105,6 +105,8 @@ typedef struct hdx_process {
                               stop from the interrupt to the detach, less the time the thread ran or
                               waited for a CPU before it stopped (stacks.c, stop_ns) */
     int64_t max_stop_us;   /* longest single thread stop, microseconds (meaningful when stopped_us is known) */
+    int n_stopped;         /* thread stops made for native stacks, over all samples, as stopped_us: a
+                              thread that waits in the kernel is read without one (stacks.c) */
     int alive;             /* 1 running now, 0 gone, HDX_UNKNOWN */
     int read_error;        /* 0, or a negative errno: what could not be read (see notes) */
     char *python;          /* "3.11 /usr/bin/python3.11" when Python frames were read, else NULL */
@@ -343,7 +345,9 @@ const char *hdx_process_env(const hdx_process *p, const char *name);
 
 /*
  * Mark each process's is_rank_process. Launchers (hangdx run, a shell, srun's
- * task) and children (ninja, compilers) inherit a rank's variables: a rank's
+ * task), launch and container wrappers (env, chroot, unshare, slurmstepd, enroot,
+ * apptainer's starter, runc, conmon, containerd-shim: never ranks) and children
+ * (ninja, compilers, DataLoader workers) inherit a rank's variables: a rank's
  * own process is its outermost Python process (Python frames were read, or
  * argv[0] is python*); for a job without Python, its outermost process with
  * that rank. A process whose rank is only a scheduler's task number
@@ -352,6 +356,14 @@ const char *hdx_process_env(const hdx_process *p, const char *name);
  * Processes are matched per host.
  */
 void hdx_mark_rank_processes(hdx_evidence *ev);
+
+/*
+ * What p is to its rank, after hdx_mark_rank_processes: "rank" (the rank's own process),
+ * "worker" (a descendant of it that inherited its variables: a DataLoader worker, a
+ * compiler), "launcher" (a launcher or wrapper above it: torchrun, srun, a shell, unshare,
+ * a container runtime), or NULL when p carries no rank. Static string.
+ */
+const char *hdx_process_part(const hdx_evidence *ev, const hdx_process *p);
 
 /* Do a and b belong to one job? Every job variable that both have (MASTER_ADDR,
  * MASTER_PORT, TORCHELASTIC_RUN_ID, SLURM_JOB_ID) agrees. */

@@ -551,6 +551,8 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             fprintf(f, "  gone");
         if (p->set_aside)
             fprintf(f, "  (another job: not judged)");
+        else if (p->rank >= 0 && !p->is_rank_process)
+            fprintf(f, "  (%s of rank %d, not the rank)", hdx_process_part(ev, p), p->rank);
         fprintf(f, "  ");
         for (size_t j = 0; j < p->n_cmdline && j < 6; j++)
             put_field(f, j ? " " : "", p->cmdline[j], "");
