@@ -712,7 +712,7 @@ static int is_wrapper(const hdx_process *p)
     return 0;
 }
 
-/* An ancestor of p (within the evidence, same host) with p's rank; with want_python, a Python
+/* An ancestor of p (within the evidence, same host) with p's rank, not a wrapper; with want_python, a Python
  * one. A rank that RANK gives is not inherited from an ancestor whose rank is a scheduler's task
  * number: torchrun under srun has SLURM_PROCID = its node's index, its workers RANK. */
 static int ancestor_with_rank(const hdx_evidence *ev, const hdx_process *p, int want_python)
@@ -720,7 +720,7 @@ static int ancestor_with_rank(const hdx_evidence *ev, const hdx_process *p, int 
     const hdx_process *a = p;
     for (int depth = 0; depth < 64 && (a = hdx_evidence_find_process_on(ev, a->host, a->ppid)); depth++)
         if (a != p && a->rank == p->rank && same_host_proc(a, p) && (!want_python || is_python(a)) &&
-            (!has_torch_rank(p) || has_torch_rank(a)))
+            !is_wrapper(a) && (!has_torch_rank(p) || has_torch_rank(a)))
             return 1;
     return 0;
 }

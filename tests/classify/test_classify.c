@@ -498,8 +498,33 @@ static void gloo_worker_is_no_p2p(void)
     }
 }
 
+/* Wrappers that carry RANK are never ranks; a DataLoader worker is its rank's worker. */
+static void wrappers_and_workers(void)
+{
+    hdx_evidence *ev = evidence(2);
+    const char *const names[] = {"/usr/bin/unshare", "/usr/bin/python3", "/usr/bin/python3", "/usr/bin/env",
+                                 "/opt/trainer", "/usr/libexec/apptainer/bin/starter"};
+    const int pids[] = {10, 11, 12, 20, 21, 30}, ppids[] = {1, 10, 11, 1, 20, 1}, ranks[] = {0, 0, 0, 1, 1, 2};
+    for (int i = 0; i < 6; i++) {
+        hdx_process *p = proc(ev, pids[i], ppids[i], -1, names[i], 'S', 7, 0, 0);
+        char r[8];
+        snprintf(r, sizeof r, "%d", ranks[i]);
+        hdx_process_set_env(p, "RANK", r);
+    }
+    hdx_mark_rank_processes(ev);
+    const int want[] = {0, 1, 0, 0, 1, 0};
+    for (int i = 0; i < 6; i++)
+        CHECK(ev->procs[i].is_rank_process == want[i]);
+    CHECK(!strcmp(hdx_process_part(ev, &ev->procs[0]), "launcher"));
+    CHECK(!strcmp(hdx_process_part(ev, &ev->procs[1]), "rank"));
+    CHECK(!strcmp(hdx_process_part(ev, &ev->procs[2]), "worker"));
+    CHECK(!strcmp(hdx_process_part(ev, &ev->procs[3]), "launcher"));
+    hdx_evidence_free(ev);
+}
+
 int main(void)
 {
+    wrappers_and_workers();
     gloo_worker_is_no_p2p();
     gpu_stuck_wording();
     comm_init_wording();
