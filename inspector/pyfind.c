@@ -134,7 +134,7 @@ out:
     return rc;
 }
 
-int hdx_pyfind_runtime(const hdx_pymap *maps, size_t n, const char *root, hdx_pyfound *f)
+int hdx_pyfind_runtime(const hdx_pymap *maps, size_t n, int pid, const char *root, hdx_pyfound *f)
 {
     memset(f, 0, sizeof *f);
     if (elf_version(EV_CURRENT) == EV_NONE)
@@ -150,12 +150,7 @@ int hdx_pyfind_runtime(const hdx_pymap *maps, size_t n, const char *root, hdx_py
         if (seen)
             continue;
         char path[PATH_MAX];
-        size_t l = strlen(m->path);
-        const char *del = " (deleted)";
-        size_t dl = strlen(del);
-        if (l > dl && !strcmp(m->path + l - dl, del))
-            l -= dl;
-        if ((size_t)snprintf(path, sizeof path, "%s%.*s", root ? root : "", (int)l, m->path) >= sizeof path)
+        if (hdx_pymap_file(pid, root, m, path, sizeof path))
             continue;
         elf_hit h;
         if (analyze_elf(path, &h) || !h.found)

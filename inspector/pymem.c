@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -152,13 +154,20 @@ int hdx_pymaps_parse(const char *text, hdx_pymap **maps, size_t *n)
             off = strtoull(p = e + 6, &e, 16);
             ok = e != p && e < stop && *e == ' ';
         }
-        for (int field = 0; ok && field < 2; field++) { /* dev, inode */
+        unsigned long long dev_major = 0, dev_minor = 0, ino = 0;
+        if (ok) { /* dev "fd:01", inode decimal */
+            dev_major = strtoull(p = e + 1, &e, 16);
+            ok = e != p && e < stop && *e == ':';
+        }
+        if (ok) {
+            dev_minor = strtoull(p = e + 1, &e, 16);
+            ok = e != p && e < stop && *e == ' ';
+        }
+        if (ok) {
             while (e < stop && *e == ' ')
                 e++;
-            const char *f = e;
-            while (e < stop && *e != ' ')
-                e++;
-            ok = e > f;
+            ino = strtoull(p = e, &e, 10);
+            ok = e != p && e <= stop;
         }
         if (!ok) {
             line = next;
@@ -172,6 +181,9 @@ int hdx_pymaps_parse(const char *text, hdx_pymap **maps, size_t *n)
         m->start = start;
         m->end = end;
         m->offset = off;
+        m->dev_major = (unsigned)dev_major;
+        m->dev_minor = (unsigned)dev_minor;
+        m->ino = ino;
         memcpy(m->perms, perms, 5); /* "rwxp" and its NUL */
         p = e;
         while (p < stop && (*p == ' ' || *p == '\t'))
@@ -185,6 +197,52 @@ int hdx_pymaps_parse(const char *text, hdx_pymap **maps, size_t *n)
     *maps = arr;
     *n = cnt;
     return 0;
+}
+
+/* 1 when path names m's file: the same device and inode. */
+static int same_file(const char *path, const hdx_pymap *m)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_ino == m->ino &&
+           major(st.st_dev) == m->dev_major && minor(st.st_dev) == m->dev_minor;
+}
+
+static int put_path(char *path, size_t size, const char *a, const char *b, size_t blen)
+{
+    int n = snprintf(path, size, "%s%.*s", a, (int)blen, b);
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int hdx_pymap_file(int pid, const char *root, const hdx_pymap *m, char *path, size_t size)
+{
+    if (!m->path || m->path[0] != '/')
+        return -ENOENT;
+    size_t l = strlen(m->path);
+    const char *del = " (deleted)";
+    size_t dl = strlen(del);
+    if (l > dl && !strcmp(m->path + l - dl, del))
+        l -= dl;
+    char files[64] = "";
+    if (pid > 0)
+        snprintf(files, sizeof files, "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)m->start,
+                 (unsigned long long)m->end);
+    int known = m->ino != 0;
+    if (known) {
+        const char *cand[3][2] = {{files, ""}, {root ? root : "", m->path}, {"", m->path}};
+        for (int i = 0; i < 3; i++) {
+            if (!cand[i][0][0] && !cand[i][1][0])
+                continue;
+            if (put_path(path, size, cand[i][0], cand[i][1], i ? l : 0))
+                return -ENAMETOOLONG;
+            if (same_file(path, m))
+                return 0;
+        }
+    }
+    if (files[0] && access(files, R_OK) == 0)
+        return put_path(path, size, files, "", 0);
+    if (put_path(path, size, root ? root : "", m->path, l))
+        return -ENAMETOOLONG;
+    return access(path, R_OK) == 0 ? 0 : -ENOENT;
 }
 
 int hdx_pymaps_read(int pid, hdx_pymap **maps, size_t *n)

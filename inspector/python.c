@@ -1050,7 +1050,7 @@ hdx_pyproc *hdx_py_attach_mem(int pid, hdx_pymem *mem, const hdx_pymap *maps, si
     p->tid_off = PTHREAD_TID_OFFSET;
 
     hdx_pyfound f;
-    int rc = hdx_pyfind_runtime(maps, n_maps, root, &f);
+    int rc = hdx_pyfind_runtime(maps, n_maps, pid, root, &f);
     if (rc == -ENOMEM)
         return fail(p, err, ENOMEM, "out of memory");
     if (rc)

@@ -69,7 +69,23 @@ typedef struct hdx_pymap {
     uint64_t offset;     /* file offset of start, bytes */
     char perms[5];       /* "r-xp" ... */
     char *path;          /* file path (" (deleted)" kept), "[heap]", or NULL when anonymous */
+    unsigned dev_major, dev_minor; /* the file's device, as the maps line gives it (0:0 unknown) */
+    uint64_t ino;        /* its inode, 0 unknown (a core's NT_FILE note has none) */
 } hdx_pymap;
+
+/*
+ * The path to open for the file that m maps in process pid, into path (size bytes):
+ * the first of these whose device and inode are the maps line's, never a namesake:
+ *   /proc/PID/map_files/START-END (live, pid > 0; where permitted: root, or the
+ *   process's own user with ptrace access), root + m->path (root: "/proc/PID/root"
+ *   live, so that a container's files resolve; a sysroot or "" for a core), and
+ *   m->path as seen from here (a plain chroot, whose maps show the host's paths).
+ * A trailing " (deleted)" is not part of the path. When none matches (overlayfs shows
+ * another inode than the maps line), map_files when it opens, else root + m->path
+ * when it exists. Without a device and inode (a core), root + m->path.
+ * Returns 0, or -ENOENT (no file found), -ENAMETOOLONG.
+ */
+int hdx_pymap_file(int pid, const char *root, const hdx_pymap *m, char *path, size_t size);
 
 /*
  * Parse the text of a /proc/PID/maps file (proc(5): "start-end perms offset

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "python.h" /* hdx_pymap_file */
 #include "util.h"
 
 /* From the C++ runtime (libstdc++), declared here to keep this file C. */
@@ -81,6 +82,9 @@ struct hdx_symbolizer {
     struct proc_mod *mods;
     struct sym_entry *cache; /* open addressing, cap a power of two */
     size_t n_cache, cap_cache;
+    hdx_pymap *maps;  /* the target's mappings, read when a module's file is first looked for */
+    size_t n_maps;
+    int maps_read;
 };
 
 /* libdwfl loads ELF files lazily, from inside lookups, and its find_elf
@@ -91,17 +95,30 @@ static _Thread_local hdx_symbolizer *cur_sym;
  * /usr/lib/debug (by build id first: /usr/lib/debug/.build-id/xx/yyyy.debug). */
 static char *debuginfo_path = NULL;
 
-/* Open the module's file through /proc/PID/root, so a process in another
- * mount namespace (a container) gets its own binaries; fall back to
- * libdwfl's own lookup (which also handles the vDSO). */
+/* Open the module's file as the target maps it (hdx_pymap_file: its device and inode,
+ * through /proc/PID/map_files, /proc/PID/root or the path as seen here), so that a
+ * container's binaries and a chroot's resolve and a namesake on this host never stands
+ * in; fall back to libdwfl's own lookup (which also handles the vDSO). */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
                     char **file_name, Elf **elfp)
 {
     hdx_symbolizer *s = cur_sym;
     if (s && name && name[0] == '/') {
-        char path[PATH_MAX + 32];
-        int n = snprintf(path, sizeof path, "/proc/%d/root%s", s->pid, name);
-        if (n > 0 && (size_t)n < sizeof path) {
+        if (!s->maps_read) {
+            s->maps_read = 1;
+            hdx_pymaps_read(s->pid, &s->maps, &s->n_maps);
+        }
+        const hdx_pymap *m = NULL;
+        for (size_t i = 0; i < s->n_maps && !m; i++)
+            if (s->maps[i].path && !strcmp(s->maps[i].path, name) && s->maps[i].start == base)
+                m = &s->maps[i];
+        for (size_t i = 0; i < s->n_maps && !m; i++)
+            if (s->maps[i].path && !strcmp(s->maps[i].path, name))
+                m = &s->maps[i];
+        char root[64], path[PATH_MAX + 64];
+        snprintf(root, sizeof root, "/proc/%d/root", s->pid);
+        hdx_pymap guess = {.start = base, .path = (char *)name};
+        if (hdx_pymap_file(s->pid, root, m ? m : &guess, path, sizeof path) == 0) {
             int fd = open(path, O_RDONLY | O_CLOEXEC);
             if (fd >= 0) {
                 *file_name = strdup(path);
@@ -508,6 +525,7 @@ void hdx_symbolizer_free(hdx_symbolizer *s)
     if (!s)
         return;
     dwfl_end(s->dwfl);
+    hdx_pymaps_free(s->maps, s->n_maps);
     while (s->mods) {
         struct proc_mod *next = s->mods->next;
         free(s->mods);

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -310,6 +312,75 @@ static void test_versions(void)
     printf("ok   version from names and strings; static tables 3.8–3.12\n");
 }
 
+static void put_file(const char *path)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *q = strchr(dir + 1, '/'); q; q = strchr(q + 1, '/')) {
+        *q = 0;
+        mkdir(dir, 0755);
+        *q = '/';
+    }
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd >= 0)
+        close(fd);
+}
+
+static ino_t ino_of(const char *path, dev_t *dev)
+{
+    struct stat st;
+    if (stat(path, &st))
+        return 0;
+    *dev = st.st_dev;
+    return st.st_ino;
+}
+
+/* The file a mapping names: by its device and inode, through the target's root or as seen
+ * here, never a namesake; and the maps parser keeps both. */
+static void test_mapped_file(void)
+{
+    hdx_pymap *maps = NULL;
+    size_t n = 0;
+    CHECK(hdx_pymaps_parse("7f00-7f10 r-xp 00000000 fd:01 1234567 /usr/lib/libc.so.6\n", &maps, &n) == 0 && n == 1,
+          "maps line parsed");
+    CHECK(n == 1 && maps[0].dev_major == 0xfd && maps[0].dev_minor == 1 && maps[0].ino == 1234567,
+          "dev fd:01 and inode 1234567 kept");
+    hdx_pymaps_free(maps, n);
+
+    char d[] = "/tmp/hdx-mapped-XXXXXX";
+    if (!mkdtemp(d)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char host[600], in_root[1200], root[600], got[1400];
+    snprintf(host, sizeof host, "%s/usr/lib/libx.so", d);    /* the path, as seen here */
+    snprintf(root, sizeof root, "%s/root", d);                 /* a container's root */
+    snprintf(in_root, sizeof in_root, "%s%s", root, host);     /* the same path inside it */
+    put_file(host);
+    put_file(in_root);
+    dev_t dev_host = 0, dev_root = 0;
+    ino_t i_host = ino_of(host, &dev_host), i_root = ino_of(in_root, &dev_root);
+    hdx_pymap m = {.start = 0x1000, .end = 0x2000, .path = host};
+    /* a container: its file, not this host's namesake */
+    m.dev_major = major(dev_root), m.dev_minor = minor(dev_root), m.ino = i_root;
+    CHECK(hdx_pymap_file(0, root, &m, got, sizeof got) == 0 && !strcmp(got, in_root), "container: %s", got);
+    /* a plain chroot: the maps show this host's path, which the root does not hold */
+    m.dev_major = major(dev_host), m.dev_minor = minor(dev_host), m.ino = i_host;
+    unlink(in_root);
+    CHECK(hdx_pymap_file(0, root, &m, got, sizeof got) == 0 && !strcmp(got, host), "chroot: %s", got);
+    /* neither file is the mapped one: no namesake stands in */
+    m.ino = i_host + 7777;
+    CHECK(hdx_pymap_file(0, root, &m, got, sizeof got) == -ENOENT, "a namesake is refused");
+    /* " (deleted)" is not part of the path */
+    char deleted[700];
+    snprintf(deleted, sizeof deleted, "%s (deleted)", host);
+    m.path = deleted;
+    m.ino = i_host;
+    CHECK(hdx_pymap_file(0, "", &m, got, sizeof got) == 0 && !strcmp(got, host), "deleted suffix: %s", got);
+    unlink(host);
+    printf("ok   mapped files: by device and inode, in a container and in a chroot\n");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -319,6 +390,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_versions();
     test_random_tables();
+    test_mapped_file();
     pyinterp py[32];
     size_t n = pyi_find(py, 32);
     for (size_t i = 0; i < n; i++)
