@@ -9,8 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "classify.h"
 #include "evidence.h"
+#include "report.h"
 #include "waitsfor.h"
 
 static int failures;
@@ -227,6 +230,28 @@ static void tp_dp_world(void)
     CHECK(strstr(v.summary, "; rank 4 waits for it in all_gather on TP group 4-5; ranks 6-7 wait in all_reduce on DP groups 4,6 and 5,7; ranks 0-3 wait in barrier on the world group"));
     const hdx_wf_rank *r6 = hdx_waitsfor_rank(v.graph, 6);
     CHECK(r6 && r6->kind == HDX_WF_COLLECTIVE && r6->depth == 2 && !r6->culprit);
+    /* the report: the verdict's group, the job's groups, and each rank's waits */
+    cJSON *j = hdx_report_json(ev, &v);
+    const cJSON *vg = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "verdict"), "group");
+    CHECK(vg && !strcmp(cJSON_GetObjectItem(vg, "role")->valuestring, "tp") &&
+          cJSON_GetArraySize(cJSON_GetObjectItem(vg, "ranks")) == 2);
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "process_groups")) == 1 + 4 + 4 + 4);
+    int seen4 = 0, seen5 = 0;
+    const cJSON *w;
+    cJSON_ArrayForEach(w, cJSON_GetObjectItem(j, "waits_for"))
+    {
+        int rank = cJSON_GetObjectItem(w, "rank")->valueint;
+        const cJSON *to = cJSON_GetObjectItem(w, "waits_for");
+        if (rank == 4)
+            seen4 = cJSON_GetArraySize(to) == 1 && cJSON_GetArrayItem(to, 0)->valueint == 5 &&
+                    !strcmp(cJSON_GetObjectItem(w, "kind")->valuestring, "collective") &&
+                    !strcmp(cJSON_GetObjectItem(w, "op")->valuestring, "all_gather");
+        if (rank == 5)
+            seen5 = cJSON_IsTrue(cJSON_GetObjectItem(w, "culprit")) &&
+                    !strcmp(cJSON_GetObjectItem(w, "state")->valuestring, "asleep");
+    }
+    CHECK(seen4 && seen5);
+    cJSON_Delete(j);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
