@@ -24,13 +24,18 @@ static __thread int in_shim __attribute__((tls_model("initial-exec")));
 
 /* The pid the state belongs to; a vfork child sees its parent's value. */
 static atomic_int cached_pid;
-/* The trace file: its identity (recorded when it was created) and its path.
- * No fd is kept open between events (any fd number may be the program's own:
- * bash saves and restores close-on-exec fds as its own, scripts use 9, 100,
- * 200; a low ulimit -n has no slot to spare): each line opens the file,
- * checks it, writes once and closes it. */
+/* The trace file: its identity (recorded when it was created), its path and
+ * the shim's one descriptor of it. The descriptor is opened only while the
+ * process has one thread, with signals blocked, and moved at once to a high
+ * number (tracefd.c: past the soft RLIMIT_NOFILE where the hard limit allows,
+ * else near the top, never above HDX_FD_HIGH): a low number, even for an
+ * instant, may be the one another thread is about to get from open() or to
+ * dup2() onto; bash saves and restores close-on-exec fds as its own, scripts
+ * use 9, 100, 200. Every line checks that it is still the file (fstat);
+ * close-on-exec, so a new image opens its own. */
 static dev_t trace_dev;
 static ino_t trace_ino;
+static atomic_int trace_fd = -1;
 static char trace_dir_path[PATH_MAX];
 static char trace_name[NAME_MAX + 1];
 static char trace_path[PATH_MAX + NAME_MAX + 2];
@@ -131,24 +136,34 @@ size_t hdx_itoa(int64_t v, char *out)
 /* Output bytes allowed to each of the header's cwd and exe. */
 #define HDX_HEADER_PATH_MAX 1024
 
+/* 1 when fd is the shim's trace file (its stat into *st). */
+static int is_trace_fd(int fd, struct stat *st)
+{
+    return fd >= 0 && syscall(SYS_fstat, fd, st) == 0 && S_ISREG(st->st_mode) &&
+           st->st_dev == trace_dev && st->st_ino == trace_ino;
+}
+
 /*
  * Create (0600) trace_name in trace_dir_path, remember its identity and its
- * full path, close it. Refuses, with -1 and nothing created, a trace
- * directory that another user owns (that user could read, forge or redirect
- * our traces: trace.h), and a file that is not a regular file of ours. Raw
- * system calls only: this runs in the constructor and the fork child.
+ * full path, and keep it open as trace_fd (hdx_fd_place; reuse: the shim's
+ * previous trace fd, checked, or -1). Refuses, with -1 and nothing created, a
+ * trace directory that another user owns (that user could read, forge or
+ * redirect our traces: trace.h), and a file that is not a regular file of
+ * ours. Raw system calls only; one thread, signals blocked: this runs in the
+ * constructor and the fork child.
  */
-static int create_trace_file(void)
+static int create_trace_file(int reuse)
 {
     uid_t me = (uid_t)syscall(SYS_geteuid);
     struct stat st;
+    atomic_store(&trace_fd, -1);
     int dfd = (int)syscall(SYS_openat, AT_FDCWD, trace_dir_path,
                         O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
-        return -1;
+        goto fail;
     if (syscall(SYS_fstat, dfd, &st) != 0 || st.st_uid != me) {
         syscall(SYS_close, dfd);
-        return -1;
+        goto fail;
     }
     /* O_NONBLOCK: a FIFO at that name would block the open until a reader came
      * (then refused below as no regular file); it changes nothing for a file. */
@@ -157,27 +172,70 @@ static int create_trace_file(void)
                           0600);
     syscall(SYS_close, dfd);
     if (fd < 0)
-        return -1;
+        goto fail;
     if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != me) {
         syscall(SYS_close, fd);
-        return -1;
+        goto fail;
     }
     /* The program's umask may have taken bits off: the file is exactly 0600. */
     if ((st.st_mode & 07777) != 0600)
         syscall(SYS_fchmod, fd, 0600);
-    syscall(SYS_close, fd);
     size_t dl = strlen(trace_dir_path), nl = strlen(trace_name);
-    if (dl + 1 + nl >= sizeof trace_path)
-        return -1;
+    if (dl + 1 + nl >= sizeof trace_path) {
+        syscall(SYS_close, fd);
+        goto fail;
+    }
     memcpy(trace_path, trace_dir_path, dl);
     trace_path[dl] = '/';
     memcpy(trace_path + dl + 1, trace_name, nl + 1);
     trace_dev = st.st_dev;
     trace_ino = st.st_ino;
+    fd = hdx_fd_place(fd, reuse);
+    if (fd < 0)
+        return -1; /* no high number free: quiet */
+    atomic_store(&trace_fd, fd);
     return 0;
+fail:
+    if (reuse >= 0)
+        syscall(SYS_close, reuse); /* the shim's own: nothing to keep it for */
+    return -1;
 }
 
-/* Go quiet for good: the program runs on. */
+/*
+ * The trace fd was closed or replaced by the program: open the file again,
+ * only while this process has one thread (signals blocked, so that no
+ * handler runs nor starts one), and only the very file created. The old
+ * number is the program's now: left alone. Returns the new fd, or -1.
+ */
+static int reopen_trace_file(void)
+{
+    if (hdx_threads() != 1)
+        return -1;
+    uint64_t mask = hdx_sig_block();
+    int fd = -1;
+    /* Checked again with signals blocked: now no thread can be started. */
+    if (hdx_threads() == 1) {
+        /* O_NONBLOCK as at creation: were the name replaced by a FIFO, the open
+         * must not block (it is then refused as no regular file). */
+        fd = (int)syscall(SYS_openat, AT_FDCWD, trace_path,
+                          O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        struct stat st;
+        if (fd >= 0 && !is_trace_fd(fd, &st)) {
+            /* Not the file we created (replaced behind our back): never write there. */
+            syscall(SYS_close, fd);
+            fd = -1;
+        }
+        if (fd >= 0)
+            fd = hdx_fd_place(fd, -1);
+        if (fd >= 0)
+            atomic_store(&trace_fd, fd);
+    }
+    hdx_sig_restore(mask);
+    return fd;
+}
+
+/* Go quiet for good: the program runs on. The trace fd, if still the shim's,
+ * stays open (closing it could race a program that takes its number). */
 static void trace_stop(void)
 {
     atomic_store(&trace_dead, 1);
@@ -189,21 +247,21 @@ void hdx_trace_write(const char *line, size_t len)
     if (!atomic_load_explicit(&hdx_on, memory_order_relaxed) ||
         atomic_load_explicit(&trace_dead, memory_order_relaxed))
         return;
-    /* O_NONBLOCK as at creation: were the name replaced by a FIFO, the open
-     * must not block (it is then refused as no regular file). */
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, trace_path,
-                          O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) {
-        trace_stop(); /* removed, or the directory gone: quiet */
+    int e = errno;
+    struct stat st;
+    int fd = atomic_load_explicit(&trace_fd, memory_order_relaxed);
+    /* The same inode is the file checked as ours at creation. Any other file
+     * at that number (or none) is the program's business: not written to, not
+     * closed. */
+    if (!is_trace_fd(fd, &st) &&
+        ((fd = reopen_trace_file()) < 0 || !is_trace_fd(fd, &st))) {
+        trace_stop(); /* closed or replaced while threads run, or the file gone: quiet */
+        errno = e;
         return;
     }
-    struct stat st;
-    if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != trace_dev ||
-        st.st_ino != trace_ino) {
-        /* Not the file we created (replaced behind our back): never write there.
-         * The same inode is the file checked as ours at creation. */
-        syscall(SYS_close, fd);
-        trace_stop();
+    if (st.st_nlink == 0) {
+        trace_stop(); /* the file was removed: no one will read it, as when it was opened per line */
+        errno = e;
         return;
     }
     char stop[160];
@@ -211,7 +269,7 @@ void hdx_trace_write(const char *line, size_t len)
         /* The size cap: one last line saying so, then nothing. Threads racing
          * here may each write theirs; the file stays within sizeof stop each. */
         if (atomic_exchange(&trace_dead, 1)) {
-            syscall(SYS_close, fd);
+            errno = e;
             return;
         }
         atomic_store(&hdx_on, 0);
@@ -237,9 +295,9 @@ void hdx_trace_write(const char *line, size_t len)
     do
         r = syscall(SYS_write, fd, line, len);
     while (r < 0 && errno == EINTR && ++tries < 3);
-    syscall(SYS_close, fd);
     if (r != (ssize_t)len)
         trace_stop(); /* a full disk (or a lost file) */
+    errno = e;
 }
 
 /* ---- the header ---- */
@@ -361,48 +419,54 @@ static void write_header(void)
  * HANGDX_TRACE_DIR at the start of the image; a relative one is taken from
  * the cwd then, once, so that a reopen and a fork child use the same
  * directory after a chdir. NULL: the directory already in trace_dir_path
- * (a fork child).
+ * (a fork child). reuse: the shim's previous trace fd (checked) or -1; it is
+ * taken over or closed. One thread, signals blocked.
  */
-static void start_trace(const char *dir)
+static void start_trace(const char *dir, int reuse)
 {
     atomic_store(&hdx_on, 0);
     if (dir) {
         size_t dl = strlen(dir), cl = 0;
         trace_dir_path[0] = 0;
         if (!dl)
-            return;
+            goto fail;
         if (dir[0] != '/') {
             if (syscall(SYS_getcwd, trace_dir_path, sizeof trace_dir_path) <= 0)
-                return;
+                goto fail;
             cl = strlen(trace_dir_path);
             trace_dir_path[cl++] = '/';
         }
         if (cl + dl >= sizeof trace_dir_path) {
             trace_dir_path[0] = 0;
-            return;
+            goto fail;
         }
         memcpy(trace_dir_path + cl, dir, dl + 1);
     }
     if (!trace_dir_path[0])
-        return;
+        goto fail;
     struct utsname un;
     if (uname(&un) != 0)
-        return;
+        goto fail;
     char pid[24];
     hdx_itoa(raw_getpid(), pid);
     size_t hl = strlen(un.nodename), pl = strlen(pid);
     if (hl + pl + sizeof HDX_TRACE_SUFFIX + 1 > sizeof trace_name)
-        return;
+        goto fail;
     char *p = trace_name;
     memcpy(p, un.nodename, hl), p += hl;
     *p++ = '-';
     memcpy(p, pid, pl), p += pl;
     memcpy(p, HDX_TRACE_SUFFIX, sizeof HDX_TRACE_SUFFIX);
     atomic_store(&trace_dead, 0);
-    if (create_trace_file() != 0)
-        return; /* missing, read-only or another user's trace dir: quiet */
+    if (create_trace_file(reuse) != 0)
+        return; /* missing, read-only or another user's trace dir: quiet (reuse consumed) */
     atomic_store(&hdx_on, 1);
     write_header();
+    return;
+fail:
+    atomic_store(&trace_fd, -1);
+    if (reuse >= 0)
+        syscall(SYS_close, reuse); /* the shim's own: nothing to keep it for */
 }
 
 void hdx_after_fork_child(void)
@@ -413,7 +477,14 @@ void hdx_after_fork_child(void)
     atomic_store(&cached_pid, raw_getpid());
     hdx_wait_reset_all();
     hdx_lock_counts_reset();
-    start_trace(NULL); /* the parent's directory, whatever the cwd is now */
+    uint64_t mask = hdx_sig_block(); /* a handler inherited from the parent must not run now */
+    /* The parent's trace fd came along: the child's own file takes its number
+     * over when it is still the shim's (not closed or dup2'd over by the
+     * program before the fork); else that number is left alone. */
+    struct stat st;
+    int old = atomic_load(&trace_fd);
+    start_trace(NULL, is_trace_fd(old, &st) ? old : -1); /* the parent's directory */
+    hdx_sig_restore(mask);
     in_shim = 0;
     errno = e;
 }
@@ -424,7 +495,13 @@ __attribute__((constructor)) static void hdx_init(void)
     resolve_all(); /* hdx_resolve() guards itself */
     atomic_store(&cached_pid, raw_getpid());
     in_shim = 1;
-    start_trace(getenv(HDX_TRACE_DIR_ENV));
+    uint64_t mask = hdx_sig_block();
+    /* At load the process has one thread; were it started in one that has
+     * more (another library's constructor made threads), taking even a
+     * transient descriptor could race them: quiet. */
+    if (hdx_threads() <= 1)
+        start_trace(getenv(HDX_TRACE_DIR_ENV), -1);
+    hdx_sig_restore(mask);
     in_shim = 0;
     errno = e;
 }

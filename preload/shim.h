@@ -96,7 +96,7 @@ HDX_HIDDEN void *hdx_resolve(void **slot, const char *name);
          ? hdx_real.name                                                             \
          : (__typeof__(hdx_real.name))hdx_resolve((void **)&hdx_real.name, #name))
 
-/* 1 while tracing (HANGDX_TRACE_DIR set and its file open at some point). */
+/* 1 while tracing (HANGDX_TRACE_DIR set, its file open, nothing lost or cut). */
 HDX_HIDDEN extern atomic_int hdx_on;
 
 /*
@@ -112,6 +112,34 @@ HDX_HIDDEN int hdx_busy(void);
 
 /* The fork() child: take the new pid, open the child's own file, write its header. */
 HDX_HIDDEN void hdx_after_fork_child(void);
+
+/* ---- tracefd.c: the trace file's descriptor ---- */
+
+/*
+ * Where the trace fd goes (README, "hangdx run"): when the soft RLIMIT_NOFILE
+ * is at most HDX_FD_HIGH and the hard limit above it, the first free number
+ * at or past the soft limit (within HDX_FD_ROOM of it), which the program's
+ * open() and dup2() cannot reach; else the first free number of the
+ * HDX_FD_TRIES below min(soft, HDX_FD_HIGH). Not higher: the kernel's fd
+ * table grows to the highest open number (8 bytes each), copied at each fork.
+ */
+#define HDX_FD_HIGH 4096
+#define HDX_FD_ROOM 16
+#define HDX_FD_TRIES 16
+
+/*
+ * Move the freshly opened (O_CLOEXEC) trace fd low to the shim's number; low
+ * is closed. reuse: the shim's previous trace fd, checked to be its own (a
+ * fork child's inherited one), or -1: its number is taken again (dup3) when
+ * the rule allows, else it is closed. Call only with one thread and every
+ * signal blocked. Returns the new close-on-exec fd, or -1 (nothing left open).
+ */
+HDX_HIDDEN int hdx_fd_place(int low, int reuse);
+/* This process's threads (/proc/self/task, no fd taken); -1 when unknown. */
+HDX_HIDDEN int hdx_threads(void);
+/* Block every signal of this thread; returns the mask to restore. */
+HDX_HIDDEN uint64_t hdx_sig_block(void);
+HDX_HIDDEN void hdx_sig_restore(uint64_t old);
 
 /* ---- writer.c: JSON lines into a stack buffer ---- */
 
@@ -144,7 +172,13 @@ HDX_HIDDEN void hdx_w_kargv(struct hdx_w *w, const char *key, char *const *argv)
 /* Close the object ("}\n") and write the line to the trace file. */
 HDX_HIDDEN void hdx_w_emit(struct hdx_w *w);
 
-/* Append-one-write of a finished line; checks that the trace fd is still ours. */
+/*
+ * Append-one-write of a finished line. Writes only into the shim's own trace
+ * fd, checked before each line (fstat: regular, the device and inode it
+ * created); one that the program closed or replaced is never written to nor
+ * closed: the file is reopened when the process has one thread, else the
+ * shim records nothing more for this process.
+ */
 HDX_HIDDEN void hdx_trace_write(const char *line, size_t len);
 
 HDX_HIDDEN int64_t hdx_now_ns(void);

@@ -4,9 +4,11 @@
  *
  * A trace directory holds one file per process, named "<host>-<pid>.jsonl",
  * mode 0600 whatever the umask, owned by the process's effective user, opened
- * O_APPEND. The shim keeps no fd open between lines: each line opens the file
- * (refusing one that is not the file it created: device and inode, regular,
- * ours), writes once and closes it, so no fd number of the program's is taken.
+ * O_APPEND. The shim holds that one fd, close-on-exec, at a high number it takes
+ * while the process has a single thread (preload/tracefd.c; README "hangdx run"):
+ * before each line it checks that the fd is still the file it created (device
+ * and inode, regular), and one that is not is never written to nor closed: the
+ * trace then ends without an exit line.
  * Each line is one JSON object written with a single write(2), so a
  * line is either whole or, for the last line of a process that died mid-write
  * or whose disk filled up, torn (a reader skips a torn line). After a write

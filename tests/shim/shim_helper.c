@@ -11,6 +11,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -189,7 +190,21 @@ static int forkthreads(void)
 
 static int closefds(void)
 {
-    /* Close everything above stderr, the shim's trace fd included. */
+    /* Close everything above stderr, the shim's trace fd included wherever it
+     * is (past the soft limit too): every number /proc/self/fd lists, as
+     * daemons and subprocess modules do, then every number below 1024. */
+    int open_fds[64], nopen = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    while (d && (de = readdir(d)) && nopen < 64) {
+        int fd = atoi(de->d_name);
+        if (fd > 2 && fd != dirfd(d))
+            open_fds[nopen++] = fd;
+    }
+    if (d)
+        closedir(d);
+    for (int i = 0; i < nopen; i++)
+        close(open_fds[i]);
     for (int fd = 3; fd < 1024; fd++)
         close(fd);
     /* Take every number up to 130 with files of our own. */

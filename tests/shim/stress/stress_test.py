@@ -15,6 +15,7 @@ Exit 77 (skipped) when the machine lacks what a case needs (root for mounts, val
 import glob
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -409,7 +410,8 @@ def case_closefds(stress, helper, tmp):
     check(sum(w["how"] == "flock" for w in events(recs, "wait")) == 4, "busy flock waits")
     check(recs[-1]["type"] == "exit", "no exit line: the trace was lost")
     analyze(tr, traces)
-    print("  the program's 198 reused fds got no trace bytes (the shim holds no fd)")
+    print("  the program's 198 reused fds got no trace bytes (the shim checks its fd before each "
+          "line and reopens its file)")
 
 
 def case_signals(stress, helper, tmp):
@@ -438,7 +440,7 @@ if pid == 0:
     os.open("child.lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     os._exit(7)
 print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
-os.closerange(3, 1024)  # the trace fd too: the shim reopens its file
+os.closerange(3, 1 << 30)  # the trace fd too (past the limit or not): the shim reopens its file
 os.open("parent.lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
 print("parent ok")
 """
@@ -676,13 +678,14 @@ def case_valgrind(stress, helper, tmp):
 
 
 # bash keeps an fd it finds close-on-exec as its own (saves it across `exec 100>F`, restores
-# it after): a trace fd held at 100 became the script's fd 100 (D1). The shim holds no fd.
+# it after): a trace fd held at 100 became the script's fd 100 (D1). The shim's one fd sits
+# past the soft limit or at the top of min(soft, 4096) (README), far from such numbers.
 BASH_FL = """exec 100>"$1/lockfile100"
 if flock -n 100; then echo "$2 got lock"; sleep 2; else echo "$2 lock busy"; fi
 """
 BASH_RW = """exec 100>"$1/F"; echo data >&100; exec 100>&-
 exec 100<"$1/F"; cat <&100
-ls /proc/self/fd | sort -n | tr '\\n' ' '; echo
+ls /proc/self/fd | sort -n | tr '\\n' ' ' > "$1/fds"
 """
 
 
@@ -705,6 +708,16 @@ def case_bashfd(stress, helper, tmp):
     check(out_lines(ref) == ["A got lock", "B lock busy"], f"bash flock: {out_lines(ref)}")
     ref, _ = pair("bashfd-rw", lambda w: [bash, rw, w], tmp, tr)
     check(out_lines(ref)[0] == "data", f"bash fd 100 write/read: {out_lines(ref)}")
+    # what ls finds open in itself: with the shim, its one trace fd more, at the rule's number
+    fds = []
+    for side in ("plain", "shim"):
+        with open(os.path.join(tmp, f"bashfd-rw-{side}", "fds")) as f:
+            fds.append([int(x) for x in f.read().split()])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = soft if soft <= 4096 and hard > soft else min(soft, 4096) - 1
+    check(fds[1] == sorted(fds[0] + [want]),
+          f"ls /proc/self/fd: {fds[1]} with the shim, {fds[0]} without; expected one more, {want}")
+    print(f"  ls /proc/self/fd: {' '.join(map(str, fds[0]))} without the shim, and {want} with it")
     traces = read_traces(tr)
     check(any(events(r, "wait") for r in traces.values()), "B's busy flock -n: no wait line")
     analyze(tr, traces)
@@ -716,17 +729,39 @@ def case_ulimit(stress, helper, tmp):
         skip("bash is not installed")
     tr = os.path.join(tmp, "trace")
     os.mkdir(tr)
-    # under ulimit -n 12 the program may open exactly as many fds as without the shim
     prog = os.path.join(tmp, "fds.py")
     with open(prog, "w") as f:
         f.write("import os\nn = 0\ntry:\n    while True:\n        os.open('/dev/null', os.O_RDONLY)\n"
                 "        n += 1\nexcept OSError as e:\n    print('opened', n, 'then errno', e.errno)\n")
+    # under ulimit -Sn 12 (the hard limit above it) the shim's fd goes past the soft limit:
+    # the program may open exactly as many fds as without the shim
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard > 12:
+        script = f'ulimit -Sn 12; exec 3>"$1/a"; {PY} -S {prog}; flock "$1/a" true; echo ok'
+        ref, _ = pair("ulimit", lambda w: [bash, "-c", script, "x", w], tmp, tr)
+        check(out_lines(ref) == ["opened 8 then errno 24", "ok"], f"ulimit: {out_lines(ref)}")
+        traces = read_traces(tr)
+        check(any(events(r, "lock_start") for r in traces.values()), "flock(1): no lock_start")
+        analyze(tr, traces)
+    else:
+        print(f"  (ulimit -Sn 12 not tried: the hard limit is {hard})")
+    # under ulimit -n 12 (soft and hard) there is no number past the limit: the shim's fd
+    # takes the top one, 11, and the program can open one fd fewer (README says so)
     script = f'ulimit -n 12; exec 3>"$1/a"; {PY} -S {prog}; flock "$1/a" true; echo ok'
-    ref, _ = pair("ulimit", lambda w: [bash, "-c", script, "x", w], tmp, tr)
-    check(out_lines(ref) == ["opened 8 then errno 24", "ok"], f"ulimit: {out_lines(ref)}")
-    traces = read_traces(tr)
+    tr2 = os.path.join(tmp, "trace-hard")
+    os.mkdir(tr2)
+    res = []
+    for label, trace in (("plain", None), ("shim", tr2)):
+        w = os.path.join(tmp, "ulimit-hard-" + label)
+        os.mkdir(w)
+        res.append(out_lines(run(f"ulimit -n 12 {label}", [bash, "-c", script, "x", w],
+                                 trace_dir=trace)))
+    check(res == [["opened 8 then errno 24", "ok"], ["opened 7 then errno 24", "ok"]],
+          f"ulimit -n 12: {res[0]} without the shim, {res[1]} with it")
+    traces = read_traces(tr2)
     check(any(events(r, "lock_start") for r in traces.values()), "flock(1): no lock_start")
-    analyze(tr, traces)
+    print("  ulimit -Sn 12: as many fds as without the shim; ulimit -n 12: one fewer (the "
+          "shim's, at 11)")
 
 
 FLOCK_LOOP = """import fcntl, sys, threading
