@@ -624,12 +624,15 @@ static int ends_with(const char *s, const char *suffix)
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
-static int same_function(const char *have, const char *want)
+int hdx_python_name_matches(const char *have, const char *want)
 {
     if (!strcmp(have, want))
         return 1;
     const char *dot = strrchr(want, '.'); /* qualified name wanted, plain name recorded (≤ 3.10) */
-    return dot && !strchr(have, '.') && !strcmp(have, dot + 1);
+    if (dot)
+        return !strchr(have, '.') && !strcmp(have, dot + 1);
+    dot = strrchr(have, '.'); /* a plain name wanted, a method's qualified name recorded (3.11+) */
+    return dot && !strcmp(dot + 1, want);
 }
 
 static const hdx_frame *find_in(const hdx_frame *frames, size_t n, const char *function, const char *file_suffix,
@@ -639,7 +642,7 @@ static const hdx_frame *find_in(const hdx_frame *frames, size_t n, const char *f
         const hdx_frame *f = &frames[i];
         if (f->kind != HDX_FRAME_PYTHON || !f->function || !f->file)
             continue;
-        if (same_function(f->function, function) && ends_with(f->file, file_suffix)) {
+        if (hdx_python_name_matches(f->function, function) && ends_with(f->file, file_suffix)) {
             if (from)
                 *from = i;
             return f;

@@ -283,10 +283,18 @@ int hdx_evidence_note(hdx_evidence *ev, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /*
+ * Does a Python frame's function name `have` name the function `want`? Exactly, or
+ * want's plain name where frames carry co_name (≤ 3.10: "FileBaton.wait" matches
+ * "wait"), or a plain want naming a method from 3.11 (co_qualname:
+ * "_communicate" matches "P2PCommunicator._communicate"). 1 or 0.
+ */
+int hdx_python_name_matches(const char *have, const char *want);
+
+/*
  * The innermost Python frame of t (merged frames, then py_frames) at or
  * outside index *from (0 = innermost; NULL = 0) whose file ends with
  * file_suffix and whose function is `function`. Before 3.11 frames carry
- * only the plain name (co_name), so "FileBaton.wait" also matches "wait".
+ * only the plain name (co_name): names match as hdx_python_name_matches says.
  * Stores the frame's index in *from when found. Borrowed, or NULL.
  */
 const hdx_frame *hdx_thread_find_python(const hdx_thread *t, const char *function, const char *file_suffix,

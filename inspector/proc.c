@@ -330,9 +330,13 @@ static int add_tasks(hdx_process *p)
         t->name = read_trimmed(cpath);
     }
     closedir(d);
-    /* Keep threads in tid order: the main thread first, stable reports. */
+    /* The main thread (tid == pid) first, then the others in tid order: stable reports. After
+     * the pids wrap, a later thread may have a lower tid than the main thread. */
     for (size_t i = 1; i < p->n_threads; i++)
-        for (size_t j = i; j > 0 && p->threads[j - 1].tid > p->threads[j].tid; j--) {
+        for (size_t j = i; j > 0 && p->threads[j].tid != p->threads[j - 1].tid &&
+                           (p->threads[j].tid == p->pid ||
+                            (p->threads[j - 1].tid != p->pid && p->threads[j - 1].tid > p->threads[j].tid));
+             j--) {
             hdx_thread tmp = p->threads[j];
             p->threads[j] = p->threads[j - 1];
             p->threads[j - 1] = tmp;

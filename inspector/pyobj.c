@@ -476,7 +476,7 @@ int hdx_pyobj_sys_module(hdx_pyproc *p, const char *name, uint64_t *module)
 /* ------------------------------------------------------ process groups */
 
 /* The process-group globals of Megatron-LM's megatron/core/parallel_state.py
- * (releases from 2023 to 2025, docs/python-objects.md) and the role each
+ * (releases from 23.06 to core_v0.19.0 and main, 2023 to 2026, docs/python-objects.md) and the role each
  * names. A group held under several names takes the first role here. */
 static const struct {
     const char *global, *role;
@@ -507,6 +507,12 @@ static const struct {
     { "_DATA_PARALLEL_GROUP_WITH_CP_AG", "dp_cp_ag" },
     { "_INTRA_PARTIAL_DATA_PARALLEL_GROUP_WITH_CP", "dp_cp_intra" },
     { "_INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP", "dist_opt" },
+    { "_INTER_PARTIAL_DATA_PARALLEL_GROUP_WITH_CP", "dp_cp_inter" },
+    { "_HYBRID_DP_CP_GROUPS", "hybrid_dp_cp" },  /* a dict {size: group} */
+    { "_GTP_WEIGHT_REMAT_GROUP", "gtp_remat" },
+    { "_EXPERT_GTP_WEIGHT_REMAT_GROUP", "expert_gtp_remat" },
+    { "_EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP_WITH_EGTP", "etp_ep_pp_egtp" },
+    { "_AMAX_REDUCTION_GROUP", "amax" },
     { "_DATA_PARALLEL_GROUP_GLOO", "dp_gloo" },
     { "_DATA_PARALLEL_GROUP_WITH_CP_GLOO", "dp_cp_gloo" },
     { "_EXPERT_DATA_PARALLEL_GROUP_GLOO", "edp_gloo" },
@@ -701,10 +707,15 @@ static int read_roles(hdx_pyproc *p, hdx_py_pgroups *g)
         uint64_t *items;
         size_t k;
         offer_role(g, best, it[i].value, role);
-        if (!hdx_py_seq_items(p, it[i].value, HDX_PYOBJ_MAX_ITEMS, &items, &k)) {
+        hdx_pydict_item *vals;
+        if (!hdx_py_seq_items(p, it[i].value, HDX_PYOBJ_MAX_ITEMS, &items, &k)) { /* a list of groups */
             for (size_t j = 0; j < k; j++)
                 offer_role(g, best, items[j], role);
             free(items);
+        } else if (!hdx_pydict_items(p, it[i].value, HDX_PYOBJ_MAX_ITEMS, &vals, &k)) { /* {size: group} */
+            for (size_t j = 0; j < k; j++)
+                offer_role(g, best, vals[j].value, role);
+            free(vals);
         }
     }
     for (size_t i = 0; i < g->n && rc != -ENOMEM; i++)

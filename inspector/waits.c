@@ -172,22 +172,13 @@ static int ends_with(const char *s, const char *suffix)
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
-/* Python names: exact, or the plain name of a qualified one (≤ 3.10 frames carry co_name). */
-static int python_name_matches(const char *have, const char *want)
-{
-    if (!strcmp(have, want))
-        return 1;
-    const char *dot = strrchr(want, '.');
-    return dot && !strchr(have, '.') && !strcmp(have, dot + 1);
-}
-
 static int matches(const struct signature *s, const hdx_frame *f)
 {
     if (f->kind != s->kind || !f->function)
         return 0;
     if (s->kind == HDX_FRAME_NATIVE)
         return strstr(f->function, s->function) != NULL;
-    return python_name_matches(f->function, s->function) && f->file && (!s->file || ends_with(f->file, s->file));
+    return hdx_python_name_matches(f->function, s->function) && f->file && (!s->file || ends_with(f->file, s->file));
 }
 
 /* An integer local that names a rank. */

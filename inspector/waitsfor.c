@@ -101,7 +101,9 @@ const char *hdx_pgroup_role_label(const char *role)
     } labels[] = {{"tp", "TP"}, {"pp", "PP"}, {"dp", "DP"},      {"cp", "CP"},       {"ep", "EP"},
                   {"mp", "model-parallel"},   {"dp_cp", "DP×CP"}, {"tp_dp", "TP×DP"}, {"dp_gloo", "DP (gloo)"},
                   {"position_embedding", "position-embedding"}, {"tp_ep", "TP×EP"}, {"etp", "expert TP"},
-                  {"edp", "expert DP"}};
+                  {"edp", "expert DP"}, {"dp_cp_gloo", "DP×CP (gloo)"}, {"tp_dp_cp", "TP×DP×CP"},
+                  {"tp_cp", "TP×CP"}, {"mp_ep", "model×expert-parallel"}, {"etp_ep", "expert TP×EP"},
+                  {"edp_gloo", "expert DP (gloo)"}, {"dist_opt", "distributed-optimizer"}};
     for (size_t i = 0; role && i < sizeof labels / sizeof labels[0]; i++)
         if (!strcmp(role, labels[i].role))
             return labels[i].label;

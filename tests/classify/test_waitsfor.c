@@ -445,13 +445,24 @@ static void healthy_build(void)
     hdx_evidence_free(ev);
 }
 
-/* Megatron's _communicate: stage 0 sends a 4th microbatch; stage 1 took 3 and is in the barrier. */
+/* Megatron's _communicate: stage 0 sends a 4th microbatch; stage 1 took 3 and is in the barrier.
+ * As a method (core_v0.14.0 on: P2PCommunicator._communicate), its next_rank and prev_rank
+ * locals give the peers. */
 static void batched_p2p(void)
 {
+    for (int method = 0; method < 2; method++) {
     hdx_evidence *ev = job(2);
     megatron(ev, 1, 2, 1);
-    hdx_process *p = rank(ev, 0, 2, "_communicate", P2P);
+    hdx_process *p = rank(ev, 0, 2, method ? "P2PCommunicator._communicate" : "_communicate", P2P);
     hdx_frame *f = &p->threads[0].frames[0];
+    if (method) {
+        hdx_local *nl = add_local(f, "next_rank");
+        nl->kind = HDX_VAL_INT;
+        nl->i = 1;
+        nl = add_local(f, "prev_rank");
+        nl->kind = HDX_VAL_INT;
+        nl->i = 1;
+    }
     hdx_local *l = add_local(f, "tensor_send_next");
     l->kind = HDX_VAL_OTHER;
     l->s = strdup("Tensor");
@@ -471,6 +482,7 @@ static void batched_p2p(void)
     CHECK(!strstr(v.summary, "unknown peer"));
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
+    }
 }
 
 /* A gloo worker thread of each waiting rank ticks 30 ms in the window (a loaded machine):
