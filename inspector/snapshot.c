@@ -312,6 +312,7 @@ static cJSON *process_json(const hdx_process *p, ftab *tab, hdx_frame_text_cache
     cJSON_AddBoolToObject(o, "asked", p->asked);
     cJSON_AddItemToObject(o, "stopped_us", hdx_json_int(p->stopped_us));
     cJSON_AddNumberToObject(o, "max_stop_us", (double)p->max_stop_us);
+    cJSON_AddNumberToObject(o, "n_stopped", p->n_stopped);
     cJSON_AddItemToObject(o, "alive", hdx_json_bool(p->alive));
     cJSON_AddItemToObject(o, "read_error", errno_or_null(p->read_error));
     cJSON_AddItemToObject(o, "python", hdx_json_str(p->python));
@@ -1200,6 +1201,7 @@ static int read_process(rd *r, const cJSON *o, const char *host, hdx_evidence *e
     p->asked = get_bool(r, o, "asked") == 1; /* absent before it was written: not asked */
     p->stopped_us = get_int(r, o, "stopped_us", 0, (long long)EXACT_MAX, HDX_UNKNOWN);
     p->max_stop_us = get_int(r, o, "max_stop_us", 0, (long long)EXACT_MAX, 0);
+    p->n_stopped = (int)get_int(r, o, "n_stopped", 0, INT_MAX, 0);
     p->alive = get_bool(r, o, "alive");
     p->read_error = get_errno(r, o, "read_error");
     p->python = get_str(r, o, "python");

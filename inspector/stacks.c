@@ -1,6 +1,7 @@
 #include "stacks.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libunwind-ptrace.h>
 #include <sched.h>
 #include <stdio.h>
@@ -23,11 +24,23 @@
 #define STACK_COPY (256 * 1024) /* most bytes of stack copied above sp during the stop */
 #define REDZONE 128
 #define CACHE_PAGES 64
+#define ALL_REGS ((1u << (UNW_X86_64_RIP + 1)) - 1) /* unwind_ctx.known after a stop */
 
-/* What one thread's stop yields: registers and a copy of its stack. */
+/* What one thread's stop yields (or /proc, for a thread that waits: read_without_stop):
+ * registers and a copy of its stack. */
 struct unwind_ctx {
     int pid;
     struct user_regs_struct regs;
+    /* which of regs are known (bit UNW_X86_64_*): all of them from a stop; without one
+     * (read_blocked) only rsp, rip and a system call's argument registers */
+    uint32_t known;
+    /* without a stop: the frame the unwind steps from (its pc and sp; frame_outer: not the
+     * innermost, so frame_ip is a return address), and the unwind's address space and _UPT
+     * handle, for recover_rbp, which is tried once per unwind */
+    uint64_t frame_ip, frame_sp;
+    int frame_outer, rbp_tried;
+    unw_addr_space_t as;
+    void *upt;
     uint64_t stack_lo; /* target address of stack[0] */
     unsigned char *stack;
     size_t stack_len;
@@ -56,6 +69,10 @@ struct raw_stack {
     unsigned char signal[MAX_DEPTH];
     int n;
     int ok;
+    /* how the unwind ended: 0 at the outermost frame (unw_step 0), 1 at MAX_DEPTH, or a
+     * negative UNW_E* code (no unwind info, a register not known, no progress: -UNW_EBADFRAME) */
+    int end;
+    int sp_backwards; /* a frame's sp lay below the one inside it */
 };
 
 static int read_remote(int pid, uint64_t addr, void *buf, size_t len)
@@ -92,6 +109,78 @@ direct:
     return read_remote(c->pid, addr, val, sizeof *val) == 0 ? 0 : -UNW_EINVAL;
 }
 
+/* n bytes of target code or data at addr: 0 or -1. */
+static int read_bytes(struct unwind_ctx *c, uint64_t addr, void *buf, size_t n)
+{
+    if (addr >= c->stack_lo && addr - c->stack_lo + n <= c->stack_len) {
+        memcpy(buf, c->stack + (addr - c->stack_lo), n);
+        return 0;
+    }
+    return read_remote(c->pid, addr, buf, n);
+}
+
+static int executable(const struct unwind_ctx *c, uint64_t pc);
+static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need_unwind_info,
+                              void *arg);
+
+/* Whether the call that returns to ra calls fn: directly, through a PLT stub or a GOT slot,
+ * or through a register or memory (a virtual call, a function pointer: not known, taken). */
+static int calls_into(struct unwind_ctx *c, uint64_t ra, uint64_t fn)
+{
+    unsigned char b[8], stub[16];
+    uint64_t where, slot, to;
+    if (ra < 8 || read_bytes(c, ra - 8, b, sizeof b) < 0)
+        return 0;
+    switch (hdx_x86_call_before(b, ra, &where)) {
+    case HDX_CALL_INDIRECT:
+        return 1;
+    case HDX_CALL_SLOT:
+        return read_bytes(c, where, &to, sizeof to) == 0 && to == fn;
+    case HDX_CALL_DIRECT:
+        if (where == fn)
+            return 1;
+        return read_bytes(c, where, stub, sizeof stub) == 0 &&
+               hdx_x86_stub_slot(stub, sizeof stub, where, &slot) == 0 &&
+               read_bytes(c, slot, &to, sizeof to) == 0 && to == fn;
+    default:
+        return 0;
+    }
+}
+
+/*
+ * rbp, for a stack read without a stop, when the unwind needs it and no frame inside saved
+ * it (a frame-pointer function above libc functions that leave rbp alone): the function
+ * of the frame the unwind steps from keeps rbp as its frame pointer, and its prologue
+ * (hdx_x86_fp_frame_size) says how far above its sp rbp lies. That counts only when the
+ * word above rbp is a return address whose call goes into this very function. Tried once
+ * per unwind. 0 with c->regs.rbp set, or -1.
+ */
+static int recover_rbp(struct unwind_ctx *c)
+{
+    if (c->rbp_tried || !c->as || !c->frame_ip)
+        return -1;
+    c->rbp_tried = 1;
+    /* the function's start, from its FDE (a return address may be the last byte of its
+     * function: look up the call before it) */
+    unw_proc_info_t pi;
+    memset(&pi, 0, sizeof pi);
+    if (acc_find_proc_info(c->as, c->frame_ip - (c->frame_outer ? 1 : 0), &pi, 0, c->upt) < 0 ||
+        !pi.start_ip || pi.start_ip >= c->frame_ip)
+        return -1;
+    uint64_t start = pi.start_ip;
+    unsigned char code[128];
+    size_t len = c->frame_ip - start < sizeof code ? c->frame_ip - start : sizeof code;
+    if (read_bytes(c, start, code, len) < 0)
+        return -1;
+    long below = hdx_x86_fp_frame_size(code, len);
+    uint64_t rbp = c->frame_sp + (uint64_t)below, ra;
+    if (below < 0 || below > STACK_COPY || read_bytes(c, rbp + 8, &ra, sizeof ra) < 0 || !executable(c, ra) ||
+        !calls_into(c, ra, start))
+        return -1;
+    c->regs.rbp = rbp;
+    return 0;
+}
+
 static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write,
                           void *arg)
 {
@@ -101,6 +190,10 @@ static int acc_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val
     if (write || !c)
         return -UNW_EREADONLYREG;
     const struct user_regs_struct *r = &c->regs;
+    if (reg == UNW_X86_64_RBP && !(c->known & (1u << reg)) && recover_rbp(c) == 0)
+        c->known |= 1u << reg;
+    if (reg < 0 || reg > UNW_X86_64_RIP || !(c->known & (1u << reg)))
+        return -UNW_EBADREG; /* not known without a stop: the unwind ends in error */
     switch (reg) {
     case UNW_X86_64_RAX: *val = r->rax; break;
     case UNW_X86_64_RDX: *val = r->rdx; break;
@@ -224,25 +317,44 @@ static void unwind(unw_addr_space_t as, void *upt, struct unwind_ctx *c, struct 
 {
     unw_cursor_t cursor;
     out->n = 0;
+    out->end = 0;
+    out->sp_backwards = 0;
     cur_ctx = c;
-    if (unw_init_remote(&cursor, as, upt) < 0) {
+    int r = unw_init_remote(&cursor, as, upt);
+    if (r < 0) {
         out->pc[0] = c->regs.rip; /* at least where it is */
         out->n = 1;
+        out->end = r;
         goto done;
     }
     unw_word_t prev_sp = 0;
     for (;;) {
         unw_word_t ip = 0, sp = 0;
-        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+        if ((r = unw_get_reg(&cursor, UNW_REG_IP, &ip)) < 0 || ip == 0) {
+            out->end = r < 0 ? r : 0;
             break;
+        }
         unw_get_reg(&cursor, UNW_REG_SP, &sp);
-        if (out->n > 0 && ip == out->pc[out->n - 1] && sp == prev_sp)
-            break; /* no progress */
+        if (out->n > 0 && ip == out->pc[out->n - 1] && sp == prev_sp) {
+            out->end = -UNW_EBADFRAME; /* no progress */
+            break;
+        }
+        if (out->n > 0 && sp < prev_sp)
+            out->sp_backwards = 1;
         prev_sp = sp;
         out->pc[out->n] = ip;
         out->signal[out->n] = unw_is_signal_frame(&cursor) > 0;
-        if (++out->n >= MAX_DEPTH || unw_step(&cursor) <= 0)
+        if (++out->n >= MAX_DEPTH) {
+            out->end = 1;
             break;
+        }
+        c->frame_ip = ip; /* for recover_rbp */
+        c->frame_sp = sp;
+        c->frame_outer = out->n > 1 && !out->signal[out->n - 2];
+        if ((r = unw_step(&cursor)) <= 0) {
+            out->end = r;
+            break;
+        }
     }
 done:
     out->ok = 1;
@@ -322,6 +434,168 @@ static int64_t sched_ns(int pid, int tid)
     int ok = buf && sscanf(buf, "%llu %llu", &cpu, &wait) == 2;
     free(buf);
     return ok ? (int64_t)(cpu + wait) : -1;
+}
+
+/*
+ * Reading a thread's stack without a stop. A thread that waits in the kernel does not run,
+ * and its user stack does not move while it waits; and /proc tells where it waits without
+ * a stop: /proc/PID/task/TID/syscall (proc(5)) gives the system call's number and
+ * arguments and the user stack pointer and instruction pointer. Such a thread is read like
+ * a stopped one (copy_stack, unwind) from those alone, and /proc read again afterwards must
+ * show it waiting, unmoved, all the while; otherwise (or when the unwind from so little
+ * fails) it is stopped as before. A stop breaks many waits: epoll_wait, accept and recv
+ * with SO_RCVTIMEO, sigtimedwait, semtimedop return EINTR to the program after it
+ * (signal(7), "Interruption of system calls and library functions by stop signals"),
+ * which C/C++ code may take for an error.
+ */
+struct blocked {
+    char state;              /* 'S' or 'D' */
+    long nr;                 /* the system call, -1 blocked outside one (a page fault) */
+    uint64_t args[6];        /* its arguments when nr >= 0: rdi, rsi, rdx, r10, r8, r9 */
+    uint64_t sp, pc;         /* user stack and instruction pointers */
+    long long nvcsw, nivcsw; /* voluntary_ctxt_switches, nonvoluntary_ctxt_switches */
+    int64_t sched;           /* sched_ns() */
+};
+
+/* Up to size-1 bytes of a small /proc file into buf, NUL-terminated; its length or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = 0;
+    return n;
+}
+
+static long long status_field(const char *status, const char *name)
+{
+    const char *f = strstr(status, name);
+    return f ? strtoll(f + strlen(name), NULL, 10) : -1;
+}
+
+/*
+ * What /proc shows of thread tid of pid now, without a stop: 1 when it waits in the kernel
+ * (state S or D, traced by no one, its system call file not "running") with its stack and
+ * instruction pointers known; 0 otherwise, or when something cannot be read. The status
+ * comes first, then the system call, then the CPU time: a thread that ran after the status
+ * was read changes it (blocked_same).
+ */
+static int read_blocked(int pid, int tid, struct blocked *b)
+{
+    char path[64], buf[2048];
+    memset(b, 0, sizeof *b);
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", pid, tid);
+    if (read_small(path, buf, sizeof buf) <= 0)
+        return 0;
+    const char *st = strstr(buf, "\nState:");
+    if (!st)
+        return 0;
+    st += 7;
+    while (*st == ' ' || *st == '\t')
+        st++;
+    b->state = *st;
+    b->nvcsw = status_field(buf, "\nvoluntary_ctxt_switches:");
+    b->nivcsw = status_field(buf, "\nnonvoluntary_ctxt_switches:");
+    /* another tracer: the stop path says who (and a thread of ours left seized stays there) */
+    if ((b->state != 'S' && b->state != 'D') || status_field(buf, "\nTracerPid:") != 0 || b->nvcsw < 0 ||
+        b->nivcsw < 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", pid, tid);
+    if (read_small(path, buf, sizeof buf) <= 0 || !strncmp(buf, "running", 7))
+        return 0;
+    /* "NR ARG0 .. ARG5 SP PC", or "-1 SP PC" for a thread blocked outside a system call */
+    char *q = buf, *e;
+    b->nr = strtol(q, &e, 10);
+    if (e == q || b->nr < -1)
+        return 0;
+    uint64_t v[8];
+    int n = 0;
+    for (q = e; n < 8; q = e) {
+        unsigned long long x = strtoull(q, &e, 16);
+        if (e == q)
+            break;
+        v[n++] = x;
+    }
+    if (n != (b->nr >= 0 ? 8 : 2))
+        return 0;
+    if (b->nr >= 0)
+        memcpy(b->args, v, sizeof b->args);
+    b->sp = v[n - 2];
+    b->pc = v[n - 1];
+    b->sched = sched_ns(pid, tid);
+    return b->sp != 0 && b->pc != 0;
+}
+
+/* The same wait, by a thread that did not run in between: nothing it shows has changed. */
+static int blocked_same(const struct blocked *a, const struct blocked *b)
+{
+    return a->state == b->state && a->nr == b->nr && !memcmp(a->args, b->args, sizeof a->args) &&
+           a->sp == b->sp && a->pc == b->pc && a->nvcsw == b->nvcsw && a->nivcsw == b->nivcsw &&
+           a->sched == b->sched;
+}
+
+/* Whether pc lies in an executable mapping of c's maps. */
+static int executable(const struct unwind_ctx *c, uint64_t pc)
+{
+    for (size_t i = 0; i < c->n_maps; i++)
+        if (pc >= c->maps[i].start && pc < c->maps[i].end)
+            return c->maps[i].perms[2] == 'x';
+    return 0;
+}
+
+/*
+ * The stack of thread tid of pid into out without stopping it, when it waits in the kernel
+ * (read_blocked). The unwind starts from rip and rsp and the system call's argument
+ * registers only (vfork keeps its return address in rdi): the registers a function saves
+ * for its caller are taken from where the unwind tables (DWARF CFI) say they were saved. A
+ * frame-pointer function's rbp that no function inside it saved (Debian's libc leaves rbp
+ * alone) comes from its prologue (recover_rbp); another register that a frame needs and
+ * no inner frame saved ends the unwind in error. It counts only when /proc shows the same
+ * wait afterwards (blocked_same: same call, arguments, pointers, context switches and CPU
+ * time), the unwind reached the outermost frame (or MAX_DEPTH), every pc lies in
+ * executable memory and sp never goes down. Returns 1 with out filled, 0 when the thread
+ * must be stopped instead.
+ */
+static int read_without_stop(unw_addr_space_t as, void *upt, struct unwind_ctx *c, int tid, struct raw_stack *out)
+{
+    struct blocked before, after;
+    if (!c->n_maps || !read_blocked(c->pid, tid, &before))
+        return 0;
+    memset(&c->regs, 0, sizeof c->regs);
+    c->regs.rsp = before.sp;
+    c->regs.rip = before.pc;
+    c->known = 1u << UNW_X86_64_RSP | 1u << UNW_X86_64_RIP;
+    c->rbp_tried = 0;
+    c->as = as;
+    c->upt = upt;
+    if (before.nr >= 0) { /* the x86-64 system call convention; rcx holds the return address */
+        c->regs.rdi = before.args[0];
+        c->regs.rsi = before.args[1];
+        c->regs.rdx = before.args[2];
+        c->regs.r10 = before.args[3];
+        c->regs.r8 = before.args[4];
+        c->regs.r9 = before.args[5];
+        c->regs.rcx = before.pc;
+        c->known |= 1u << UNW_X86_64_RDI | 1u << UNW_X86_64_RSI | 1u << UNW_X86_64_RDX | 1u << UNW_X86_64_R10 |
+                    1u << UNW_X86_64_R8 | 1u << UNW_X86_64_R9 | 1u << UNW_X86_64_RCX;
+    }
+    copy_stack(c, tid);
+    int ok = c->stack_len > 0 && read_blocked(c->pid, tid, &after) && blocked_same(&before, &after);
+    if (ok) {
+        unwind(as, upt, c, out);
+        ok = (out->end == 0 || out->end == 1) && !out->sp_backwards && out->n >= 2;
+        for (int k = 0; ok && k < out->n; k++)
+            ok = executable(c, out->pc[k]);
+    }
+    c->known = ALL_REGS;
+    c->as = NULL;
+    if (!ok)
+        memset(out, 0, sizeof *out);
+    return ok;
 }
 
 /*
@@ -406,6 +680,13 @@ void hdx_stacks_set_native_lines(int on)
     native_lines = on;
 }
 
+static int always_stop;
+
+void hdx_stacks_set_always_stop(int on)
+{
+    always_stop = on;
+}
+
 static hdx_symbolizer *symbolizer_for(const hdx_process *p)
 {
     for (size_t i = 0; i < SYM_CACHE; i++)
@@ -450,13 +731,13 @@ void hdx_stacks_forget(void)
 
 int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
 {
-    int rc = 0, n_ok = 0, n_perm = 0, n_gone = 0, first_err = 0;
+    int rc = 0, n_ok = 0, n_perm = 0, n_gone = 0, first_err = 0, n_stops = 0;
     int noted_perm = 0, noted_busy = 0;
     int64_t stopped_ns = 0, max_stop_ns = 0;
     char rl[32];
     rank_label(p, rl, sizeof rl);
     struct raw_stack *raw = NULL;
-    struct unwind_ctx ctx = {.pid = p->pid};
+    struct unwind_ctx ctx = {.pid = p->pid, .known = ALL_REGS};
     unw_addr_space_t as = NULL;
     void *upt = NULL;
     hdx_symbolizer *sym = NULL;
@@ -491,6 +772,11 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
         if (st == 0 || st == 'Z' || st == 'X') {
             t->stack_error = -ESRCH;
             n_gone++;
+            continue;
+        }
+        /* Waiting in the kernel: read without a stop if /proc shows it unmoved throughout. */
+        if ((st == 'S' || st == 'D') && !always_stop && read_without_stop(as, upt, &ctx, tid, &raw[i])) {
+            n_ok++;
             continue;
         }
         if (st == 'D') {
@@ -550,6 +836,7 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
             n_gone++;
             continue;
         }
+        n_stops++;
         int status;
         int w = hdx_ptrace_wait_stop(tid, timeout_ms, &status);
         if (w < 0) {
@@ -597,9 +884,10 @@ int hdx_stacks_sample(hdx_process *p, hdx_evidence *ev, int timeout_ms)
     }
     hdx_ptrace_sweep();
 
-    if (stopped_ns > 0) {
+    p->n_stopped += n_stops;
+    if (stopped_ns > 0 || n_ok > 0) {
         if (p->stopped_us == HDX_UNKNOWN)
-            p->stopped_us = 0;
+            p->stopped_us = 0; /* known: every thread read without a stop is 0 us */
         p->stopped_us += stopped_ns / 1000;
         if (max_stop_ns / 1000 > p->max_stop_us)
             p->max_stop_us = max_stop_ns / 1000;

@@ -73,4 +73,37 @@ void hdx_unwind_tables_free(hdx_unwind_tables *t);
  */
 int hdx_unwind_table_locate(Elf *elf, uint64_t map_start, uint64_t map_offset, uint64_t ip, unw_dyn_info_t *di);
 
+/*
+ * The frame of an x86-64 function that keeps a frame pointer, from code[0..len), its first
+ * instructions (read from the start its FDE gives, up to the pc of interest). Read in
+ * order, through the early exits of a shrink-wrapped function, up to its mov %rsp,%rbp:
+ * returns how many bytes rsp lies below rbp once the prologue is done, i.e. the pushes
+ * after the mov and the sub $N,%rsp that ends it, or those up to the first call, jump or
+ * return when there is no sub. At a call in the body that moves rsp no further (no pushed
+ * arguments, no alloca), the function's rbp is the call's rsp plus that. -1 when the code
+ * does not read so: no such mov, an instruction this small decoder does not know (it
+ * knows the integer and SSE moves and arithmetic that compilers put in prologues), a write
+ * to rsp or rbp it cannot follow, the bytes end first. Pure.
+ */
+long hdx_x86_fp_frame_size(const unsigned char *code, size_t len);
+
+/* What hdx_x86_call_before found before a return address. */
+enum { HDX_CALL_DIRECT = 1, HDX_CALL_SLOT, HDX_CALL_INDIRECT };
+
+/*
+ * The x86-64 call instruction that ends at return address ra, from b, the 8 bytes before
+ * ra: HDX_CALL_DIRECT with *where its target (call rel32), HDX_CALL_SLOT with *where the
+ * address of the pointer it calls through (call *rel32(%rip): -fno-plt, the GOT),
+ * HDX_CALL_INDIRECT (through a register or other memory: its target is not known), or 0
+ * when no call ends there. Pure.
+ */
+int hdx_x86_call_before(const unsigned char b[8], uint64_t ra, uint64_t *where);
+
+/*
+ * When the code at addr (code[0..len) its first bytes) is a PLT stub, jmp *rel32(%rip)
+ * (after an endbr64 and a bnd prefix, as .plt, .plt.sec and .plt.got have it): the
+ * address of the pointer it jumps through into *slot, and 0. -ENOENT otherwise. Pure.
+ */
+int hdx_x86_stub_slot(const unsigned char *code, size_t len, uint64_t addr, uint64_t *slot);
+
 #endif

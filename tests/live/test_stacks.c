@@ -144,7 +144,9 @@ int main(int argc, char **argv)
         CHECK(WIFEXITED(cst) && WEXITSTATUS(cst) == 0, "EPERM case (status %d)", cst);
 
     /* uninterruptible sleep: a vfork parent waits in D until its child
-     * exits; it must get -ETIMEDOUT and stay untraced */
+     * exits. It waits in a system call: its stack is read without a stop.
+     * When it must be stopped (here: hdx_stacks_set_always_stop), it gets
+     * -ETIMEDOUT after the D wait, a note, and stays untraced. */
     pid_t vp = fork();
     if (vp == 0) {
         if (vfork() == 0) {
@@ -162,8 +164,33 @@ int main(int argc, char **argv)
     if (vstate != 'D') {
         fprintf(stderr, "skip: the vfork parent is in state %c, not D\n", vstate ? vstate : '?');
     } else {
+#if defined(__SANITIZE_ADDRESS__)
+        /* ASan's vfork interceptor keeps the return address off the stack, where no unwind
+         * without the registers finds it: the thread takes the D way, as below. */
+        fprintf(stderr, "skip: the D thread read without a stop (ASan intercepts vfork)\n");
+#else
+        r = hdx_stacks_sample(p4, ev4, 300);
+        CHECK(r == 0 && p4->threads[0].stack_error == 0 && p4->n_stopped == 0,
+              "D thread in vfork read without a stop: %d / %d, %d stopped", r, p4->threads[0].stack_error,
+              p4->n_stopped);
+        /* vfork in libc, called from main. Not by name: this process is a fork of the test,
+         * whose libelf left private maps of libc.so.6 at offset 0 that mislead libdwfl's
+         * module layout now and then (symbols.c reads /proc/PID/maps through it). */
+        CHECK(live_frame(&p4->threads[0], "main") && p4->threads[0].frames[0].module &&
+                  strstr(p4->threads[0].frames[0].module, "libc.so"),
+              "the D thread's stack: vfork (libc) called from main");
+        live_print_stack(&p4->threads[0]);
+        CHECK(!live_has_note(ev4, "uninterruptible sleep"), "no D note for a thread read without a stop");
+        CHECK(live_untraced(vp) == 0, "D thread left untraced");
+        hdx_evidence_free(ev4);
+        ev4 = hdx_evidence_new();
+        p4 = hdx_evidence_add_process(ev4);
+        hdx_proc_read(p4, vp);
+#endif
+        hdx_stacks_set_always_stop(1);
         int64_t v0 = hdx_mono_ns();
         r = hdx_stacks_sample(p4, ev4, 300);
+        hdx_stacks_set_always_stop(0);
         double vms = (double)(hdx_mono_ns() - v0) / 1e6;
         CHECK(r == -ETIMEDOUT && p4->threads[0].stack_error == -ETIMEDOUT,
               "D thread: %d / %d", r, p4->threads[0].stack_error);

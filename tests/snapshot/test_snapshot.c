@@ -741,7 +741,7 @@ static void test_model_unchanged(void)
     } sizes[] = {
         /* hdx_evidence: 88 + the job-log facts and rank summaries (32), which snapshots do not
          * carry: logs are an input of analyze, read again each time (evidence.h). */
-        {"hdx_evidence", sizeof(hdx_evidence), 152}, {"hdx_process", sizeof(hdx_process), 200},
+        {"hdx_evidence", sizeof(hdx_evidence), 152}, {"hdx_process", sizeof(hdx_process), 208},
         {"hdx_thread", sizeof(hdx_thread), 184},     {"hdx_frame", sizeof(hdx_frame), 72},
         {"hdx_local", sizeof(hdx_local), 56},        {"hdx_lock", sizeof(hdx_lock), 104},
         {"hdx_waiter", sizeof(hdx_waiter), 40},
