@@ -314,6 +314,10 @@ int hdx_cmd_locks(int argc, char **argv)
         const char *why = NULL;
         char whybuf[192];
         struct stat st1, st2;
+        if (l->foreign) { /* a same-named file here is not the container's lock */
+            say("not deleted: ", l->path, "it is a path of a container whose files could not be found from here");
+            continue;
+        }
         /* Only a regular file of the invoking user, with or without --force: a lock file of
          * another user, or a link to one, is never ours to delete. */
         if (!deletable(l, force, whybuf, sizeof whybuf, &why) ||

@@ -90,6 +90,7 @@ void hdx_lock_clear(hdx_lock *l)
     if (!l)
         return;
     free(l->path);
+    free(l->job_path);
     free(l->source);
     free(l->holder_host);
     for (size_t i = 0; i < l->n_waiters; i++) {

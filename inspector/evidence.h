@@ -134,7 +134,11 @@ typedef struct hdx_waiter {
 } hdx_waiter;
 
 typedef struct hdx_lock {
-    char *path;
+    char *path;       /* the lock file as seen from here (what is checked, and deleted) */
+    char *job_path;   /* the path as the job saw it, when it ran in another mount namespace (a
+                         container) and that differs, else NULL */
+    int foreign;      /* 1: path is another mount namespace's that could not be mapped to this
+                         host's (its container gone, its traces telling nothing): not checked here */
     enum hdx_lock_kind kind;
     enum hdx_lock_state state;
     int exists;       /* the lock file exists now: 1, 0, HDX_UNKNOWN */

@@ -681,7 +681,7 @@ static void resolve_one(hdx_evidence *ev, hdx_lock *l, const hdx_kernel_lock *kl
         if (p)
             l->creator_alive = p->alive;
     }
-    if (remote) {
+    if (remote || l->foreign) { /* another host's, or a container's path not mappable here */
         l->exists = HDX_UNKNOWN;
     } else if (stat(l->path, &st) == 0) {
         l->exists = 1;

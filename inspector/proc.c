@@ -506,6 +506,87 @@ int hdx_proc_sample(hdx_process *p)
     return 0;
 }
 
+int hdx_proc_ns_pid(int pid, int tid)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", pid, tid);
+    char *s = hdx_read_file(path, 8192, NULL);
+    if (!s)
+        return HDX_UNKNOWN;
+    int v = HDX_UNKNOWN;
+    char *l = strstr(s, "\nNSpid:");
+    for (char *q = l ? l + 7 : NULL, *end; q; q = end) {
+        long x = strtol(q, &end, 10);
+        if (end == q)
+            break;
+        v = (int)x;
+    }
+    free(s);
+    return v;
+}
+
+uint64_t hdx_proc_ns(int pid, const char *name)
+{
+    char path[64], link[64];
+    if (pid > 0)
+        snprintf(path, sizeof path, "/proc/%d/ns/%s", pid, name);
+    else
+        snprintf(path, sizeof path, "/proc/self/ns/%s", name);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n <= 0)
+        return 0;
+    link[n] = 0;
+    const char *b = strchr(link, '[');
+    return b ? strtoull(b + 1, NULL, 10) : 0;
+}
+
+/* Each numeric entry of /proc: stop when fn returns non-zero, and return that. */
+static int each_pid(int (*fn)(int pid, const void *arg), const void *arg)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    struct dirent *de;
+    int r = 0;
+    while (!r && (de = readdir(d))) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (!*end && pid > 0)
+            r = fn((int)pid, arg);
+    }
+    closedir(d);
+    return r;
+}
+
+struct in_ns {
+    const char *ns;
+    uint64_t ino;
+    int nspid;
+    uint64_t start_ticks;
+};
+
+static int match_in_ns(int pid, const void *arg)
+{
+    const struct in_ns *q = arg;
+    if (hdx_proc_ns(pid, q->ns) != q->ino)
+        return 0;
+    if (q->nspid > 0 && hdx_proc_ns_pid(pid, pid) != q->nspid)
+        return 0;
+    return hdx_proc_alive(pid, q->start_ticks) == 1 ? pid : 0;
+}
+
+int hdx_proc_pid_in_ns(uint64_t pid_ns, int nspid, uint64_t start_ticks)
+{
+    struct in_ns q = {"pid", pid_ns, nspid, start_ticks};
+    return pid_ns && nspid > 0 ? each_pid(match_in_ns, &q) : 0;
+}
+
+int hdx_proc_in_mnt_ns(uint64_t mnt_ns)
+{
+    struct in_ns q = {"mnt", mnt_ns, 0, 0};
+    return mnt_ns ? each_pid(match_in_ns, &q) : 0;
+}
+
 int hdx_proc_alive(int pid, uint64_t start_ticks)
 {
     char path[64];

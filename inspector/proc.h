@@ -49,6 +49,23 @@ int hdx_proc_sample(hdx_process *p);
  */
 int hdx_proc_alive(int pid, uint64_t start_ticks);
 
+/* Containers (docs/design.md "Containers"). */
+
+/* Task tid of pid's pid in its innermost pid namespace (the last NSpid field of its
+ * status, proc(5)), or HDX_UNKNOWN when unreadable. */
+int hdx_proc_ns_pid(int pid, int tid);
+
+/* The inode of /proc/PID/ns/NAME ("pid", "mnt"; pid <= 0: hangdx's own), 0 when unreadable. */
+uint64_t hdx_proc_ns(int pid, const char *name);
+
+/* The pid, as seen here, of the live process whose pid is nspid in the pid namespace
+ * pid_ns and that started at start_ticks (0: any), or 0 when none. Scans /proc. */
+int hdx_proc_pid_in_ns(uint64_t pid_ns, int nspid, uint64_t start_ticks);
+
+/* A live process of the mount namespace mnt_ns, or 0 when none (the container is gone).
+ * Scans /proc. */
+int hdx_proc_in_mnt_ns(uint64_t mnt_ns);
+
 /* This boot's id (/proc/sys/kernel/random/boot_id), static buffer, "" if unreadable. */
 const char *hdx_proc_boot_id(void);
 

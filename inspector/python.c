@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proc.h" /* hdx_proc_ns_pid */
 #include "pyimpl.h"
 #include "util.h"
 
@@ -700,28 +701,11 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The last NSpid field of /proc/PID/task/TID/status (the innermost namespace). */
+/* The tid in the target's innermost pid namespace, or tid when unreadable. */
 static int ns_tid_of(int pid, int tid)
 {
-    char path[96];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/status", pid, tid);
-    char *s = hdx_read_file(path, 8192, NULL);
-    if (!s)
-        return tid;
-    int v = tid;
-    char *l = strstr(s, "\nNSpid:");
-    if (l) {
-        char *q = l + 7, *end;
-        for (;;) {
-            long x = strtol(q, &end, 10);
-            if (end == q)
-                break;
-            v = (int)x;
-            q = end;
-        }
-    }
-    free(s);
-    return v;
+    int v = hdx_proc_ns_pid(pid, tid);
+    return v == HDX_UNKNOWN ? tid : v;
 }
 
 static void load_tasks(walk_ctx *w)

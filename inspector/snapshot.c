@@ -476,6 +476,8 @@ static cJSON *lock_json(const hdx_lock *l, const char *default_host)
     if (!o)
         return NULL;
     cJSON_AddItemToObject(o, "path", hdx_json_str(l->path));
+    cJSON_AddItemToObject(o, "job_path", hdx_json_str(l->job_path));
+    cJSON_AddBoolToObject(o, "foreign", l->foreign);
     cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
     cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
     cJSON_AddItemToObject(o, "exists", hdx_json_bool(l->exists));
@@ -1250,6 +1252,8 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
     hdx_lock *l = hdx_evidence_add_lock(ev);
     if (!l || !(l->path = strdup(path->valuestring)))
         return fail(r, -ENOMEM, "out of memory");
+    l->job_path = get_str(r, o, "job_path");
+    l->foreign = get_bool(r, o, "foreign") == 1;
     if (k && (!cJSON_IsString(k) || lock_kind(k->valuestring, &l->kind)))
         return BAD(r, "\"kind\" should be \"baton\", \"flock\", \"posix\" or \"ofd\"");
     if (s && (!cJSON_IsString(s) || lock_state(s->valuestring, &l->state)))

@@ -98,6 +98,7 @@ void hdx_trace_image_clear(hdx_trace_image *img)
         return;
     free(img->file);
     free(img->host);
+    free(img->trace_dir);
     free(img->boot_id);
     free(img->cwd);
     free(img->exe);
@@ -152,6 +153,14 @@ static int parse_header(const cJSON *o, hdx_trace_image *img)
     if ((r = get_i64(o, "start_time", 0, INT64_MAX, &v)) < 0)
         goto bad;
     img->start_ticks = r == 1 ? (uint64_t)v : 0;
+    if ((r = get_i64(o, "pid_ns", 0, INT64_MAX, &v)) < 0)
+        goto bad;
+    img->pid_ns = r == 1 ? (uint64_t)v : 0;
+    if ((r = get_i64(o, "mnt_ns", 0, INT64_MAX, &v)) < 0)
+        goto bad;
+    img->mnt_ns = r == 1 ? (uint64_t)v : 0;
+    if ((r = get_str(o, "trace_dir", &img->trace_dir)) < 0)
+        goto fail;
     if ((r = get_str(o, "host", &img->host)) < 0 || (r = get_str(o, "boot_id", &img->boot_id)) < 0 ||
         (r = get_str(o, "cwd", &img->cwd)) < 0 || (r = get_str(o, "exe", &img->exe)) < 0 ||
         (r = get_strv(o, "argv", &img->argv, &img->argc)) < 0)
@@ -631,8 +640,93 @@ typedef struct pwait {
 } pwait;
 
 /* What the replay knows of one path. */
+/*
+ * How one image's pids and paths read here (docs/design.md "Containers"): a process of
+ * another pid namespace is looked up by its NSpid and start time, and a path of another
+ * mount namespace is mapped by the trace directory (the same directory seen from both
+ * sides gives the two prefixes), else through a live process of that namespace
+ * (/proc/PID/root). A path that cannot be mapped is not this host's: the lock is foreign.
+ */
+typedef struct nsview {
+    int foreign_pid;  /* its pid namespace is not hangdx's */
+    int host_pid;     /* foreign_pid: its pid here while it lives, else 0 */
+    int foreign_mnt;  /* its mount namespace is not hangdx's */
+    char *from, *to;  /* foreign_mnt: a path under from is to + the rest; from NULL: unmappable */
+} nsview;
+
+/* The length of the longest common tail of paths a and b that begins at a component of both. */
+static size_t common_tail(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), best = 0;
+    for (size_t n = 0; n < la && n < lb && a[la - 1 - n] == b[lb - 1 - n];) {
+        n++;
+        if ((n == la || a[la - 1 - n] == '/') && (n == lb || b[lb - 1 - n] == '/'))
+            best = n;
+    }
+    return best;
+}
+
+/* A copy of the first n bytes of s without trailing slashes. */
+static char *prefix_of(const char *s, size_t n)
+{
+    while (n && s[n - 1] == '/')
+        n--;
+    return strndup(s, n);
+}
+
+/* Paths of a foreign mount namespace: through a live process of it, exactly; else, when
+ * the container is gone, by the trace directory seen from both sides (exact when the
+ * directory lies in the container's root, a guess when it was bind-mounted from elsewhere). */
+static int view_of(const hdx_trace_set *set, const hdx_trace_image *img, nsview *v)
+{
+    memset(v, 0, sizeof *v);
+    uint64_t own_pid = hdx_proc_ns(0, "pid"), own_mnt = hdx_proc_ns(0, "mnt");
+    v->foreign_pid = img->pid_ns && own_pid && img->pid_ns != own_pid;
+    if (v->foreign_pid)
+        v->host_pid = hdx_proc_pid_in_ns(img->pid_ns, img->pid, img->start_ticks);
+    v->foreign_mnt = img->mnt_ns && own_mnt && img->mnt_ns != own_mnt;
+    if (!v->foreign_mnt)
+        return 0;
+    int live = hdx_proc_in_mnt_ns(img->mnt_ns);
+    char host_dir[PATH_MAX];
+    if (live) {
+        v->from = strdup("");
+        v->to = hdx_asprintf("/proc/%d/root", live);
+    } else if (img->trace_dir && realpath(set->dir, host_dir)) {
+        size_t t = common_tail(host_dir, img->trace_dir);
+        if (!t)
+            return 0; /* unmappable */
+        v->from = prefix_of(img->trace_dir, strlen(img->trace_dir) - t);
+        v->to = prefix_of(host_dir, strlen(host_dir) - t);
+    } else {
+        return 0;
+    }
+    if (!v->from || !v->to) {
+        free(v->from);
+        free(v->to);
+        v->from = v->to = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The path of image's path p as seen here (heap), or NULL when it cannot be mapped; *same
+ * says whether it is p itself. */
+static char *path_here(const nsview *v, const char *p, int *same)
+{
+    *same = !v->foreign_mnt;
+    if (!v->foreign_mnt)
+        return strdup(p);
+    size_t lf = v->from ? strlen(v->from) : 0;
+    if (!v->from || strncmp(p, v->from, lf) || (lf && p[lf] && p[lf] != '/'))
+        return NULL;
+    return hdx_asprintf("%s%s", v->to, p + lf);
+}
+
 typedef struct pstate {
-    const char *path; /* borrowed from an event */
+    char *path;       /* the lock file as seen here (heap), or as the job saw it when foreign */
+    const char *job_path; /* as the job saw it (borrowed from an event) when that differs, else NULL */
+    int foreign;      /* its path is another mount namespace's and could not be mapped here */
     int baton;        /* seen in acquire / wait / release */
     long creator;     /* image of the acquire not followed by a release, -1 */
     int64_t created;
@@ -642,17 +736,35 @@ typedef struct pstate {
     size_t n_waits;
 } pstate;
 
-static pstate *state_for(pstate **st, size_t *n, const char *path)
+/* The state of the lock file an event of an image with view v names; NULL on ENOMEM. */
+static pstate *state_for(pstate **st, size_t *n, const nsview *v, const char *path)
 {
+    int same;
+    char *here = path_here(v, path, &same);
+    int foreign = !here;
+    if (!here && !(here = strdup(path)))
+        return NULL;
     for (size_t i = 0; i < *n; i++)
-        if (strcmp((*st)[i].path, path) == 0)
+        if ((*st)[i].foreign == foreign && strcmp((*st)[i].path, here) == 0) {
+            free(here);
             return &(*st)[i];
+        }
     pstate *s = hdx_append((void **)st, n, sizeof *s);
-    if (s) {
-        s->path = path;
-        s->creator = s->taker = -1;
+    if (!s) {
+        free(here);
+        return NULL;
     }
+    s->path = here;
+    s->job_path = same ? NULL : path;
+    s->foreign = foreign;
+    s->creator = s->taker = -1;
     return s;
+}
+
+/* Image i's pid as seen here: its pid in hangdx's namespace while it lives, else its own. */
+static int pid_here(const hdx_trace_set *set, const nsview *views, size_t i)
+{
+    return views[i].foreign_pid && views[i].host_pid ? views[i].host_pid : set->images[i].pid;
 }
 
 /* End the waits of every image of pid on s (its acquire); only_baton keeps kernel lock calls. */
@@ -688,9 +800,11 @@ static size_t last_image_of(const hdx_trace_set *set, size_t i)
 }
 
 /* Is the process of image i alive now? 1, 0, HDX_UNKNOWN; notes why not known. */
-static int image_alive(const hdx_trace_set *set, size_t i, hdx_evidence *ev)
+static int image_alive(const hdx_trace_set *set, const nsview *views, size_t i, hdx_evidence *ev)
 {
     const hdx_trace_image *img = &set->images[i];
+    if (views[i].foreign_pid) /* a container's process: alive when its NSpid and start time are found */
+        return views[i].host_pid != 0;
     const char *boot = hdx_proc_boot_id();
     const hdx_trace_image *last = &set->images[last_image_of(set, i)];
     if (img->boot_id && boot[0] && strcmp(img->boot_id, boot) == 0)
@@ -785,7 +899,7 @@ static int note_leftovers(const hdx_trace_set *set, size_t creator, hdx_lock *l,
                              l->path, set->images[creator].pid, n, n == 1 ? "" : "es", n == 1 ? "s" : "", list);
 }
 
-static int emit_lock(const hdx_trace_set *set, pstate *s, hdx_evidence *ev)
+static int emit_lock(const hdx_trace_set *set, const nsview *views, pstate *s, hdx_evidence *ev)
 {
     int any_wait = 0;
     for (size_t i = 0; i < s->n_waits; i++)
@@ -794,8 +908,10 @@ static int emit_lock(const hdx_trace_set *set, pstate *s, hdx_evidence *ev)
         return 0; /* taken and released, nobody waits: nothing to say */
     hdx_lock *l = hdx_evidence_find_lock(ev, s->path);
     if (!l) {
-        if (!(l = hdx_evidence_add_lock(ev)) || !(l->path = strdup(s->path)) || !(l->source = strdup("trace")))
+        if (!(l = hdx_evidence_add_lock(ev)) || !(l->path = strdup(s->path)) || !(l->source = strdup("trace")) ||
+            (s->job_path && !(l->job_path = strdup(s->job_path))))
             return -ENOMEM;
+        l->foreign = s->foreign;
         l->kind = HDX_LOCK_BATON;
         if (!s->baton) {
             for (size_t i = 0; i < s->n_waits; i++)
@@ -810,10 +926,10 @@ static int emit_lock(const hdx_trace_set *set, pstate *s, hdx_evidence *ev)
     if (creator >= 0 && !l->has_creator) {
         const hdx_trace_image *ci = &set->images[creator];
         l->has_creator = 1;
-        l->creator_pid = ci->pid;
+        l->creator_pid = pid_here(set, views, (size_t)creator);
         l->creator_rank = ci->rank;
         l->created_ns = created;
-        l->creator_alive = image_alive(set, (size_t)creator, ev);
+        l->creator_alive = image_alive(set, views, (size_t)creator, ev);
         if (l->creator_alive == 0 && note_leftovers(set, (size_t)creator, l, ev) < 0)
             return -ENOMEM;
     }
@@ -825,23 +941,25 @@ static int emit_lock(const hdx_trace_set *set, pstate *s, hdx_evidence *ev)
         const char *how = w->how;
         if (how && !strcmp(how, "stat"))
             how = "stat poll";
-        int r = add_waiter(l, wi->pid, w->tid, wi->rank, w->since, how);
+        int r = add_waiter(l, pid_here(set, views, w->img), views[w->img].foreign_pid ? HDX_UNKNOWN : w->tid, wi->rank,
+                           w->since, how);
         if (r < 0)
             return r;
     }
     return 0;
 }
 
-static int add_process(const hdx_trace_set *set, size_t i, hdx_evidence *ev)
+static int add_process(const hdx_trace_set *set, const nsview *views, size_t i, hdx_evidence *ev)
 {
     const hdx_trace_image *img = &set->images[i];
-    if (hdx_evidence_find_process_on(ev, img->host, img->pid))
+    int pid = pid_here(set, views, i);
+    if (hdx_evidence_find_process_on(ev, img->host, pid))
         return 0; /* live inspection already read it (pids repeat across hosts: this host's) */
-    int alive = image_alive(set, i, ev);
+    int alive = image_alive(set, views, i, ev);
     hdx_process *p = hdx_evidence_add_process(ev);
     if (!p)
         return -ENOMEM;
-    p->pid = img->pid;
+    p->pid = pid;
     p->ppid = img->ppid;
     p->start_ticks = img->start_ticks;
     p->alive = alive;
@@ -868,6 +986,23 @@ int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_pr
     int r = 0;
     if (!set || !ev)
         return -EINVAL;
+    nsview *views = calloc(set->n_images ? set->n_images : 1, sizeof *views);
+    if (!views)
+        return -ENOMEM;
+    size_t foreign = 0, unmapped = 0;
+    for (size_t i = 0; i < set->n_images; i++) {
+        if (view_of(set, &set->images[i], &views[i]) < 0)
+            goto nomem;
+        foreign += views[i].foreign_mnt || views[i].foreign_pid;
+        unmapped += views[i].foreign_mnt && !views[i].from;
+    }
+    if (foreign)
+        hdx_evidence_note(ev, "%s: %zu trace image%s of processes in other namespaces (a container): their pids and "
+                              "paths are mapped to this host's%s",
+                          set->dir, foreign, foreign == 1 ? "" : "s",
+                          unmapped ? "; the paths of some could not be (no live process of their mount namespace, "
+                                     "and the trace directory tells nothing): their locks are not checked here"
+                                   : "");
     for (size_t i = 0; i < set->n_images; i++) {
         const hdx_trace_image *img = &set->images[i];
         ref *h = hdx_append((void **)&refs, &n_refs, sizeof *h);
@@ -901,7 +1036,7 @@ int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_pr
         const hdx_trace_event *e = &img->events[refs[q].ev];
         if (!e->path)
             continue;
-        pstate *s = state_for(&st, &n_st, e->path);
+        pstate *s = state_for(&st, &n_st, &views[refs[q].img], e->path);
         if (!s)
             goto nomem;
         switch (e->type) {
@@ -962,12 +1097,12 @@ int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_pr
             for (size_t k = 0; k < st[s].n_waits; k++)
                 if (st[s].waits[k].active && set->images[st[s].waits[k].img].pid == set->images[st[s].taker].pid)
                     st[s].taker = -1;
-        if ((r = emit_lock(set, &st[s], ev)) < 0)
+        if ((r = emit_lock(set, views, &st[s], ev)) < 0)
             goto out;
     }
     if (add_processes) {
         for (size_t i = 0; i < set->n_images; i++)
-            if (last_image_of(set, i) == i && (r = add_process(set, i, ev)) < 0)
+            if (last_image_of(set, i) == i && (r = add_process(set, views, i, ev)) < 0)
                 goto out;
     }
     for (size_t i = 0; i < set->n_notes; i++)
@@ -983,8 +1118,15 @@ int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_pr
 nomem:
     r = -ENOMEM;
 out:
-    for (size_t s = 0; s < n_st; s++)
+    for (size_t s = 0; s < n_st; s++) {
         free(st[s].waits);
+        free(st[s].path);
+    }
+    for (size_t i = 0; i < set->n_images; i++) {
+        free(views[i].from);
+        free(views[i].to);
+    }
+    free(views);
     free(st);
     free(refs);
     return r;

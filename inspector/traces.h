@@ -51,6 +51,8 @@ typedef struct hdx_trace_image {
     hdx_env *env;
     size_t n_env;
     int rank, local_rank, world_size; /* derived from env, HDX_UNKNOWN */
+    uint64_t pid_ns, mnt_ns;          /* the namespaces it ran in (inodes), 0 unknown */
+    char *trace_dir;                  /* the trace directory as the process saw it, or NULL */
     hdx_trace_event *events;
     size_t n_events;
 } hdx_trace_image;

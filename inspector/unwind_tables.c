@@ -166,13 +166,13 @@ int hdx_unwind_table_locate(Elf *elf, uint64_t map_start, uint64_t map_offset, u
     return 0;
 }
 
-/* The table of the image that m maps (ip inside it), from its file read through
- * /proc/PID/root. 0 or -ENOENT. */
+/* The table of the image that m maps (ip inside it), from its file as hdx_pymap_file finds
+ * it (a container's through /proc/PID/root, a chroot's by the path the maps show). 0 or -ENOENT. */
 static int locate_table(const hdx_unwind_tables *t, const hdx_pymap *m, uint64_t ip, unw_dyn_info_t *di)
 {
-    char path[PATH_MAX + 32];
-    int n = snprintf(path, sizeof path, "/proc/%d/root%s", t->pid, m->path);
-    if (n <= 0 || (size_t)n >= sizeof path)
+    char path[PATH_MAX + 64], root[64];
+    snprintf(root, sizeof root, "/proc/%d/root", t->pid);
+    if (hdx_pymap_file(t->pid, root, m, path, sizeof path))
         return -ENOENT;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)

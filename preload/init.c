@@ -318,6 +318,18 @@ static ssize_t read_small(const char *path, char *buf, size_t cap)
     return (ssize_t)n;
 }
 
+/* The inode of a /proc/self/ns/ link ("pid:[4026531836]"), 0 when unreadable. */
+static int64_t ns_inode(const char *path)
+{
+    char link[64];
+    ssize_t l = syscall(SYS_readlinkat, AT_FDCWD, path, link, sizeof link - 1);
+    const char *d = l > 0 ? memchr(link, '[', (size_t)l) : NULL;
+    int64_t ino = 0;
+    for (d = d ? d + 1 : NULL; d && d < link + l && *d >= '0' && *d <= '9'; d++)
+        ino = ino * 10 + (*d - '0');
+    return ino;
+}
+
 static void write_header(void)
 {
     struct hdx_w w;
@@ -341,6 +353,22 @@ static void write_header(void)
         hdx_w_strn(&w, tmp, (size_t)n);
     else
         hdx_w_raw(&w, "null");
+
+    /* The namespaces it runs in (containers): the inodes of /proc/self/ns/pid and
+     * /proc/self/ns/mnt ("pid:[4026531836]"), and its trace directory as it sees it, so
+     * that a reader on the host can map its pids and paths (include/hangdx/trace.h). */
+    static const char *const ns[][2] = {{"pid_ns", "/proc/self/ns/pid"}, {"mnt_ns", "/proc/self/ns/mnt"}};
+    for (size_t i = 0; i < 2; i++) {
+        int64_t ino = ns_inode(ns[i][1]);
+        if (hdx_w_key(&w, ns[i][0], 1) != 0)
+            continue;
+        if (ino > 0)
+            hdx_w_int(&w, ino);
+        else
+            hdx_w_raw(&w, "null");
+    }
+    if (hdx_w_key(&w, "trace_dir", 1) == 0)
+        hdx_w_str(&w, trace_dir_path);
 
     /* start_time: field 22 of /proc/self/stat, counted after the ")" of comm. */
     int64_t start = -1;
@@ -447,8 +475,16 @@ static void start_trace(const char *dir, int reuse)
     struct utsname un;
     if (uname(&un) != 0)
         goto fail;
-    char pid[24];
+    /* In a pid namespace other than the host's (PROC_PID_INIT_INO, a kernel constant), the
+     * pid repeats across containers (every rank pid 1): the name carries the namespace too. */
+    char pid[48];
     hdx_itoa(raw_getpid(), pid);
+    int64_t pidns = ns_inode("/proc/self/ns/pid");
+    if (pidns > 0 && pidns != 0xEFFFFFFCLL) {
+        size_t at = strlen(pid);
+        memcpy(pid + at, "-ns", 3);
+        hdx_itoa(pidns, pid + at + 3);
+    }
     size_t hl = strlen(un.nodename), pl = strlen(pid);
     if (hl + pl + sizeof HDX_TRACE_SUFFIX + 1 > sizeof trace_name)
         goto fail;

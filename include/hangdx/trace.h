@@ -2,7 +2,8 @@
  * hangdx.trace/1 — the on-disk trace that the preload shim writes and the
  * inspector reads. Shared by preload/ and inspector/; nothing else belongs here.
  *
- * A trace directory holds one file per process, named "<host>-<pid>.jsonl",
+ * A trace directory holds one file per process, named "<host>-<pid>.jsonl"
+ * ("<host>-<pid>-ns<pid namespace inode>.jsonl" in a pid namespace not the host's),
  * mode 0600 whatever the umask, owned by the process's effective user, opened
  * O_APPEND. The shim holds that one fd, close-on-exec, at a high number it takes
  * while the process has a single thread (preload/tracefd.c; README "hangdx run"):
@@ -21,8 +22,12 @@
  *
  * Header (type "header"):
  *   {"schema":"hangdx.trace/1","type":"header","t":NS,"pid":P,"ppid":PP,
- *    "host":"h","boot_id":"uuid","start_time":TICKS,"cwd":"/abs","exe":"/abs",
- *    "argv":["a","b"],"env":{"RANK":"0",...}}
+ *    "host":"h","boot_id":"uuid","pid_ns":INO,"mnt_ns":INO,"trace_dir":"/abs",
+ *    "start_time":TICKS,"cwd":"/abs","exe":"/abs","argv":["a","b"],"env":{"RANK":"0",...}}
+ *   pid_ns and mnt_ns are the inodes of the process's /proc/self/ns/pid and
+ *   /proc/self/ns/mnt (null when unreadable): in a container, pid and every
+ *   path are the container's, and trace_dir is the trace directory as the
+ *   process saw it (docs/design.md "Containers").
  *   start_time is field 22 of /proc/PID/stat (clock ticks since boot,
  *   proc(5)); with boot_id it tells a live process from a recycled pid.
  *   env holds only the names in HDX_TRACE_ENV_NAMES that are set. The shim

@@ -233,6 +233,7 @@ static hdx_evidence *full_evidence(void)
 
     l = hdx_evidence_add_lock(ev);
     l->path = sdup("/work/job/other.lock");
+    l->job_path = sdup("/workspace/other.lock"); /* a container's path, mapped here */
     l->kind = HDX_LOCK_FLOCK;
     l->state = HDX_LOCK_HELD;
     l->holder_pid = 4200;
@@ -332,6 +333,7 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
     for (size_t i = 0; i < a->n_locks && i < b->n_locks; i++) {
         const hdx_lock *l = &a->locks[i], *m = &b->locks[i];
         CHECK(streq(l->path, m->path) && l->kind == m->kind && l->state == m->state);
+        CHECK(streq(l->job_path, m->job_path) && l->foreign == m->foreign);
         CHECK(l->exists == m->exists && l->mtime_ns == m->mtime_ns && l->holder_pid == m->holder_pid &&
               l->unchecked == m->unchecked);
         CHECK(l->has_creator == m->has_creator && l->creator_pid == m->creator_pid);
@@ -743,7 +745,7 @@ static void test_model_unchanged(void)
          * carry: logs are an input of analyze, read again each time (evidence.h). */
         {"hdx_evidence", sizeof(hdx_evidence), 152}, {"hdx_process", sizeof(hdx_process), 208},
         {"hdx_thread", sizeof(hdx_thread), 184},     {"hdx_frame", sizeof(hdx_frame), 72},
-        {"hdx_local", sizeof(hdx_local), 56},        {"hdx_lock", sizeof(hdx_lock), 104},
+        {"hdx_local", sizeof(hdx_local), 56},        {"hdx_lock", sizeof(hdx_lock), 112},
         {"hdx_waiter", sizeof(hdx_waiter), 40},
     };
     if (sizeof(void *) != 8)
