@@ -1,10 +1,12 @@
 /*
  * hangdx run [--hang-timeout SEC [--on-hang report|kill [--kill-grace SEC[,SEC]]]] [-d DIR] -- COMMAND...:
  * run COMMAND with the lock-tracing shim preloaded, tracing into DIR, and pass
- * its exit status through. With --hang-timeout, watch the job (watch.h: CPU
- * time, trace events, Python stacks read without a stop; here: its output,
- * passed through) and capture, classify and report it into DIR when nothing
- * moved for SEC seconds. CPU time whose Python stacks stayed put is confirmed
+ * its exit status through. The job gets hangdx's fds and process group as
+ * they are: nothing of its output passes through hangdx, and a hangdx that
+ * dies leaves it running as it was. With --hang-timeout, watch the job
+ * (watch.h: bytes written, CPU time, trace events, Python stacks read without
+ * a stop) and capture, classify and report it into DIR when nothing moved for
+ * SEC seconds. CPU time whose Python stacks stayed put is confirmed
  * by the capture: a verdict of not_hung is progress, and no report.
  *
  * --on-hang kill never makes the hang it reports: it ends the job only on a
@@ -20,11 +22,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,17 +79,18 @@ static void usage(FILE *f)
             "                        SIGTERM, and after SIGTERM before SIGKILL (one value: both;\n"
             "                        default 10,10)\n"
             "  -h, --help            this text\n\n"
-            "Progress is any of: a byte of output, a new trace event other than a lock wait, a\n"
-            "process whose main thread's Python stack moved while it used CPU (read from memory,\n"
-            "nothing stopped, once a second while the job is silent but busy). CPU time alone\n"
-            "(5%% of a core over 3 s) is not: a rank spinning in a GPU or NCCL wait burns a\n"
-            "core. After SEC seconds without progress hangdx captures the job; a not_hung\n"
-            "verdict counts as progress (no report; the next check SEC later), any other is\n"
-            "reported. The job's stdout and stderr when they are not a terminal pass through\n"
-            "hangdx unchanged (a pipe instead of the file: programs that ask isatty() see no\n"
-            "difference); output to a terminal goes straight to it and is not\n"
-            "a progress signal there. hangdx adopts the processes whose parents exit (child\n"
-            "subreaper), so 'kill' ends the whole tree, new sessions included.\n\n"
+            "Progress is any of: bytes written by a process of the job, anywhere (/proc/PID/io\n"
+            "wchar, the shim's trace lines taken off; not send(2) or shared memory), a new trace\n"
+            "event other than a lock wait, a process whose main thread's Python stack moved\n"
+            "while it used CPU (read from memory, nothing stopped, once a second while the job\n"
+            "is silent but busy). CPU time alone (5%% of a core over 3 s) is not: a rank\n"
+            "spinning in a GPU or NCCL wait burns a core. After SEC seconds without progress\n"
+            "hangdx captures the job; a not_hung verdict counts as progress (no report; the\n"
+            "next check SEC later), any other is reported. The job's stdout and stderr are\n"
+            "hangdx's own, untouched: nothing passes through hangdx, and a hangdx that dies\n"
+            "(kill -9, the OOM killer) leaves the job running as it was. hangdx adopts the\n"
+            "processes whose parents exit (child subreaper), so 'kill' ends the whole tree,\n"
+            "new sessions included.\n\n"
             "--on-hang kill ends the job only on a verdict of medium or high confidence (low\n"
             "confidence never kills) whose culprit does no work (a build whose compilers\n"
             "progress, a rank still computing: the job may only be slow), and only when a\n"
@@ -97,8 +103,9 @@ static void usage(FILE *f)
             "the second, each once to its process group (when it has its own) and to each\n"
             "process of the tree outside it, until nothing of it is left.\n\n"
             "The exit status is COMMAND's own (128+N when a signal N killed it), or 124 when\n"
-            "--on-hang kill ended it. SIGINT, SIGTERM and SIGHUP sent to hangdx are passed on\n"
-            "to COMMAND.\n\n"
+            "--on-hang kill ended it. COMMAND stays in hangdx's process group: a signal to\n"
+            "that group (Ctrl-C, kill -- -PGID) reaches it from the kernel, once; SIGINT,\n"
+            "SIGTERM and SIGHUP sent to hangdx alone are passed on to it, once.\n\n"
             "examples:\n"
             "  hangdx run -d traces/ -- torchrun --nproc_per_node 8 pretrain.py --tp 2\n"
             "  srun hangdx run -d /shared/traces/$SLURM_JOB_ID -- python train.py\n"
@@ -301,71 +308,40 @@ static int set_env(const char *shim, const char *trace_dir)
     return rc;
 }
 
+/* ------------------------------------------------------------ signals */
+
+/*
+ * SIGINT, SIGTERM and SIGHUP reach the job once. The job stays in hangdx's
+ * process group (so a terminal, a shell's job control and a launcher's
+ * `kill -- -PGID` see it where they put hangdx), and a signal that the kernel
+ * delivered to that group has reached the job already: hangdx must not pass it
+ * on. A signal sent to hangdx alone (kill PID, a launcher's terminate) must be.
+ * Nothing in siginfo tells the two apart (both are SI_USER from the same
+ * sender), so a witness does: a child of hangdx's, in its process group, that
+ * holds these signals blocked and reads them from a signalfd. Every one that
+ * hangdx gets goes to the witness (a write from the handler); the witness
+ * passes it on to the job only when it did not get the same signal, from the
+ * same sender, itself (a group signal) within WITNESS_WAIT_MS. A signal sent
+ * to one thread (tgkill) or queued (sigqueue) has one target: at once. The
+ * witness dies with hangdx (PR_SET_PDEATHSIG) and holds none of its fds but
+ * its own; it is no part of the job (never watched, captured or killed).
+ */
+#define WITNESS_WAIT_MS 50 /* a group kill queues on every member within microseconds */
+#define WITNESS_KEEP_NS 1000000000LL /* a signal the witness got, kept to match hangdx's */
+#define WITNESS_SLOTS 32
+
+static const int relayed[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_RELAYED (sizeof relayed / sizeof relayed[0])
+
+/* A signal as hangdx (or the witness) got it. */
+struct relay {
+    int sig, code, pid, pad;
+    long long t_ns; /* CLOCK_MONOTONIC */
+};
+
 static volatile sig_atomic_t child_pid;
-
-/* Pass the signal on, unless the terminal sent it: the child, in the same
- * foreground process group, has it already (SI_KERNEL), and a second ^C
- * would interrupt its cleanup. */
-static void forward(int sig, siginfo_t *si, void *uc)
-{
-    (void)uc;
-    if (child_pid > 0 && !(si && si->si_code == SI_KERNEL))
-        kill(child_pid, sig);
-}
-
-static int run_child(char **command)
-{
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    struct sigaction sa = {0};
-    sa.sa_sigaction = forward;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    struct sigaction old[3];
-    sigset_t block, saved;
-    sigemptyset(&block);
-    for (size_t i = 0; i < 3; i++)
-        sigaddset(&block, sigs[i]);
-    /* No signal between fork and the handlers knowing the child. */
-    sigprocmask(SIG_BLOCK, &block, &saved);
-    for (size_t i = 0; i < 3; i++)
-        sigaction(sigs[i], &sa, &old[i]);
-
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "hangdx run: cannot start %s: %s\n", command[0], strerror(errno));
-        sigprocmask(SIG_SETMASK, &saved, NULL);
-        return HDX_EXIT_FAILURE;
-    }
-    if (pid == 0) {
-        for (size_t i = 0; i < 3; i++)
-            sigaction(sigs[i], &old[i], NULL);
-        signal(SIGQUIT, SIG_DFL);
-        sigprocmask(SIG_SETMASK, &saved, NULL);
-        execvp(command[0], command);
-        int e = errno;
-        fprintf(stderr, "hangdx run: cannot run %s: %s\n", command[0], strerror(e));
-        _exit(e == ENOENT ? 127 : 126);
-    }
-    child_pid = pid;
-    sigprocmask(SIG_SETMASK, &saved, NULL);
-
-    int status;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            fprintf(stderr, "hangdx run: lost track of %s (pid %d): %s\n", command[0], (int)pid,
-                    strerror(errno));
-            return HDX_EXIT_FAILURE;
-        }
-    }
-    child_pid = 0;
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return HDX_EXIT_FAILURE;
-}
-
-/* ------------------------------------------------------------ the watch */
+static volatile sig_atomic_t witness_fd = -1; /* hangdx's end of the pipe to the witness */
+static pid_t witness_pid;                     /* 0: none */
 
 static double now_s(void)
 {
@@ -374,98 +350,330 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Tell the witness; without one, pass the signal on unless a terminal sent it (the job, in our
+ * foreground process group, has it already). */
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    int saved = errno;
+    struct relay r = {sig, si ? si->si_code : SI_USER, si ? si->si_pid : 0, 0, now_ns()};
+    int fd = witness_fd;
+    if ((fd < 0 || write(fd, &r, sizeof r) != (ssize_t)sizeof r) && child_pid > 0 && r.code != SI_KERNEL)
+        kill(child_pid, sig);
+    errno = saved;
+}
+
+static void witness_pass(int pidfd, pid_t job, int sig)
+{
+#ifdef SYS_pidfd_send_signal
+    if (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)
+        return;
+    if (pidfd >= 0 && errno == ESRCH)
+        return; /* the job is gone (reaped: its pid may be another process's now) */
+#endif
+    (void)pidfd;
+    kill(job, sig);
+}
+
+/* Close every fd but keep[0..n) (ascending). */
+static void close_all_but(const int *keep, size_t n)
+{
+    unsigned lo = 0;
+    for (size_t i = 0; i <= n; i++) {
+        unsigned hi = i < n ? (unsigned)keep[i] : ~0U;
+        if (hi > lo) {
+#ifdef SYS_close_range
+            if (syscall(SYS_close_range, lo, hi - 1, 0) == 0) {
+                lo = hi + 1;
+                continue;
+            }
+#endif
+            for (unsigned fd = lo; fd < hi && fd < 4096; fd++)
+                close((int)fd);
+        }
+        lo = hi + 1;
+    }
+}
+
+/*
+ * Blank this process's copy of the environment block that it was exec'd with (proc(5): fields
+ * 50 and 51 of /proc/self/stat, env_start and env_end; /proc/PID/environ reads those bytes of
+ * its memory). The witness is a fork of hangdx, whose environment carries the job's rank
+ * variables when a launcher set them: a capture that takes the sibling ranks under a rank's
+ * parent, or `inspect --all`, would take the witness for a rank.
+ */
+static void blank_environ_block(void)
+{
+    char buf[2048];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long start = 0, end = 0;
+    for (int field = 2; p && *p && field < 51; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            break;
+        p++;
+        if (field + 1 == 50)
+            start = strtoull(p, NULL, 10);
+        else if (field + 1 == 51)
+            end = strtoull(p, NULL, 10);
+    }
+    if (start && end > start && end - start < (64u << 20))
+        memset((void *)(uintptr_t)start, 0, (size_t)(end - start));
+}
+
+/* The witness's life: never returns. rd: the pipe from hangdx; pidfd: the job's (or -1). */
+static void witness_main(int rd, int pidfd, pid_t job, pid_t hangdx)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != hangdx)
+        _exit(0);
+    prctl(PR_SET_NAME, "hangdx-witness", 0, 0, 0);
+    blank_environ_block();
+    /* Ctrl-Z and Ctrl-\ are hangdx's and the job's business; it never writes anywhere. */
+    static const int ign[] = {SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE};
+    for (size_t i = 0; i < sizeof ign / sizeof ign[0]; i++)
+        signal(ign[i], SIG_IGN);
+    signal(SIGCHLD, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < N_RELAYED; i++)
+        sigaddset(&set, relayed[i]);
+    sigprocmask(SIG_BLOCK, &set, NULL); /* blocked since before the fork already */
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    int keep[3] = {rd, pidfd, sfd}, nk = 0;
+    for (int i = 0; i < 3; i++)
+        if (keep[i] >= 0)
+            keep[nk++] = keep[i];
+    for (int i = 1; i < nk; i++) /* ascending */
+        for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+            int t = keep[j];
+            keep[j] = keep[j - 1];
+            keep[j - 1] = t;
+        }
+    close_all_but(keep, (size_t)nk);
+    fcntl(rd, F_SETFL, O_NONBLOCK); /* reads drain the pipe, then the signalfd is looked at */
+
+    struct relay asked[WITNESS_SLOTS], seen[WITNESS_SLOTS];
+    size_t na = 0, ns = 0;
+    int open_rd = 1;
+    while (open_rd || na) {
+        long long now = now_ns(), next = -1;
+        for (size_t i = 0; i < na; i++) {
+            long long d = asked[i].t_ns + WITNESS_WAIT_MS * 1000000LL;
+            if (next < 0 || d < next)
+                next = d;
+        }
+        int timeout = next < 0 ? -1 : next <= now ? 0 : (int)((next - now) / 1000000LL) + 1;
+        struct pollfd pf[2] = {{.fd = open_rd ? rd : -1, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        if (poll(pf, 2, timeout) < 0 && errno != EINTR)
+            _exit(1);
+        /* What hangdx got, then what we got: a group signal queued on us before hangdx's
+         * handler could tell us of it, so it is in the signalfd when we look there after. */
+        while (open_rd && na < WITNESS_SLOTS) {
+            ssize_t n = read(rd, &asked[na], sizeof asked[na]);
+            if (n == (ssize_t)sizeof asked[na])
+                na++;
+            else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+                open_rd = 0; /* hangdx is done (or gone) */
+            else if (n < 0 && errno == EINTR)
+                continue;
+            else
+                break;
+        }
+        struct signalfd_siginfo fi;
+        now = now_ns();
+        while (sfd >= 0 && read(sfd, &fi, sizeof fi) == (ssize_t)sizeof fi) {
+            if (ns == WITNESS_SLOTS)
+                memmove(seen, seen + 1, --ns * sizeof *seen);
+            seen[ns++] = (struct relay){(int)fi.ssi_signo, fi.ssi_code, (int)fi.ssi_pid, 0, now};
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < na; i++) {
+            struct relay *a = &asked[i];
+            int mine_only = a->code == SI_TKILL || a->code == SI_QUEUE, matched = 0;
+            for (size_t j = 0; !mine_only && j < ns && !matched; j++)
+                if (seen[j].sig == a->sig && seen[j].code == a->code && seen[j].pid == a->pid &&
+                    seen[j].t_ns >= a->t_ns - WITNESS_KEEP_NS) {
+                    memmove(seen + j, seen + j + 1, (--ns - j) * sizeof *seen);
+                    matched = 1; /* the group got it: the job has it from the kernel */
+                }
+            if (matched)
+                continue;
+            if (mine_only || now >= a->t_ns + WITNESS_WAIT_MS * 1000000LL || sfd < 0)
+                witness_pass(pidfd, job, a->sig);
+            else
+                asked[k++] = *a; /* not yet: the group kill may still be queuing */
+        }
+        na = k;
+        k = 0;
+        for (size_t j = 0; j < ns; j++)
+            if (seen[j].t_ns >= now - WITNESS_KEEP_NS)
+                seen[k++] = seen[j];
+        ns = k;
+    }
+    _exit(0);
+}
+
+/* Start the witness of the job pid (see above); with signals blocked. Without one (fork failed),
+ * the handler passes signals on itself, as before. */
+static void start_witness(pid_t job)
+{
+    int p[2], pidfd = -1;
+#ifdef SYS_pidfd_open
+    pidfd = (int)syscall(SYS_pidfd_open, job, 0);
+#endif
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        if (pidfd >= 0)
+            close(pidfd);
+        return;
+    }
+    pid_t me = getpid(), w = fork();
+    if (w == 0)
+        witness_main(p[0], pidfd, job, me);
+    close(p[0]);
+    if (pidfd >= 0)
+        close(pidfd);
+    if (w < 0) {
+        close(p[1]);
+        return;
+    }
+    fcntl(p[1], F_SETFL, O_NONBLOCK); /* the handler never blocks */
+    witness_pid = w;
+    witness_fd = p[1];
+}
+
+/* The job is over: the witness ends (end of its pipe) and is reaped. */
+static void stop_witness(void)
+{
+    int fd = witness_fd;
+    witness_fd = -1;
+    if (fd >= 0)
+        close(fd);
+    if (witness_pid > 0)
+        while (waitpid(witness_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    witness_pid = 0;
+}
+
 static void on_sigchld(int sig)
 {
     (void)sig; /* only wakes ppoll */
 }
 
-/*
- * The job's output streams: for each of stdout and stderr that is open and
- * not a terminal, a pipe whose read end hangdx copies to the same fd. When
- * both are the same file (2>&1), one pipe carries both, so that their order
- * is kept.
- */
-struct stream {
-    int out;     /* hangdx's fd the bytes go to (1 or 2) */
-    int rd, wr;  /* the pipe; -1 when closed */
-    int targets; /* bit 0: the job's stdout, bit 1: its stderr */
+/* The dispositions start_job changed, to restore in the job and afterwards. */
+struct job_start {
+    sigset_t saved;              /* the mask before */
+    struct sigaction old[N_RELAYED], old_pipe, old_chld;
+    int watch;                   /* SIGCHLD handled (the watch) */
 };
 
-static int open_streams(struct stream *s, size_t *n)
+/*
+ * Fork and exec command with the job's signals blocked until the witness knows it: the job
+ * gets hangdx's fds (stdout and stderr as they are, no pipe between) and signal dispositions as
+ * they were. watch: also handle SIGCHLD (wakes the watch's ppoll). Returns the job's pid, or -1
+ * (said on stderr); on return, the mask is js->saved with SIGCHLD added when watch.
+ */
+static pid_t start_job(char **command, int watch, struct job_start *js)
 {
-    struct stat st[3];
-    int piped[3] = {0};
-    *n = 0;
-    for (int fd = 1; fd <= 2; fd++)
-        piped[fd] = fstat(fd, &st[fd]) == 0 && !isatty(fd);
-    for (int fd = 1; fd <= 2; fd++) {
-        if (!piped[fd])
-            continue;
-        if (fd == 2 && piped[1] && st[1].st_dev == st[2].st_dev && st[1].st_ino == st[2].st_ino &&
-            !S_ISCHR(st[2].st_mode)) {
-            s[0].targets |= 2;
-            continue;
-        }
-        int p[2];
-        if (pipe2(p, O_CLOEXEC) != 0)
-            return -errno;
-        fcntl(p[0], F_SETFL, O_NONBLOCK);
-        s[*n] = (struct stream){.out = fd, .rd = p[0], .wr = p[1], .targets = fd == 1 ? 1 : 2};
-        (*n)++;
+    struct sigaction sa = {0}, ign = {0}, chld = {0};
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    chld.sa_handler = on_sigchld;
+    sigemptyset(&chld.sa_mask);
+    sigset_t block;
+    sigemptyset(&block);
+    for (size_t i = 0; i < N_RELAYED; i++)
+        sigaddset(&block, relayed[i]);
+    if (watch)
+        sigaddset(&block, SIGCHLD);
+    /* No signal between fork and the handlers knowing the child. */
+    sigprocmask(SIG_BLOCK, &block, &js->saved);
+    js->watch = watch;
+    for (size_t i = 0; i < N_RELAYED; i++)
+        sigaction(relayed[i], &sa, &js->old[i]);
+    if (watch)
+        sigaction(SIGCHLD, &chld, &js->old_chld);
+    /* A reader of hangdx's stderr that went away must not end hangdx (and so the watch). */
+    sigaction(SIGPIPE, &ign, &js->old_pipe);
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "hangdx run: cannot start %s: %s\n", command[0], strerror(errno));
+        sigprocmask(SIG_SETMASK, &js->saved, NULL);
+        return -1;
     }
-    return 0;
+    if (pid == 0) {
+        for (size_t i = 0; i < N_RELAYED; i++)
+            sigaction(relayed[i], &js->old[i], NULL);
+        if (watch)
+            sigaction(SIGCHLD, &js->old_chld, NULL);
+        sigaction(SIGPIPE, &js->old_pipe, NULL);
+        signal(SIGQUIT, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &js->saved, NULL);
+        execvp(command[0], command);
+        int e = errno;
+        fprintf(stderr, "hangdx run: cannot run %s: %s\n", command[0], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    start_witness(pid);
+    child_pid = pid;
+    sigset_t run = js->saved;
+    if (watch)
+        sigaddset(&run, SIGCHLD); /* only inside ppoll (no lost wake-up) */
+    sigprocmask(SIG_SETMASK, &run, NULL);
+    return pid;
 }
 
-/* Write all of buf to fd; -1 when fd is gone (EPIPE...). A full pipe downstream blocks us, as it
- * would block the job. */
-static int write_all(int fd, const char *buf, size_t len)
+/* The job's exit status as run's: its own, or 128+N when signal N ended it. */
+static int exit_status(int status)
 {
-    while (len) {
-        ssize_t w = write(fd, buf, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN) {
-                struct pollfd p = {.fd = fd, .events = POLLOUT};
-                poll(&p, 1, 100);
-                continue;
-            }
-            return -1;
-        }
-        buf += w;
-        len -= (size_t)w;
-    }
-    return 0;
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return HDX_EXIT_FAILURE;
 }
 
-/* Copy what the job wrote; 1 when a byte came. A stream at EOF, or whose reader is gone, is
- * closed (the job then gets EPIPE/SIGPIPE as it would have without hangdx). */
-static int pump(struct stream *s, size_t n)
+static int run_child(char **command)
 {
-    int got = 0;
-    char buf[65536];
-    for (size_t i = 0; i < n; i++) {
-        while (s[i].rd >= 0) {
-            ssize_t r = read(s[i].rd, buf, sizeof buf);
-            if (r > 0) {
-                got = 1;
-                if (write_all(s[i].out, buf, (size_t)r) != 0) {
-                    close(s[i].rd);
-                    s[i].rd = -1;
-                }
-                continue;
-            }
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r == 0 || errno != EAGAIN) {
-                close(s[i].rd);
-                s[i].rd = -1;
-            }
-            break;
+    struct job_start js;
+    pid_t pid = start_job(command, 0, &js);
+    if (pid < 0)
+        return HDX_EXIT_FAILURE;
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "hangdx run: lost track of %s (pid %d): %s\n", command[0], (int)pid,
+                    strerror(errno));
+            child_pid = 0;
+            stop_witness();
+            return HDX_EXIT_FAILURE;
         }
     }
-    return got;
+    child_pid = 0;
+    stop_witness();
+    return exit_status(status);
 }
+
+/* ------------------------------------------------------------ the watch */
 
 /* Reap every child that ended (orphans adopted as subreaper too); the job's status into *status
  * when it is among them. 1 when the job ended. */
@@ -601,7 +809,7 @@ static int check_job(const char *dir, double quiet_s, int cpu_busy, size_t n_pyt
     struct hang_root r = {0};
     char txt[PATH_MAX + 32], json[PATH_MAX + 32], tmp[PATH_MAX + 32];
     hang_root_clear(root);
-    int rc = hdx_watch_job_pids(&pids, &n);
+    int rc = hdx_watch_job_pids(witness_pid, &pids, &n);
     if (rc || n == 0) {
         fprintf(stderr, "hangdx: no progress for %.0f s, but the job's processes are gone\n", quiet_s);
         ret = -1;
@@ -683,7 +891,7 @@ static size_t signal_job(pid_t job, int sig)
     int group = pg > 0 && pg != getpgrp();
     if (group)
         kill(-pg, sig);
-    if (hdx_watch_job_pids(&pids, &n) == 0)
+    if (hdx_watch_job_pids(witness_pid, &pids, &n) == 0)
         for (size_t i = 0; i < n; i++)
             if (!group || getpgid(pids[i]) != pg)
                 kill(pids[i], sig);
@@ -691,16 +899,15 @@ static size_t signal_job(pid_t job, int sig)
     return n;
 }
 
-/* Reap and pass the job's output on until nothing of the job is left or the monotonic time is
- * past deadline. Returns how many of its processes are left (1 when they cannot be listed). */
-static size_t wait_job_gone(pid_t job, double deadline, int *status, int *ended, struct stream *s, size_t ns)
+/* Reap until nothing of the job is left or the monotonic time is past deadline. Returns how
+ * many of its processes are left (1 when they cannot be listed). */
+static size_t wait_job_gone(pid_t job, double deadline, int *status, int *ended)
 {
     for (;;) {
         *ended |= reap(job, status);
-        pump(s, ns);
         int *pids = NULL;
         size_t n = 0;
-        int rc = hdx_watch_job_pids(&pids, &n);
+        int rc = hdx_watch_job_pids(witness_pid, &pids, &n);
         free(pids);
         if ((rc == 0 && n == 0) || now_s() >= deadline)
             return rc ? 1 : n;
@@ -713,7 +920,7 @@ static size_t wait_job_gone(pid_t job, double deadline, int *status, int *ended,
  * removes its lock): SIGINT; SIGTERM grace[0] s later; SIGKILL grace[1] s after that, until
  * nothing of it is left. Each step comes only while something of the job is left.
  */
-static void end_job(pid_t job, const double grace[2], int *status, int *ended, struct stream *s, size_t ns)
+static void end_job(pid_t job, const double grace[2], int *status, int *ended)
 {
     static const int steps[] = {SIGINT, SIGTERM};
     static const char *const names[] = {"SIGINT", "SIGTERM", "SIGKILL"};
@@ -726,7 +933,7 @@ static void end_job(pid_t job, const double grace[2], int *status, int *ended, s
                     grace[i - 1], names[i - 1], names[i]);
         if (i < 2) {
             signal_job(job, steps[i]);
-            n = wait_job_gone(job, now_s() + grace[i], status, ended, s, ns);
+            n = wait_job_gone(job, now_s() + grace[i], status, ended);
             continue;
         }
         /* SIGKILL until nothing is left: a process may fork between the listing and its kill. */
@@ -737,100 +944,36 @@ static void end_job(pid_t job, const double grace[2], int *status, int *ended, s
         }
     }
     *ended |= reap(job, status);
-    pump(s, ns);
 }
 
 static int watch_child(const struct run_opts *o, const char *dir)
 {
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    struct stream s[2] = {{.rd = -1, .wr = -1}, {.rd = -1, .wr = -1}};
-    size_t ns = 0;
-    int rc = open_streams(s, &ns);
-    if (rc) {
-        fprintf(stderr, "hangdx run: cannot make a pipe for the job's output: %s\n", strerror(-rc));
-        return HDX_EXIT_FAILURE;
-    }
     /* Orphans of the job (a launcher killed, ranks in new sessions) stay under us: watched,
      * captured, ended and reaped here. */
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-
-    struct sigaction sa = {0}, chld = {0};
-    sa.sa_sigaction = forward;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    chld.sa_handler = on_sigchld;
-    sigemptyset(&chld.sa_mask);
-    struct sigaction old[3], old_chld;
-    sigset_t block, saved, waitmask;
-    sigemptyset(&block);
-    for (size_t i = 0; i < 3; i++)
-        sigaddset(&block, sigs[i]);
-    sigaddset(&block, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &block, &saved);
-    for (size_t i = 0; i < 3; i++)
-        sigaction(sigs[i], &sa, &old[i]);
-    sigaction(SIGCHLD, &chld, &old_chld);
-    /* A reader of our output that went away must not kill hangdx: the stream is closed instead. */
-    signal(SIGPIPE, SIG_IGN);
-
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "hangdx run: cannot start %s: %s\n", o->command[0], strerror(errno));
-        sigprocmask(SIG_SETMASK, &saved, NULL);
+    struct job_start js;
+    pid_t pid = start_job(o->command, 1, &js);
+    if (pid < 0)
         return HDX_EXIT_FAILURE;
-    }
-    if (pid == 0) {
-        for (size_t i = 0; i < ns; i++) {
-            if (s[i].targets & 1)
-                dup2(s[i].wr, 1);
-            if (s[i].targets & 2)
-                dup2(s[i].wr, 2);
-        }
-        for (size_t i = 0; i < 3; i++)
-            sigaction(sigs[i], &old[i], NULL);
-        sigaction(SIGCHLD, &old_chld, NULL);
-        signal(SIGQUIT, SIG_DFL);
-        signal(SIGPIPE, SIG_DFL);
-        sigprocmask(SIG_SETMASK, &saved, NULL);
-        execvp(o->command[0], o->command);
-        int e = errno;
-        fprintf(stderr, "hangdx run: cannot run %s: %s\n", o->command[0], strerror(e));
-        _exit(e == ENOENT ? 127 : 126);
-    }
-    child_pid = pid;
-    for (size_t i = 0; i < ns; i++) {
-        close(s[i].wr);
-        s[i].wr = -1;
-    }
-    /* The mask as before, but SIGCHLD only inside ppoll (no lost wake-up). */
-    sigset_t runmask = saved;
-    sigaddset(&runmask, SIGCHLD);
-    sigprocmask(SIG_SETMASK, &runmask, NULL);
-    waitmask = saved;
+    sigset_t waitmask = js.saved; /* SIGCHLD open only inside ppoll */
     sigdelset(&waitmask, SIGCHLD);
 
     double window = o->hang_timeout < CPU_WINDOW_S ? o->hang_timeout : CPU_WINDOW_S;
-    hdx_watch *w = hdx_watch_new(dir, window, CPU_SHARE);
+    hdx_watch *w = hdx_watch_new(dir, witness_pid, window, CPU_SHARE);
     if (!w)
         fprintf(stderr, "hangdx run: out of memory: the job runs unwatched\n");
     double t = now_s(), last_progress = t, next_tick = t; /* first tick: the baseline */
-    int status = 0, ended = 0, reported = 0, killed = 0, output = 0;
+    int status = 0, ended = 0, reported = 0, killed = 0;
     size_t n_python = 0; /* processes whose Python stacks the last check read */
     struct hang_root found = {0}, pending = {0}; /* the last capture's hang; the one to confirm */
     while (!(ended |= reap(pid, &status))) {
-        struct pollfd pf[2];
-        nfds_t np = 0;
-        for (size_t i = 0; i < ns; i++)
-            if (s[i].rd >= 0)
-                pf[np++] = (struct pollfd){.fd = s[i].rd, .events = POLLIN};
         double wait = next_tick - now_s();
         struct timespec ts = {0, 0};
         if (wait > 0) {
             ts.tv_sec = (time_t)wait;
             ts.tv_nsec = (long)((wait - (double)ts.tv_sec) * 1e9);
         }
-        ppoll(pf, np, &ts, &waitmask);
-        output |= pump(s, ns);
+        ppoll(NULL, 0, &ts, &waitmask);
         t = now_s();
         if (!w || t < next_tick)
             continue;
@@ -840,14 +983,13 @@ static int watch_child(const struct run_opts *o, const char *dir)
          * cuStreamSynchronize uses a whole core): it counts when a main thread's Python stack
          * moved (read without stopping anything), else the capture below decides. */
         int seen = hdx_watch_tick(w, t), cpu_busy = (seen & HDX_WATCH_CPU) != 0;
-        if (!output && !(seen & HDX_WATCH_TRACE) && cpu_busy && hdx_watch_python(w, t, &n_python) > 0)
+        if (!(seen & (HDX_WATCH_OUTPUT | HDX_WATCH_TRACE)) && cpu_busy && hdx_watch_python(w, t, &n_python) > 0)
             seen |= HDX_WATCH_PYTHON;
-        if (output || (seen & (HDX_WATCH_TRACE | HDX_WATCH_PYTHON))) {
+        if (seen & (HDX_WATCH_OUTPUT | HDX_WATCH_TRACE | HDX_WATCH_PYTHON)) {
             last_progress = t;
             reported = 0;
             hang_root_clear(&pending);
         }
-        output = 0;
         if (reported || t - last_progress < o->hang_timeout)
             continue;
         int hung = check_job(dir, t - last_progress, cpu_busy, n_python, &found);
@@ -857,7 +999,7 @@ static int watch_child(const struct run_opts *o, const char *dir)
         } else if (hung < 0 || !o->on_hang_kill) {
             reported = 1;
         } else if (confirm_hang(&pending, &found, o->hang_timeout)) {
-            end_job(pid, o->kill_grace, &status, &ended, s, ns);
+            end_job(pid, o->kill_grace, &status, &ended);
             killed = 1;
             break;
         } else {
@@ -865,26 +1007,14 @@ static int watch_child(const struct run_opts *o, const char *dir)
         }
         /* What the capture did (ptrace stops) is not the job's progress. */
         hdx_watch_rebase(w);
-        pump(s, ns);
         next_tick = now_s() + TICK_S;
     }
     child_pid = 0;
+    stop_witness();
     hang_root_clear(&found);
     hang_root_clear(&pending);
     hdx_watch_free(w);
-    /* The job's last words: everything it wrote is in the pipes now. A descendant that outlives
-     * it and keeps a pipe open is not waited for. */
-    pump(s, ns);
-    for (size_t i = 0; i < ns; i++)
-        if (s[i].rd >= 0)
-            close(s[i].rd);
-    if (killed)
-        return HDX_EXIT_TIMEOUT;
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return HDX_EXIT_FAILURE;
+    return killed ? HDX_EXIT_TIMEOUT : exit_status(status);
 }
 
 int hdx_cmd_run(int argc, char **argv)

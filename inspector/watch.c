@@ -1,7 +1,8 @@
 /*
  * Progress of a running job: CPU time of the tree under hangdx (proc(5)
- * /proc/PID/stat fields 14-17 and 22), new non-"wait" events in the shim's
- * trace files (include/hangdx/trace.h), and, on demand, whether a process's
+ * /proc/PID/stat fields 4, 14-17 and 22), the bytes it wrote (/proc/PID/io
+ * wchar) less the growth of the shim's trace files, new non-"wait" events in
+ * those files (include/hangdx/trace.h), and, on demand, whether a process's
  * main thread moved in Python (python.h: memory reads only, no stop).
  */
 #include "watch.h"
@@ -24,9 +25,14 @@
 
 struct cpu_entry {
     int pid;
+    int ppid;       /* field 4 */
     uint64_t start; /* field 22: tells a reused pid apart */
     uint64_t ticks; /* utime + stime + cutime + cstime */
     uint64_t own;   /* utime + stime: a thread's own, without the children reaped */
+    int has_wchar;  /* wchar was read (/proc/PID/io is ours to read) */
+    int same;       /* the process of the last sample too (pid and start) */
+    uint64_t wchar; /* /proc/PID/io: bytes written, the children it reaped included */
+    uint64_t dw;    /* of them, written since the last sample */
 };
 
 struct trace_file {
@@ -52,9 +58,12 @@ struct py_entry {
 
 struct hdx_watch {
     char *trace_dir;
+    int helper; /* never counted (hdx_watch_new) */
     double window_s, cpu_share;
     long clk_tck;
     int have_base;
+    int have_io;       /* prev holds a sample of wchar */
+    long long traces_before; /* trace files' total size before the last sample of the tree; -1 unknown */
     struct cpu_entry *prev;
     size_t n_prev;
     struct { double t; double ms; } ring[CPU_RING];
@@ -65,7 +74,7 @@ struct hdx_watch {
     size_t n_py, cap_py;
 };
 
-hdx_watch *hdx_watch_new(const char *trace_dir, double window_s, double cpu_share)
+hdx_watch *hdx_watch_new(const char *trace_dir, int helper, double window_s, double cpu_share)
 {
     hdx_watch *w = calloc(1, sizeof *w);
     if (!w)
@@ -74,6 +83,8 @@ hdx_watch *hdx_watch_new(const char *trace_dir, double window_s, double cpu_shar
         free(w);
         return NULL;
     }
+    w->helper = helper;
+    w->traces_before = -1;
     w->window_s = window_s > 0 ? window_s : 1;
     w->cpu_share = cpu_share;
     w->clk_tck = sysconf(_SC_CLK_TCK);
@@ -122,7 +133,7 @@ static int read_stat_at(const char *path, int pid, char *state, struct cpu_entry
     if (!p || p[1] != ' ')
         return -EINVAL;
     p += 2;
-    /* p is field 3 (state); we want 14-17, 22 and 28. */
+    /* p is field 3 (state); we want 4, 14-17, 22 and 28. */
     unsigned long long f[29] = {0};
     *state = *p;
     for (int field = 3; field <= 28 && *p; field++) {
@@ -134,6 +145,7 @@ static int read_stat_at(const char *path, int pid, char *state, struct cpu_entry
             p++;
     }
     e->pid = pid;
+    e->ppid = (int)f[4];
     e->start = f[22];
     e->ticks = f[14] + f[15] + f[16] + f[17];
     e->own = f[14] + f[15];
@@ -149,7 +161,7 @@ static int read_stat(int pid, char *state, struct cpu_entry *e)
     return read_stat_at(path, pid, state, e, NULL);
 }
 
-int hdx_watch_job_pids(int **pids, size_t *n)
+int hdx_watch_job_pids(int skip, int **pids, size_t *n)
 {
     int self = (int)getpid(), *all = NULL;
     size_t n_all = 0, k = 0;
@@ -161,7 +173,8 @@ int hdx_watch_job_pids(int **pids, size_t *n)
     for (size_t i = 0; i < n_all; i++) {
         struct cpu_entry e;
         char st;
-        if (all[i] != self && read_stat(all[i], &st, &e) == 0 && st != 'Z' && st != 'X')
+        if (all[i] != self && (skip <= 0 || all[i] != skip) && read_stat(all[i], &st, &e) == 0 && st != 'Z' &&
+            st != 'X')
             all[k++] = all[i];
     }
     if (k == 0) {
@@ -179,48 +192,99 @@ static int by_pid(const void *a, const void *b)
     return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* CPU used since the last sample, in ms; -1 when the tree cannot be listed. */
-static double cpu_delta_ms(hdx_watch *w)
+/* wchar of pid (/proc/PID/io) into *v; 0, or -errno (EACCES: not ours to read; ESRCH: gone). */
+static int read_wchar(int pid, uint64_t *v)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/io", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    int e = errno;
+    close(fd);
+    if (n <= 0)
+        return n < 0 ? -e : -ESRCH;
+    buf[n] = '\0';
+    char *p = strstr(buf, "wchar:");
+    if (!p)
+        return -EINVAL;
+    *v = strtoull(p + 6, NULL, 10);
+    return 0;
+}
+
+/*
+ * One look at the tree (zombies included: a zombie's counters are its last ones, and its
+ * parent takes them on only when it reaps it): the CPU it used since the last look into
+ * *cpu_ms (-1 when the tree cannot be listed), and the bytes it wrote since then into
+ * *written (-1 when unknown; 0 at the first look, the baseline).
+ */
+static void sample_tree(hdx_watch *w, double *cpu_ms, long long *written)
 {
     int self = (int)getpid(), *all = NULL;
     size_t n_all = 0;
+    *cpu_ms = -1;
+    *written = -1;
     if (hdx_proc_descendants(&self, 1, &all, &n_all) != 0)
-        return -1;
+        return;
     struct cpu_entry *cur = calloc(n_all ? n_all : 1, sizeof *cur);
     if (!cur) {
         free(all);
-        return -1;
+        return;
     }
     size_t n = 0;
     uint64_t grown = 0;
     for (size_t i = 0; i < n_all; i++) {
         char st;
-        if (all[i] == self || read_stat(all[i], &st, &cur[n]) != 0)
+        if (all[i] == self || (w->helper > 0 && all[i] == w->helper) || read_stat(all[i], &st, &cur[n]) != 0)
             continue;
+        struct cpu_entry *c = &cur[n];
+        c->has_wchar = read_wchar(c->pid, &c->wchar) == 0;
         const struct cpu_entry *old =
-            w->prev ? bsearch(&cur[n], w->prev, w->n_prev, sizeof *w->prev, by_pid) : NULL;
-        if (old && old->start == cur[n].start)
-            grown += cur[n].ticks > old->ticks ? cur[n].ticks - old->ticks : 0;
+            w->prev ? bsearch(c, w->prev, w->n_prev, sizeof *w->prev, by_pid) : NULL;
+        c->same = old && old->start == c->start;
+        if (c->same)
+            grown += c->ticks > old->ticks ? c->ticks - old->ticks : 0;
         else if (w->have_base)
-            grown += cur[n].ticks; /* a new process: all it used is new */
+            grown += c->ticks; /* a new process: all it used is new */
+        if (c->same && old->has_wchar && c->has_wchar)
+            c->dw = c->wchar > old->wchar ? c->wchar - old->wchar : 0;
+        else if (!c->same && w->have_io && c->has_wchar)
+            c->dw = c->wchar; /* a new process: all it wrote is new */
         n++;
     }
     free(all);
     qsort(cur, n, sizeof *cur, by_pid);
+    /* A process that went away was reaped; when its parent is a process of the job, the
+     * parent's wchar just took on the child's, which was counted already up to the last look. */
+    for (size_t i = 0; w->have_io && i < w->n_prev; i++) {
+        const struct cpu_entry *old = &w->prev[i];
+        struct cpu_entry *now = bsearch(old, cur, n, sizeof *cur, by_pid);
+        if ((now && now->start == old->start) || !old->has_wchar)
+            continue;
+        struct cpu_entry key = {.pid = old->ppid};
+        struct cpu_entry *parent = bsearch(&key, cur, n, sizeof *cur, by_pid);
+        if (parent && parent->same)
+            parent->dw -= parent->dw < old->wchar ? parent->dw : old->wchar;
+    }
+    unsigned long long sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += cur[i].dw;
     free(w->prev);
     w->prev = cur;
     w->n_prev = n;
+    *written = w->have_io ? (long long)sum : 0;
+    w->have_io = 1;
     if (!w->have_base) {
         w->have_base = 1;
-        return 0;
+        *cpu_ms = 0;
+        return;
     }
-    return (double)grown * 1000.0 / (double)w->clk_tck;
+    *cpu_ms = (double)grown * 1000.0 / (double)w->clk_tck;
 }
 
-static int cpu_progress(hdx_watch *w, double now_s)
+static int cpu_progress(hdx_watch *w, double now_s, int first, double ms)
 {
-    int first = !w->have_base && w->n_prev == 0;
-    double ms = cpu_delta_ms(w);
     if (ms < 0)
         return 0;
     if (first)
@@ -272,8 +336,14 @@ static int trace_lines(int dirfd, struct trace_file *t, off_t size)
     return progress;
 }
 
-static int trace_progress(hdx_watch *w)
+/*
+ * The trace files: their total size into *bytes (0 when there is no trace directory or it
+ * cannot be read), and, when lines is set, HDX_WATCH_TRACE when one got an event other than
+ * "wait" since the last call.
+ */
+static int trace_scan(hdx_watch *w, int lines, long long *bytes)
 {
+    *bytes = 0;
     if (!w->trace_dir)
         return 0;
     DIR *d = opendir(w->trace_dir);
@@ -290,6 +360,9 @@ static int trace_progress(hdx_watch *w)
         /* Only our own regular files (as traces.c): another user's lines are no progress of ours. */
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
             st.st_uid != geteuid())
+            continue;
+        *bytes += (long long)st.st_size;
+        if (!lines)
             continue;
         struct trace_file *t = NULL;
         for (size_t i = 0; i < w->n_traces && !t; i++)
@@ -326,7 +399,19 @@ int hdx_watch_tick(hdx_watch *w, double now_s)
 {
     if (!w)
         return 0;
-    return cpu_progress(w, now_s) | trace_progress(w);
+    /* The trace files' size before and after the tree is read: the shim's lines written since
+     * the last look are at most after - (before, last time), whichever process wrote them. */
+    long long before, after, written;
+    double ms;
+    int first = !w->have_base && w->n_prev == 0;
+    int kinds = trace_scan(w, 1, &before);
+    sample_tree(w, &ms, &written);
+    trace_scan(w, 0, &after);
+    kinds |= cpu_progress(w, now_s, first, ms);
+    if (written > 0 && w->traces_before >= 0 && after >= w->traces_before && written > after - w->traces_before)
+        kinds |= HDX_WATCH_OUTPUT;
+    w->traces_before = before;
+    return kinds;
 }
 
 /* ------------------------------------------------ the Python check */
@@ -465,7 +550,7 @@ int hdx_watch_python(hdx_watch *w, double now_s, size_t *n_read)
         *n_read = 0;
     if (!w)
         return 0;
-    int rc = hdx_watch_job_pids(&pids, &n);
+    int rc = hdx_watch_job_pids(w->helper, &pids, &n);
     if (rc)
         return rc;
     for (size_t i = 0; i < w->n_py; i++)

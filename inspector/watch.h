@@ -1,9 +1,11 @@
 /*
  * Progress of a running job, for `hangdx run --hang-timeout`: the CPU time of
  * every process under hangdx (the job's tree, orphans that hangdx adopted as
- * child subreaper included), new events in the shim's trace files, and
- * whether a process's main thread moved in Python. The job's output is one
- * more signal; cmd_run.c passes it through and notes it.
+ * child subreaper included), the bytes those processes wrote (proc(5)
+ * /proc/PID/io wchar, less what the shim wrote into its trace files), new
+ * events in the shim's trace files, and whether a process's main thread moved
+ * in Python. Nothing of this is in the job's way: its output goes where it was
+ * sent, not through hangdx.
  *
  * A hung job is not silent: gloo and NCCL poll in background threads, a
  * FileBaton waiter wakes ten times a second, and the shim repeats a "wait"
@@ -26,15 +28,17 @@ typedef struct hdx_watch hdx_watch;
 #define HDX_WATCH_CPU 1   /* the tree's CPU time grew by >= cpu_share of a core over the window */
 #define HDX_WATCH_TRACE 2 /* a trace file got an event other than "wait" */
 #define HDX_WATCH_PYTHON 4 /* a main thread's Python stack moved while it used CPU (hdx_watch_python) */
+#define HDX_WATCH_OUTPUT 8 /* the tree wrote bytes (wchar) beyond the shim's trace lines */
 
 /*
  * A watch over the descendants of the calling process, reading the trace
- * files (*.jsonl) of trace_dir (may be NULL: no trace signal). window_s: how
- * far back CPU growth is summed (> 0); cpu_share: the part of one core that
- * counts as progress (0.05 = 5%). Caller frees with hdx_watch_free. NULL on
- * ENOMEM.
+ * files (*.jsonl) of trace_dir (may be NULL: no trace signal). helper: a child
+ * of the caller that is not part of the job (run's signal witness), never
+ * counted; 0 when there is none. window_s: how far back CPU growth is summed
+ * (> 0); cpu_share: the part of one core that counts as progress (0.05 = 5%).
+ * Caller frees with hdx_watch_free. NULL on ENOMEM.
  */
-hdx_watch *hdx_watch_new(const char *trace_dir, double window_s, double cpu_share);
+hdx_watch *hdx_watch_new(const char *trace_dir, int helper, double window_s, double cpu_share);
 
 /* Accepts NULL. */
 void hdx_watch_free(hdx_watch *w);
@@ -42,7 +46,20 @@ void hdx_watch_free(hdx_watch *w);
 /*
  * Take one sample at monotonic time now_s (seconds) and return the progress
  * kinds seen since the last one (0: none). The first call takes the baseline
- * and counts the CPU the tree used before it.
+ * and counts the CPU the tree used before it (its bytes written are only the
+ * baseline).
+ *
+ * HDX_WATCH_OUTPUT: the sum over the tree of what each process wrote since
+ * the last sample (/proc/PID/io wchar: every write(2), writev(2), pwrite(2)
+ * and sendfile(2), to any fd: a terminal, a pipe, a file, a socket; not
+ * send(2), sendto(2), sendmsg(2), splice(2), not stores into a shared
+ * mapping) is larger
+ * than what the trace files grew by meanwhile (the shim's own lines, read
+ * before and after the tree, so that a line written while the tree is read is
+ * never taken for output). A process seen for the first time counts with all
+ * it wrote; a child's bytes that its parent took on when it reaped it
+ * (wait(2) adds them to the parent's counter) count once. A process whose
+ * /proc/PID/io may not be read (another user's, not dumpable) counts nothing.
  */
 int hdx_watch_tick(hdx_watch *w, double now_s);
 
@@ -76,10 +93,11 @@ void hdx_watch_rebase(hdx_watch *w);
 int hdx_watch_python(hdx_watch *w, double now_s, size_t *n_read);
 
 /*
- * The live (not zombie) descendants of the calling process, itself excluded,
- * ancestors before descendants. *pids is a heap array the caller frees (NULL
- * when *n is 0). 0 or a negative errno.
+ * The live (not zombie) descendants of the calling process, itself and skip
+ * (a helper of the caller's, as hdx_watch_new's; 0: none) excluded, ancestors
+ * before descendants. *pids is a heap array the caller frees (NULL when *n is
+ * 0). 0 or a negative errno.
  */
-int hdx_watch_job_pids(int **pids, size_t *n);
+int hdx_watch_job_pids(int skip, int **pids, size_t *n);
 
 #endif
