@@ -15,17 +15,8 @@
 #include "evidence.h"
 #include "report.h"
 #include "waitsfor.h"
+#include "../check.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__,     \
-                    __func__, #cond);                                                \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
 
 #define C10D "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py"
 #define P2P "/w/megatron/core/pipeline_parallel/p2p_communication.py"
