@@ -181,8 +181,7 @@ static int matches(const struct signature *s, const hdx_frame *f)
     return hdx_python_name_matches(f->function, s->function) && f->file && (!s->file || ends_with(f->file, s->file));
 }
 
-/* An integer local that names a rank. */
-static int rank_local(const hdx_frame *f, const char *name)
+int hdx_wait_rank_local(const hdx_frame *f, const char *name)
 {
     const hdx_local *v = hdx_frame_local(f, name);
     return v && v->kind == HDX_VAL_INT && v->i >= 0 && v->i < (1 << 24) ? (int)v->i : HDX_UNKNOWN;
@@ -192,15 +191,15 @@ static int rank_local(const hdx_frame *f, const char *name)
 static int find_peer(const hdx_thread *t, const struct signature *s, size_t at)
 {
     if (s->peer)
-        return rank_local(&t->frames[at], s->peer);
+        return hdx_wait_rank_local(&t->frames[at], s->peer);
     const char *first = !strcmp(s->wait, HDX_WAIT_P2P_SEND) ? "dst" : "src";
     static const char *const others[] = {"peer", "src_rank", "dst_rank"};
     for (size_t i = at; i < t->n_frames; i++) {
         if (t->frames[i].kind != HDX_FRAME_PYTHON)
             continue;
-        int r = rank_local(&t->frames[i], first);
+        int r = hdx_wait_rank_local(&t->frames[i], first);
         for (size_t k = 0; r == HDX_UNKNOWN && k < sizeof others / sizeof others[0]; k++)
-            r = rank_local(&t->frames[i], others[k]);
+            r = hdx_wait_rank_local(&t->frames[i], others[k]);
         if (r != HDX_UNKNOWN)
             return r;
     }

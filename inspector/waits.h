@@ -37,4 +37,8 @@ int hdx_wait_is_background(const char *wait);
 /* 1 for the p2p wait labels. */
 int hdx_wait_is_p2p(const char *wait);
 
+/* Frame f's integer local `name` when it can be a rank, a group rank or a tag (0 to 2^24),
+ * else HDX_UNKNOWN. */
+int hdx_wait_rank_local(const hdx_frame *f, const char *name);
+
 #endif

@@ -164,12 +164,13 @@ static int ends_with(const char *s, const char *suffix)
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
+/* *out = f's rank-sized int local `name` when it has one; 1 then, else 0 (*out unchanged). */
 static int int_local(const hdx_frame *f, const char *name, int *out)
 {
-    const hdx_local *v = hdx_frame_local(f, name);
-    if (!v || v->kind != HDX_VAL_INT || v->i < 0 || v->i >= (1 << 24))
+    int v = hdx_wait_rank_local(f, name);
+    if (v == HDX_UNKNOWN)
         return 0;
-    *out = (int)v->i;
+    *out = v;
     return 1;
 }
 
