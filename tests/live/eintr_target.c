@@ -15,8 +15,9 @@
  * one more thread ("busy") spins in spin_busy() and never waits.
  * The main thread prints "ready TID..." (the waiting threads, in the order
  * above) once every thread is in its call, then waits in wait_stdin() (read(2)
- * of stdin, which a stop does not break: it restarts). At EOF or "stop" it
- * prints "NAME calls=N eintr=E" per call and "total eintr=E", and exits 0.
+ * of stdin, which a stop does not break: it restarts). At "count" it prints
+ * "NAME calls=N eintr=E" per call and "total eintr=E" and goes on waiting; at
+ * EOF or "stop" it prints the same and exits 0.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -151,6 +152,19 @@ static long in_syscall(int tid)
     return nr;
 }
 
+/* One "NAME calls=N eintr=E" line per call, then main's and the total. */
+static void print_counts(long main_eintr)
+{
+    long total = main_eintr;
+    for (int i = 0; i < N_WAIT; i++) {
+        printf("%s calls=%ld eintr=%ld\n", names[i], atomic_load(&calls[i]), atomic_load(&eintrs[i]));
+        total += atomic_load(&eintrs[i]);
+    }
+    printf("main eintr=%ld\n", main_eintr);
+    printf("total eintr=%ld\n", total);
+    fflush(stdout);
+}
+
 __attribute__((noinline)) long wait_stdin(char *buf, size_t n)
 {
     long r = read(0, buf, n);
@@ -215,17 +229,13 @@ int main(int argc, char **argv)
             main_eintr++;
             continue;
         }
-        if (n <= 0 || memmem(buf, (size_t)n, "stop", 4))
+        int counting = n > 0 && memmem(buf, (size_t)n, "count", 5);
+        if (!counting && n > 0 && !memmem(buf, (size_t)n, "stop", 4))
+            continue;
+        print_counts(main_eintr);
+        if (!counting)
             break;
     }
-    long total = main_eintr;
-    for (int i = 0; i < N_WAIT; i++) {
-        printf("%s calls=%ld eintr=%ld\n", names[i], atomic_load(&calls[i]), atomic_load(&eintrs[i]));
-        total += atomic_load(&eintrs[i]);
-    }
-    printf("main eintr=%ld\n", main_eintr);
-    printf("total eintr=%ld\n", total);
-    fflush(stdout);
     semctl(semid, 0, IPC_RMID);
     return 0;
 }

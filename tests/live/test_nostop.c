@@ -5,8 +5,8 @@
  *   - 60 samples stop none of them (n_stopped 0), and the target counts no EINTR;
  *   - each thread's stack holds the function that makes its call (wait_epoll, ...) and is
  *     the stack a stop gives (the same pcs, frame by frame);
- *   - a sample that stops every thread (hdx_stacks_set_always_stop) makes each call
- *     return EINTR once: the target's count does see a stop;
+ *   - a sample that stops every thread (hdx_stacks_set_always_stop) makes some calls return
+ *     EINTR, each at most once: the target's count does see a stop;
  *   - with a thread that spins ("busy"), that one thread, and only it, is stopped in each
  *     sample, and its stack holds spin_busy.
  * The target is left untraced and running after every sample. First the decoders behind
@@ -153,25 +153,49 @@ static int compare(int pid)
     return 0;
 }
 
-/* The target's "NAME calls=N eintr=E" lines after "stop": the total of E, -1 if unreadable. */
-static long stop_and_count(struct live_proc *lp, long eintr[5])
+/* Waits (up to 1 s) until pid's main thread is back in wait_stdin's read(2), syscall 0 in
+ * /proc/PID/syscall, after it printed: a sample taken before would find it running. */
+static void main_in_read(int pid)
 {
-    if (write(lp->in, "stop\n", 5) != 5)
+    char path[64], buf[64] = "";
+    snprintf(path, sizeof path, "/proc/%d/syscall", pid);
+    for (int k = 0; k < 1000 && strncmp(buf, "0 ", 2); k++) {
+        FILE *f = fopen(path, "r");
+        if (!f || !fgets(buf, sizeof buf, f))
+            buf[0] = 0;
+        if (f)
+            fclose(f);
+        if (strncmp(buf, "0 ", 2))
+            usleep(1000);
+    }
+}
+
+/* The target's "NAME calls=N eintr=E" lines after command ("count" or "stop"): the total
+ * of E, -1 if unreadable; "stop" also reaps the target. */
+static long count_eintr(struct live_proc *lp, const char *command, long eintr[5])
+{
+    char cmd[16];
+    int n = snprintf(cmd, sizeof cmd, "%s\n", command);
+    if (write(lp->in, cmd, (size_t)n) != n)
         return -1;
     long total = -1;
     char line[256];
     while (live_read_line(lp->out, line, sizeof line, 10000) == 0) {
         fprintf(stderr, "target: %s\n", line);
         for (int i = 0; i < 5; i++) {
-            size_t n = strlen(thread_names[i]);
+            size_t len = strlen(thread_names[i]);
             char *e = strstr(line, "eintr=");
-            if (!strncmp(line, thread_names[i], n) && line[n] == ' ' && e)
+            if (!strncmp(line, thread_names[i], len) && line[len] == ' ' && e)
                 eintr[i] = atol(e + 6);
         }
         if (!strncmp(line, "total eintr=", 12)) {
             total = atol(line + 12);
             break;
         }
+    }
+    if (strcmp(command, "stop")) {
+        main_in_read(lp->pid);
+        return total;
     }
     int st;
     waitpid(lp->pid, &st, 0);
@@ -191,6 +215,7 @@ static int start_target(struct live_proc *lp, const char *target, const char *mo
         fprintf(stderr, "FAIL: %s did not start\n", target);
         return -1;
     }
+    main_in_read(lp->pid);
     return 0;
 }
 
@@ -242,6 +267,10 @@ static void check_waiting(const char *target)
           ev ? (long long)ev->procs[0].stopped_us : -1LL, ev ? (long long)ev->procs[0].max_stop_us : -1LL);
     CHECK(live_untraced(lp.pid) == 0, "untraced after the samples");
     fprintf(stderr, "%s: %d samples, %.2f ms each, %d threads stopped\n", target, SAMPLES, ms, stopped);
+    long eintr[5] = {-1, -1, -1, -1, -1};
+    long total = count_eintr(&lp, "count", eintr);
+    CHECK(total == 0, "%s: EINTR returned to the target by %d samples without stops: %ld, want 0", target,
+          SAMPLES, total);
 
     /* the stacks a stop gives are the same; that sample breaks each wait once */
     int rc = 0;
@@ -261,13 +290,15 @@ static void check_waiting(const char *target)
     if (ev2)
         check_waiters(&ev2->procs[0], tids, "sample with stops");
     CHECK(live_untraced(lp.pid) == 0, "untraced after the sample with stops");
-    long eintr[5] = {-1, -1, -1, -1, -1};
-    long total = stop_and_count(&lp, eintr);
-    /* the one sample with stops, and only it, broke each wait: once each (main's read restarts) */
-    CHECK(total == 5, "EINTR returned to the target: %ld, want 5 (one per wait, from the sample with stops)",
-          total);
+    /* the one sample with stops breaks some waits, at most once each: the count does see a
+     * stop (whether a given call returns EINTR or restarts after one varies with timing) */
+    long before[5];
+    memcpy(before, eintr, sizeof before);
+    total = count_eintr(&lp, "stop", eintr);
+    CHECK(total >= 1, "EINTR returned to the target after the sample with stops: %ld, want at least 1", total);
     for (int i = 0; i < 5; i++)
-        CHECK(eintr[i] == 1, "%s returned EINTR %ld times, want 1", thread_names[i], eintr[i]);
+        CHECK(eintr[i] - before[i] <= 1 && eintr[i] >= before[i], "%s returned EINTR %ld times after one stop",
+              thread_names[i], eintr[i] - before[i]);
     hdx_evidence_free(ev);
     hdx_evidence_free(ev2);
 }
@@ -300,7 +331,7 @@ static void check_busy(const char *target)
     }
     CHECK(live_untraced(lp.pid) == 0, "untraced after the busy samples");
     long eintr[5];
-    long total = stop_and_count(&lp, eintr);
+    long total = count_eintr(&lp, "stop", eintr);
     CHECK(total == 0, "EINTR returned to the busy target: %ld, want 0", total);
     hdx_evidence_free(ev);
 }
