@@ -15,8 +15,8 @@ usage:
   ROLE computing SPIN_LIB
       rank 0 computes: spin.c's hdx_test_spin (native, no name hangdx knows) until a file
       ./stop appears; the other ranks wait for it in a gloo barrier; then all meet there.
-  ROLE build SOURCE BUILD_DIR
-      a first build: rank 0 JIT-builds SOURCE with cpp_extension.load into BUILD_DIR while the
+  ROLE build SOURCES BUILD_DIR
+      a first build: rank 0 JIT-builds SOURCES (paths joined by ":") with cpp_extension.load into BUILD_DIR while the
       other ranks wait in a gloo barrier; after it every rank loads the module and calls it.
 """
 import os
@@ -107,12 +107,12 @@ def rank_computing(spin_lib):
     say(f"rank {rank}: done")
 
 
-def rank_build(source, build_dir):
+def rank_build(sources, build_dir):
     rank, dist = init_rank()
     from torch.utils import cpp_extension
 
     def load():
-        return cpp_extension.load(name="hdx_watch_first_build", sources=[source], build_directory=build_dir,
+        return cpp_extension.load(name="hdx_watch_first_build", sources=sources.split(":"), build_directory=build_dir,
                                   verbose=True)
 
     if rank == 0:

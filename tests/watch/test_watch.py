@@ -8,8 +8,9 @@ usage: test_watch.py CASE
   collective    tests/distributed/launch.py collective_skip (3 gloo ranks in sessions of their
                 own) with --on-hang kill: collective_wait, culprit [2], exit 124, nothing left
   healthy       a job printing a line a second for 12 s (--hang-timeout 4), and a pure-Python
-                loop calling functions at varying depths silently for 12 s: never captured
-                (nothing from hangdx on stderr), never reported, their own exit status and output
+                loop calling functions at varying depths silently for 20 s (--hang-timeout 5
+                --on-hang kill): never captured (nothing from hangdx on stderr), never reported
+                nor killed, their own exit status and output
   frozen_busy   a job silent for longer than SEC while its main thread spins in one native call
                 (spin.c through ctypes, no name hangdx knows): its Python stack does not move,
                 so one capture checks it: not_hung on stderr, no report, the job runs on and
@@ -29,7 +30,7 @@ usage: test_watch.py CASE
   kill_spares_computing  --on-hang kill on 2 gloo ranks, rank 0 computing in a native loop while
                 rank 1 waits for it in a barrier (the culprit works): after three captures both
                 still run, unkilled; they finish when the test lets rank 0 go
-  first_build   --on-hang kill (SEC 10) on a first build: rank 0 JIT-compiles a real extension
+  first_build   --on-hang kill (SEC 5) on a first build: rank 0 JIT-compiles a real extension
                 (<torch/extension.h>, far longer than SEC) while rank 1 waits in a gloo barrier,
                 as Megatron-LM does: never killed, both ranks load the module, exit 0, no lock left
 Bounds are generous (a report within 60 s); nothing here times a step tightly. The one bound
@@ -86,7 +87,7 @@ def down(depth, n):
 
 t = time.monotonic()
 calls = 0
-while time.monotonic() - t < 12:
+while time.monotonic() - t < 20:
     down(random.randrange(1, 40), random.randrange(100, 3000))
     calls += 1
 print("calls", calls > 0)
@@ -260,15 +261,15 @@ def case_healthy(tmp):
     finally:
         job.close()
 
-    # Silent and CPU-bound for 3 SEC: the watch reads its Python stack (no stop) and sees it
-    # move, so nothing is captured.
+    # Silent and CPU-bound for 4 SEC, with --on-hang kill: the watch reads its Python stack (no
+    # stop) and sees it move, so nothing is captured and nothing killed.
     os.makedirs(os.path.join(tmp, "b"))
     d2 = os.path.join(tmp, "dx2")
-    job = Job(os.path.join(tmp, "b"), ["--hang-timeout", "4", "-d", d2, "--", sys.executable, "-c",
-                                      BUSY_PYTHON])
+    job = Job(os.path.join(tmp, "b"), ["--hang-timeout", "5", "--on-hang", "kill", "-d", d2, "--",
+                                      sys.executable, "-c", BUSY_PYTHON])
     try:
         rc = job.wait(120)
-        check(rc == 5, "a pure-Python loop burning CPU silently for 12 s: its own exit status 5",
+        check(rc == 5, "a pure-Python loop burning CPU silently for 20 s: its own exit status 5, not killed",
               f"{rc} {job.stderr()}")
         check(not os.path.exists(os.path.join(d2, "report.json")), "no report", job.stderr())
         check("hangdx:" not in job.stderr(), "nothing from hangdx on stderr: no capture", job.stderr())
@@ -461,36 +462,44 @@ def case_kill_spares_computing(tmp):
         launch.release_port(port, fd)
 
 
-# Long to compile (<torch/extension.h> alone takes 20-40 s here), quick to call.
+# Long to compile (<torch/extension.h> alone takes 20-40 s here, and two sources compile one
+# after the other with MAX_JOBS=1: a minute or more), quick to call.
 FIRST_BUILD_CPP = """#include <torch/extension.h>
-static int64_t twice(int64_t x) { return 2 * x; }
+int64_t twice(int64_t x);
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("twice", &twice); }
+"""
+FIRST_BUILD_TWICE_CPP = """#include <torch/extension.h>
+int64_t twice(int64_t x) { return torch::full({1}, 2 * x).item<int64_t>(); }
 """
 
 
 def case_first_build(tmp):
     need_torch()
     port, fd = launch.reserve_port()
-    src = os.path.join(tmp, "first_build.cpp")
-    with open(src, "w") as f:
-        f.write(FIRST_BUILD_CPP)
+    srcs = []
+    for name, text in (("first_build.cpp", FIRST_BUILD_CPP), ("first_build_twice.cpp", FIRST_BUILD_TWICE_CPP)):
+        srcs.append(os.path.join(tmp, name))
+        with open(srcs[-1], "w") as f:
+            f.write(text)
     build = os.path.join(tmp, "fused", "build")
     os.makedirs(build)
     os.makedirs(os.path.join(tmp, "torch_extensions"))
-    job = Job(tmp, ["--hang-timeout", "10", "--on-hang", "kill", "-d", os.path.join(tmp, "dx"), "--",
-                    PYTHON, JOBS, "ranks", "2", "build", src, build],
+    job = Job(tmp, ["--hang-timeout", "5", "--on-hang", "kill", "-d", os.path.join(tmp, "dx"), "--",
+                    PYTHON, JOBS, "ranks", "2", "build", ":".join(srcs), build],
               {"MASTER_PORT": str(port), "TORCH_EXTENSIONS_DIR": os.path.join(tmp, "torch_extensions"),
                "MAX_JOBS": "1"})
     t0 = time.monotonic()
     try:
         rc = job.wait(540)
         err, out = job.stderr(), job.stdout()
-        log(f"the job took {time.monotonic() - t0:.0f} s; what hangdx said:\n{hangdx_lines(err)}")
+        took = time.monotonic() - t0
+        log(f"the job took {took:.0f} s; what hangdx said:\n{hangdx_lines(err)}")
         check(ENDING not in err, "the build was never killed", err)
         check(rc == 0, "exit status 0", f"{rc}\nstderr: {err}\nstdout: {out}")
         check("rank 0: twice(21) = 42" in out and "rank 1: twice(21) = 42" in out,
               "both ranks loaded the module built and called it", out)
         check(err.count(CAPTURE) >= 1, "the silent compile was captured at least once (it took longer than SEC)", err)
+        check(took >= 60, f"the build took a minute or more: {took:.0f} s")
         check(not os.path.exists(os.path.join(build, "lock")), "no lock left in the build directory",
               os.listdir(build))
     finally:
