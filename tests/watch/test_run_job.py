@@ -242,14 +242,20 @@ def case_group_signals(tmp):
 
 # ------------------------------------------------------------------------ torchrun_signals
 
-TORCHRUN_LINE = re.compile(r"^(WARNING:torch\.distributed\.elastic\S*|.*SignalException: |During handling)")
+TORCHRUN_LINE = re.compile(r"WARNING:torch\.distributed\.elastic\S*|\S*SignalException: |^During handling")
 
 
 def torchrun_lines(out):
     """torchrun's own lines (its log lines, its exception), pids as N, sorted; and the ranks'
     ready lines. A rank's own traceback is left out: it gets the group's signal and then
-    torchrun's, and where the second lands differs from run to run, with or without hangdx."""
-    lines = [re.sub(r"\d+", "N", l) for l in out.splitlines() if TORCHRUN_LINE.match(l)]
+    torchrun's, and where the second lands differs from run to run, with or without hangdx
+    (a rank's half-written line can run into one of torchrun's: each is taken from where it
+    starts)."""
+    lines = []
+    for line in out.splitlines():
+        m = TORCHRUN_LINE.search(line)
+        if m:
+            lines.append(re.sub(r"\d+", "N", line[m.start():]))
     return sorted(lines)
 
 

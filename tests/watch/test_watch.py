@@ -463,7 +463,7 @@ def case_kill_spares_computing(tmp):
 
 
 # Long to compile (<torch/extension.h> alone takes 20-40 s here, and two sources compile one
-# after the other with MAX_JOBS=1: a minute or more), quick to call.
+# after the other with MAX_JOBS=1: about a minute, many times SEC), quick to call.
 FIRST_BUILD_CPP = """#include <torch/extension.h>
 int64_t twice(int64_t x);
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("twice", &twice); }
@@ -499,7 +499,6 @@ def case_first_build(tmp):
         check("rank 0: twice(21) = 42" in out and "rank 1: twice(21) = 42" in out,
               "both ranks loaded the module built and called it", out)
         check(err.count(CAPTURE) >= 1, "the silent compile was captured at least once (it took longer than SEC)", err)
-        check(took >= 60, f"the build took a minute or more: {took:.0f} s")
         check(not os.path.exists(os.path.join(build, "lock")), "no lock left in the build directory",
               os.listdir(build))
     finally:
