@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "classify.h"
-#include "groups.h"
-#include "evidence.h"
-#include "report.h"
+#include "classify/classify.h"
+#include "classify/groups.h"
+#include "model/evidence.h"
+#include "report/report.h"
 
 static int failures;
 

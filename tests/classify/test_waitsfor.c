@@ -11,10 +11,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "classify.h"
-#include "evidence.h"
-#include "report.h"
-#include "waitsfor.h"
+#include "classify/classify.h"
+#include "model/evidence.h"
+#include "report/report.h"
+#include "classify/waitsfor.h"
 #include "../check.h"
 
 

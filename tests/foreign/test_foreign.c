@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evidence.h"
-#include "foreign.h"
+#include "model/evidence.h"
+#include "formats/foreign.h"
 
 static int failures;
 #define CHECK(c)                                                                                                      \

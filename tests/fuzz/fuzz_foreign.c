@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "foreign.h"
+#include "formats/foreign.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

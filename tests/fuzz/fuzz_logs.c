@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "fuzz_util.h"
-#include "logs.h"
+#include "formats/logs.h"
 
 static hdx_log_patterns *patterns;
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "traces.h"
+#include "formats/traces.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unwind_tables.h"
+#include "native/unwind_tables.h"
 
 static void locate(Elf *elf, uint64_t map_start, uint64_t map_offset, uint64_t ip)
 {

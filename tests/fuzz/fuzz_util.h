@@ -17,9 +17,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "classify.h"
-#include "evidence.h"
-#include "report.h"
+#include "classify/classify.h"
+#include "model/evidence.h"
+#include "report/report.h"
 
 /* Classify ev and render its report; everything made here is freed here. */
 static inline void hdx_fuzz_classify(hdx_evidence *ev)

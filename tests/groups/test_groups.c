@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "groups.h"
-#include "util.h"
+#include "classify/groups.h"
+#include "model/util.h"
 
 #include "../check.h"
 

@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "evidence.h"
-#include "util.h"
+#include "model/evidence.h"
+#include "model/util.h"
 
 static int live_failures;
 

@@ -18,9 +18,9 @@
  *                                     stops, and which stacks differ from a stop's)
  */
 #include "live_util.h"
-#include "proc.h"
-#include "stacks.h"
-#include "unwind_tables.h"
+#include "gather/proc.h"
+#include "native/stacks.h"
+#include "native/unwind_tables.h"
 
 #define SAMPLES 60
 

@@ -3,7 +3,7 @@
 #include <sys/syscall.h>
 
 #include "live_util.h"
-#include "proc.h"
+#include "gather/proc.h"
 
 int main(int argc, char **argv)
 {

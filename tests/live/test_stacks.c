@@ -5,9 +5,9 @@
 #include <time.h>
 
 #include "live_util.h"
-#include "proc.h"
-#include "stacks.h"
-#include "symbols.h"
+#include "gather/proc.h"
+#include "native/stacks.h"
+#include "native/symbols.h"
 
 static int echo_ok(struct live_proc *lp)
 {

@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 
 #include "live_util.h"
-#include "proc.h"
-#include "stacks.h"
-#include "symbols.h"
+#include "gather/proc.h"
+#include "native/stacks.h"
+#include "native/symbols.h"
 
 /* One native frame to resolve: its pc and whether it holds a return address. */
 struct addr {

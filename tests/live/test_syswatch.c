@@ -3,9 +3,9 @@
 #include <sys/stat.h>
 
 #include "live_util.h"
-#include "proc.h"
-#include "stacks.h"
-#include "syswatch.h"
+#include "gather/proc.h"
+#include "native/stacks.h"
+#include "gather/syswatch.h"
 
 static volatile sig_atomic_t got_term;
 

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "live_util.h"
-#include "unwind_tables.h"
+#include "native/unwind_tables.h"
 
 #define MAX_FRAMES 128
 

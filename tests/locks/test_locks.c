@@ -11,10 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "evidence.h"
-#include "locks.h"
-#include "proc.h"
-#include "util.h"
+#include "model/evidence.h"
+#include "gather/locks.h"
+#include "gather/proc.h"
+#include "model/util.h"
 
 #include "../check.h"
 

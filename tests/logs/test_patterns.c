@@ -4,8 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "evidence.h"
-#include "logs.h"
+#include "model/evidence.h"
+#include "formats/logs.h"
 
 static int failures;
 #define CHECK(c, ...)                                                                                                  \
@@ -23,7 +23,7 @@ int main(void)
     const char *src = getenv("HDX_SOURCE_DIR"), *build = getenv("HDX_BUILD_DIR");
     char path[4096], *err = NULL;
     hdx_log_patterns *ps = NULL;
-    snprintf(path, sizeof path, "%s/inspector/patterns/logs.json", src ? src : ".");
+    snprintf(path, sizeof path, "%s/inspector/formats/patterns/logs.json", src ? src : ".");
     int r = hdx_log_patterns_load_file(path, &ps, &err);
     CHECK(r == 0, "load %s: %s", path, err ? err : "?");
     CHECK(hdx_log_patterns_count(ps) >= 20, "only %zu patterns", hdx_log_patterns_count(ps));

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "merge.h"
+#include "python/merge.h"
 
 #include "../check.h"
 

@@ -27,9 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "evidence.h"
-#include "pyimpl.h"
-#include "python.h"
+#include "model/evidence.h"
+#include "python/pyimpl.h"
+#include "python/python.h"
 #include "pyinterps.h"
 
 static char why[4096];

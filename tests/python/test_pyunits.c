@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pyimpl.h"
+#include "python/pyimpl.h"
 #include "pyinterps.h"
 
 static int failures;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "slurm.h"
+#include "gather/slurm.h"
 
 #include "../check.h"
 

@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "classify.h"
-#include "evidence.h"
-#include "report.h"
-#include "snapshot.h"
+#include "classify/classify.h"
+#include "model/evidence.h"
+#include "report/report.h"
+#include "formats/snapshot.h"
 
 static int failures;
 

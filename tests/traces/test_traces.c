@@ -7,11 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "evidence.h"
+#include "model/evidence.h"
 #include "hangdx/trace.h"
-#include "proc.h"
-#include "traces.h"
-#include "util.h"
+#include "gather/proc.h"
+#include "formats/traces.h"
+#include "model/util.h"
 
 #include "../check.h"
 

@@ -20,7 +20,7 @@
 
 #include "../check.h"
 #include "hangdx/trace.h"
-#include "watch.h"
+#include "gather/watch.h"
 
 #define RUN_S 2.5
 #define TICK_US 200000

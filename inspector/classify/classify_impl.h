@@ -1,0 +1,52 @@
+/*
+ * Helpers shared by the classifier's files (classify.c: the driver and the
+ * lock rules; classify_dist.c: the distributed rules). Internal; pure.
+ */
+#ifndef HDX_CLASSIFY_IMPL_H
+#define HDX_CLASSIFY_IMPL_H
+
+#include <stddef.h>
+
+#include "classify/classify.h"
+
+/* A process is busy when its CPU time grew by at least this share of the
+ * sampling window, and by at least HDX_BUSY_CPU_MIN_MS (two clock ticks, so
+ * one tick of noise never counts). Waiting ranks use well under 1% (a
+ * FileBaton poller, a TCPStore waking every 10 ms); a busy process on a
+ * loaded node may get only a few percent of a core. */
+#define HDX_BUSY_CPU_SHARE 0.03
+#define HDX_BUSY_CPU_MIN_MS 20.0
+
+/* 1 when p made progress, else 0: CPU time across the samples, of its key thread when that
+ * waits in a distributed call, else of its threads but the service ones; with one sample a
+ * running thread; post-mortem as recorded. Needs the waits labelled (hdx_wait_classify). */
+int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p);
+
+/* "rank 1 (pid 123)" or "pid 123", from p, or from pid and rank when p is NULL.
+ * When ev spans several hosts and p names its host: "rank 1 (pid 123 on node3)". */
+void hdx_cls_who(const hdx_evidence *ev, const hdx_process *p, int pid, int rank, char *buf, size_t size);
+
+/* The program's base name ("python3"), from argv[0] or the main thread's name. Borrowed. */
+const char *hdx_cls_proc_name(const hdx_process *p);
+
+/* Add v to a heap set of ints (once). 0 or -ENOMEM. */
+int hdx_cls_add_int(int **arr, size_t *n, int v);
+
+/* Add pid to v's culprit pids, unless it is unknown (a dump without pids). 0 or -ENOMEM. */
+int hdx_cls_add_pid(hdx_verdict *v, int pid);
+
+/* Replace *dst with a formatted heap string. 0 or -ENOMEM. */
+int hdx_cls_set_text(char **dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Where a thread is, for a person: "skip_and_sleep (hangs.py:40)" from its
+ * innermost Python frame, else its wait label or state. */
+void hdx_cls_where(const hdx_thread *t, char *buf, size_t size);
+
+/*
+ * The distributed rules (3–5 of classify.c): rendezvous_wait, p2p_mismatch,
+ * collective_wait over the rank processes. Returns 1 when they decided v,
+ * 0 when no rank waits in a distributed call, -ENOMEM.
+ */
+int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v);
+
+#endif

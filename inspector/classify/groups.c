@@ -1,0 +1,151 @@
+#include "classify/groups.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/util.h"
+#include "classify/waits.h"
+
+const hdx_thread *hdx_key_thread(const hdx_process *p)
+{
+    for (size_t i = 0; i < p->n_threads; i++)
+        if (p->threads[i].wait && !hdx_wait_is_background(p->threads[i].wait))
+            return &p->threads[i];
+    return p->n_threads ? &p->threads[0] : NULL;
+}
+
+static int same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && !strcmp(a, b));
+}
+
+/* Frames are the same place: same kind and function; Python frames also the same file and line. */
+static int same_frame(const hdx_frame *a, const hdx_frame *b)
+{
+    if (a->kind != b->kind || !same_str(a->function, b->function))
+        return 0;
+    return a->kind != HDX_FRAME_PYTHON || (a->line == b->line && same_str(a->file, b->file));
+}
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL;
+}
+
+uint64_t hdx_stack_hash(const hdx_thread *t)
+{
+    uint64_t h = hash_str(1469598103934665603ULL, t->wait);
+    for (size_t i = 0; i < t->n_frames; i++) {
+        h = hash_str(h, t->frames[i].function);
+        if (t->frames[i].kind == HDX_FRAME_PYTHON)
+            h = hash_str(h, t->frames[i].file) ^ (uint64_t)t->frames[i].line * 31;
+    }
+    return h;
+}
+
+static int same_stack(const hdx_thread *a, const hdx_thread *b)
+{
+    if (a->n_frames != b->n_frames || !same_str(a->wait, b->wait))
+        return 0;
+    for (size_t i = 0; i < a->n_frames; i++)
+        if (!same_frame(&a->frames[i], &b->frames[i]))
+            return 0;
+    return 1;
+}
+
+static int cmp_group(const void *a, const void *b)
+{
+    const hdx_group *x = a, *y = b;
+    if (x->n_pids != y->n_pids)
+        return x->n_pids < y->n_pids ? 1 : -1;
+    return (x->first > y->first) - (x->first < y->first); /* then in evidence order */
+}
+
+void hdx_groups_free(hdx_group *g, size_t n)
+{
+    for (size_t i = 0; g && i < n; i++) {
+        free(g[i].ranks);
+        free(g[i].pids);
+    }
+    free(g);
+}
+
+/* First frame, from the outermost in, where a's path leaves b's; -1 when none. */
+static long divergence(const hdx_thread *a, const hdx_thread *b)
+{
+    size_t i = 0;
+    while (i < a->n_frames && i < b->n_frames &&
+           same_frame(&a->frames[a->n_frames - 1 - i], &b->frames[b->n_frames - 1 - i]))
+        i++;
+    if (i >= a->n_frames)
+        return -1;
+    return (long)(a->n_frames - 1 - i);
+}
+
+int hdx_groups_make(const hdx_evidence *ev, hdx_group **out, size_t *n_out)
+{
+    hdx_group *g = NULL;
+    size_t n = 0;
+    /* Open-addressing table from stack hash to group index. */
+    size_t cap = 64;
+    while (cap < ev->n_procs * 2)
+        cap *= 2;
+    struct slot {
+        uint64_t hash;
+        long group;
+    } *table = malloc(cap * sizeof *table);
+    if (!table)
+        return -ENOMEM;
+    for (size_t i = 0; i < cap; i++)
+        table[i].group = -1;
+
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        const hdx_thread *t = hdx_key_thread(p);
+        if (!t || p->alive == 0 || p->set_aside)
+            continue;
+        uint64_t h = hdx_stack_hash(t);
+        size_t s = h & (cap - 1);
+        hdx_group *grp = NULL;
+        for (; table[s].group >= 0; s = (s + 1) & (cap - 1))
+            if (table[s].hash == h && same_stack(g[table[s].group].key, t)) {
+                grp = &g[table[s].group];
+                break;
+            }
+        if (!grp) {
+            if (!(grp = hdx_append((void **)&g, &n, sizeof *grp)))
+                goto nomem;
+            grp->first = p;
+            grp->key = t;
+            grp->diverges_at = -1;
+            table[s].hash = h;
+            table[s].group = (long)(n - 1);
+        }
+        int *pid = hdx_append((void **)&grp->pids, &grp->n_pids, sizeof *pid);
+        if (!pid)
+            goto nomem;
+        *pid = p->pid;
+        if (p->is_rank_process) {
+            int *r = hdx_append((void **)&grp->ranks, &grp->n_ranks, sizeof *r);
+            if (!r)
+                goto nomem;
+            *r = p->rank;
+        }
+    }
+    free(table);
+    if (n)
+        qsort(g, n, sizeof *g, cmp_group);
+    for (size_t i = 1; i < n; i++)
+        g[i].diverges_at = divergence(g[i].key, g[0].key);
+    *out = g;
+    *n_out = n;
+    return 0;
+nomem:
+    free(table);
+    hdx_groups_free(g, n);
+    return -ENOMEM;
+}

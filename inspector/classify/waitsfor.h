@@ -1,0 +1,160 @@
+/*
+ * The waits-for graph of a job (docs/design.md "The waits-for graph"): one node
+ * per rank (ranks that are missing or gone included) and one per distributed
+ * call in progress (a collective on one process group, or the rendezvous).
+ *  - A rank in a collective on group G waits, through the call's node, for
+ *    every member of G that is not in the same call on G; a member in another
+ *    collective on G is a mismatch.
+ *  - A rank in send/recv waits for its peer unless the peer is in the matching
+ *    call (direction, peer and tag).
+ *  - A rank in the rendezvous waits for the ranks of the world that are not.
+ *  - A build-lock waiter waits for the rank that holds the lock.
+ * The roots are the strongly connected components that wait for nothing
+ * outside themselves and that someone waits on: a rank that waits for nothing
+ * known (asleep, computing, building, stopped, in D state, gone, missing), a
+ * call every member is in (it does not finish), or a cycle. In a cycle, a rank
+ * that waits in a collective on a strictly larger group than the one a member
+ * of the cycle waits for it on has moved on past that group's call: it alone
+ * is the culprit.
+ *
+ * Pure: reads the evidence (labels set by hdx_wait_classify), no I/O.
+ */
+#ifndef HDX_WAITSFOR_H
+#define HDX_WAITSFOR_H
+
+#include <stddef.h>
+
+#include "model/evidence.h"
+
+enum hdx_wf_kind {
+    HDX_WF_NONE = 0,   /* waits in no distributed call */
+    HDX_WF_COLLECTIVE,
+    HDX_WF_P2P,
+    HDX_WF_RENDEZVOUS,
+    HDX_WF_BUILD_LOCK,
+};
+
+/* What a root rank is doing instead of waiting. */
+enum hdx_wf_state {
+    HDX_WF_WAITING = 0, /* not a root: waits for someone */
+    HDX_WF_ASLEEP,      /* in a sleep, or blocked elsewhere without CPU */
+    HDX_WF_COMPUTING,   /* its CPU time grows */
+    HDX_WF_BUILDING,    /* runs a build (ninja, compilers under it, or cpp_extension frames) */
+    HDX_WF_STOPPED,     /* state T */
+    HDX_WF_DSTATE,      /* uninterruptible sleep */
+    HDX_WF_GONE,        /* its process exited */
+    HDX_WF_MISSING,     /* no process of this rank was inspected */
+    HDX_WF_UNKNOWN_PEER, /* waits, but for nobody known (a peer that could not be read) */
+};
+
+/* One point-to-point operation a rank waits on. */
+typedef struct hdx_wf_op {
+    int send;    /* 1 send, 0 recv */
+    int peer;    /* global rank, or HDX_UNKNOWN (a recv from any source) */
+    int tag;     /* HDX_UNKNOWN when not read */
+    int matched; /* 1 the peer is in the matching call */
+    int peer_tag; /* the tag of the peer's call in the other direction when only the tags differ, else HDX_UNKNOWN */
+} hdx_wf_op;
+
+#define HDX_WF_MAX_OPS 4
+
+typedef struct hdx_wf_rank {
+    int rank;
+    const hdx_process *p;   /* borrowed; NULL when missing */
+    const hdx_thread *t;    /* its key thread, or NULL */
+    enum hdx_wf_kind kind;
+    const char *op;         /* the call: "all_gather", "recv", "_communicate" (borrowed), or NULL */
+    int pgroup;             /* index in ev->pgroups of the call's group, HDX_UNKNOWN */
+    int group_guessed;      /* 1 when the group could not be read and the default group was taken */
+    long call;              /* index in calls (collective, rendezvous), -1 */
+    hdx_wf_op ops[HDX_WF_MAX_OPS]; /* p2p */
+    size_t n_ops;
+    int lock_holder;        /* build lock: the holder's rank, HDX_UNKNOWN */
+    enum hdx_wf_state state; /* set for the ranks of the roots */
+    int working;            /* root: it computes, or its build's processes use CPU */
+    const hdx_process *tool; /* BUILDING: its oldest live build tool (ninja, a compiler), or NULL */
+    int culprit;            /* 1 a culprit (a root, or the one that moved on in a cycle) */
+    int moved_on_from;      /* culprit that moved on: the call (index in calls) it left behind, -1 */
+    int root;               /* index of the root it belongs to or leads to first (BFS), -1 none */
+    int depth;              /* hops from that root (0: in it), -1 */
+} hdx_wf_rank;
+
+typedef struct hdx_wf_call {
+    enum hdx_wf_kind kind;  /* collective or rendezvous */
+    const char *op;         /* borrowed */
+    int pgroup;             /* HDX_UNKNOWN: the world taken as the group */
+    size_t n_in;            /* ranks in it */
+    int *absent;            /* members it waits for (heap), ascending */
+    size_t n_absent;
+    size_t n_mismatch;      /* of those, members in another collective on the same group */
+} hdx_wf_call;
+
+enum hdx_wf_root_kind {
+    HDX_WF_ROOT_RANK,      /* one rank that waits for nothing known */
+    HDX_WF_ROOT_CALL,      /* a call every member is in, which does not finish */
+    HDX_WF_ROOT_CYCLE,     /* ranks that wait on each other */
+    HDX_WF_ROOT_MISMATCH,  /* members of one group in different collectives on it */
+    HDX_WF_ROOT_MOVED_ON,  /* a cycle whose culprit left a call of a smaller group behind */
+};
+
+typedef struct hdx_wf_root {
+    enum hdx_wf_root_kind kind;
+    int *ranks;            /* the ranks of the component (heap), ascending */
+    size_t n_ranks;
+    long call;             /* ROOT_CALL: the call; else the call through which it is waited on, -1 */
+    int p2p;               /* 1 when a p2p wait is on it (cycle) or the only waits into it are p2p */
+    int rendezvous;        /* 1 when a rendezvous waits on it */
+    size_t n_waiting;      /* ranks that wait on it, directly or not */
+} hdx_wf_root;
+
+typedef struct hdx_waitsfor {
+    const hdx_evidence *ev;
+    hdx_wf_rank *ranks;    /* by rank, ascending (missing ones included) */
+    size_t n_ranks;
+    hdx_wf_call *calls;
+    size_t n_calls;
+    hdx_wf_root *roots;    /* most telling first: rendezvous, cycles and mismatches, ranks, calls */
+    size_t n_roots;
+    int world_size;        /* HDX_UNKNOWN */
+    size_t n_waiting;      /* ranks in a distributed wait */
+    size_t n_guessed;      /* waits whose group was not read */
+} hdx_waitsfor;
+
+/*
+ * Build the graph over the rank processes of ev (is_rank_process, not set aside;
+ * the first process of each rank) and find its roots. Needs ev->pgroups for the
+ * groups (without them every collective is taken on the world, and n_guessed says
+ * so). The graph borrows from ev, which must outlive it. *g is filled (the
+ * caller frees it with hdx_waitsfor_free, also on failure). O((ranks + group
+ * members) · log ranks). Returns 0 or -ENOMEM.
+ */
+int hdx_waitsfor_build(const hdx_evidence *ev, hdx_waitsfor *g);
+
+/* Release what g owns and zero it. Accepts NULL. */
+void hdx_waitsfor_free(hdx_waitsfor *g);
+
+/* The node of rank r, or NULL. O(log n). */
+const hdx_wf_rank *hdx_waitsfor_rank(const hdx_waitsfor *g, int rank);
+
+/* "collective", "p2p", "rendezvous", "build_lock" or "none". */
+const char *hdx_wf_kind_name(enum hdx_wf_kind k);
+
+/* "asleep", "computing", ... for a root rank's state; "waiting" otherwise. */
+const char *hdx_wf_state_name(enum hdx_wf_state s);
+
+/* How a role reads in text: "tp" → "TP", "dp_cp" → "DP×CP"; an unknown role as it is. */
+const char *hdx_pgroup_role_label(const char *role);
+
+/*
+ * The process group of ev at index i as a person reads it: "TP group 4-5" (with its
+ * role), "the world group", or "group 2 (ranks 2,3)". buf gets at most size bytes.
+ */
+void hdx_pgroup_text(const hdx_evidence *ev, int i, char *buf, size_t size);
+
+/*
+ * A rank's coordinates in the roles of the groups it belongs to:
+ * "TP 1 of TP group 4-5, PP stage 1, DP 1", or "" when no group has a role.
+ */
+void hdx_rank_coords(const hdx_evidence *ev, int rank, char *buf, size_t size);
+
+#endif

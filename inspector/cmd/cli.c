@@ -1,0 +1,185 @@
+#include "cmd/cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gather/capture.h"
+#include "hangdx/report.h"
+#include "gather/slurm.h"
+#include "model/util.h"
+
+void hdx_cli_capture_init(hdx_cli_capture *o)
+{
+    memset(o, 0, sizeof *o);
+    o->samples = 2;
+    o->interval_ms = 250;
+    o->build_timeout = 1800;
+}
+
+void hdx_cli_capture_clear(hdx_cli_capture *o)
+{
+    free(o->pids);
+    o->pids = NULL;
+    o->n_pids = 0;
+}
+
+int hdx_cli_capture_option(const char *cmd, int c, const char *arg, hdx_cli_capture *o)
+{
+    switch (c) {
+    case 'd': o->trace_dir = arg; return 1;
+    case 'a': o->all = 1; return 1;
+    case 'N': o->native_lines = 1; return 1;
+    case 'J':
+        o->slurm = 1;
+        o->slurm_job = arg; /* NULL: the next word, or SLURM_JOB_ID (hdx_cli_capture_pids) */
+        return 1;
+    case 's':
+        if (!hdx_parse_long(arg, 1, 100, &o->samples))
+            return 1;
+        fprintf(stderr, "hangdx %s: --samples wants a number from 1 to 100, not '%s'\n", cmd, arg);
+        return -1;
+    case 'i':
+        if (!hdx_parse_long(arg, 1, 60000, &o->interval_ms))
+            return 1;
+        fprintf(stderr, "hangdx %s: --interval wants milliseconds from 1 to 60000, not '%s'\n", cmd, arg);
+        return -1;
+    case 'b':
+        if (!hdx_parse_long(arg, 1, 7 * 86400, &o->build_timeout))
+            return 1;
+        fprintf(stderr, "hangdx %s: --build-timeout wants seconds from 1 to 604800, not '%s'\n", cmd, arg);
+        return -1;
+    default: return 0;
+    }
+}
+
+/* --slurm-job: its id from the one word left, or from SLURM_JOB_ID. 0 or -1 (printed). */
+static int slurm_job_id(const char *cmd, int argc, char **argv, hdx_cli_capture *o)
+{
+    if (o->all || argc > 1 || (argc == 1 && o->slurm_job)) {
+        fprintf(stderr, "hangdx %s: --slurm-job takes the rank processes of every node of the job: give it "
+                        "no PID and no --all (hangdx %s --slurm-job JOBID)\n", cmd, cmd);
+        return -1;
+    }
+    if (argc == 1)
+        o->slurm_job = argv[0];
+    if (!o->slurm_job) {
+        const char *env = getenv("SLURM_JOB_ID");
+        if (!env || !*env) {
+            fprintf(stderr, "hangdx %s: --slurm-job without a job id, outside a Slurm allocation (SLURM_JOB_ID "
+                            "is not set): give the id, e.g. 'hangdx %s --slurm-job 1234' (squeue -u $USER "
+                            "lists yours)\n", cmd, cmd);
+            return -1;
+        }
+        o->slurm_job = env;
+    }
+    if (!hdx_slurm_job_id_valid(o->slurm_job)) {
+        fprintf(stderr, "hangdx %s: '%s' is not a Slurm job id (digits, as squeue's JOBID column shows them, "
+                        "e.g. 1234 or 1234_7)\n", cmd, o->slurm_job);
+        return -1;
+    }
+    return 0;
+}
+
+int hdx_cli_capture_pids(const char *cmd, int argc, char **argv, hdx_cli_capture *o)
+{
+    if (o->slurm)
+        return slurm_job_id(cmd, argc, argv, o);
+    if (argc <= 0 && !o->all) {
+        fprintf(stderr, "hangdx %s: no PID given (or --all for every rank on this host); see 'hangdx %s --help'\n",
+                cmd, cmd);
+        return -1;
+    }
+    if (argc > 0 && !(o->pids = calloc((size_t)argc, sizeof *o->pids))) {
+        fprintf(stderr, "hangdx %s: out of memory\n", cmd);
+        return -1;
+    }
+    for (int i = 0; i < argc; i++) {
+        long v;
+        if (hdx_parse_long(argv[i], 1, 1 << 22, &v)) {
+            fprintf(stderr, "hangdx %s: '%s' is not a process id\n", cmd, argv[i]);
+            return -1;
+        }
+        o->pids[o->n_pids++] = (int)v;
+    }
+    return 0;
+}
+
+int hdx_cli_check_output(const char *cmd, const char *what, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "hangdx %s: cannot write the %s to %s: it is a directory — give a file in it, "
+                        "e.g. -o %s/%s-$(hostname).json\n", cmd, what, path, path, what);
+        return -1;
+    }
+    char *tmp = hdx_asprintf("%s.tmp.%d", path, (int)getpid());
+    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) : -1;
+    int e = fd < 0 ? (tmp ? errno : ENOMEM) : 0;
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+        if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
+            e = errno; /* written in place: the file itself must be writable */
+    }
+    free(tmp);
+    if (!e)
+        return 0;
+    fprintf(stderr, "hangdx %s: cannot write the %s to %s: %s — %s; nothing was captured\n", cmd, what, path,
+            strerror(e),
+            e == ENOENT ? "its directory does not exist: create it, or choose another -o FILE"
+            : e == EACCES || e == EROFS ? "it or its directory is not writable: choose another -o FILE"
+                                        : "choose another -o FILE");
+    return -1;
+}
+
+int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture *o, int *failures)
+{
+    hdx_capture_options co = {o->pids,    o->n_pids,         o->all,
+                              o->trace_dir, (int)o->samples, (int)o->interval_ms,
+                              o->native_lines};
+    ev->build_timeout_s = o->build_timeout;
+    fprintf(stderr, "hangdx %s: looking at %s%s, ", cmd, o->n_pids ? "the given processes" : "",
+            o->all ? (o->n_pids ? " and every rank on this host" : "every rank on this host") : "");
+    if (o->samples == 1)
+        fprintf(stderr, "1 sample...\n");
+    else
+        fprintf(stderr, "%ld samples %ld ms apart...\n", o->samples, o->interval_ms);
+    int rc = hdx_capture(ev, &co, failures);
+    if (rc) {
+        fprintf(stderr, "hangdx %s: capture failed: %s\n", cmd, strerror(-rc));
+        return -1;
+    }
+    for (size_t i = 0; i < ev->n_notes; i++)
+        if (!strncmp(ev->notes[i], "no process ", 11))
+            fprintf(stderr, "hangdx %s: %s — check the PID (ps -ef | grep python)\n", cmd, ev->notes[i]);
+        else if (!strncmp(ev->notes[i], "cannot attach to ", 17) || !strncmp(ev->notes[i], "/proc/", 6) ||
+                 strstr(ev->notes[i], " exited while being inspected") || strstr(ev->notes[i], " is a kernel thread"))
+            fprintf(stderr, "hangdx %s: %s\n", cmd, ev->notes[i]); /* what is missing, and why */
+    if (!ev->n_procs) {
+        const char *job = getenv("SLURM_JOB_ID");
+        if (o->all && job && *job)
+            fprintf(stderr, "hangdx %s: nothing to look at: no rank process of Slurm job %s on %s (hangdx runs "
+                            "in that job, so --all takes only its processes)\n", cmd, job, hdx_hostname());
+        else
+            fprintf(stderr, "hangdx %s: nothing to look at%s\n", cmd,
+                    o->all ? ": no rank process on this host (none has RANK, LOCAL_RANK, SLURM_PROCID, "
+                             "OMPI_COMM_WORLD_RANK or PMI_RANK set, or they belong to another user)"
+                           : "");
+        return -1;
+    }
+    return 0;
+}
+
+int hdx_cli_capture_status(const hdx_evidence *ev, int failures)
+{
+    int partial = failures > 0;
+    for (size_t i = 0; i < ev->n_procs; i++)
+        partial |= ev->procs[i].read_error != 0 && ev->procs[i].read_error != -ESRCH;
+    return partial ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
+}

@@ -1,0 +1,106 @@
+/*
+ * Command-line pieces that inspect and snapshot share: the capture options,
+ * the PIDs, and running the capture with progress and messages on stderr.
+ * Only commands use this (library code never prints).
+ */
+#ifndef HDX_CLI_H
+#define HDX_CLI_H
+
+#include <stddef.h>
+
+#include "model/evidence.h"
+
+/* The capture options' getopt_long entries, to put in a command's table. */
+#define HDX_CLI_CAPTURE_OPTIONS                                                                      \
+    {"trace-dir", required_argument, NULL, 'd'}, {"samples", required_argument, NULL, 's'},          \
+        {"interval", required_argument, NULL, 'i'}, {"build-timeout", required_argument, NULL, 'b'}, \
+        {"all", no_argument, NULL, 'a'}, {"slurm-job", optional_argument, NULL, 'J'},                 \
+        {"native-lines", no_argument, NULL, 'N'}
+
+typedef struct hdx_cli_capture {
+    const char *trace_dir;
+    long samples;       /* default 2 */
+    long interval_ms;   /* default 250 */
+    long build_timeout; /* s, default 1800 */
+    int all;
+    int native_lines; /* --native-lines: file:line of native frames (DWARF) */
+    int *pids; /* heap, freed by hdx_cli_capture_clear */
+    size_t n_pids;
+    int slurm;              /* --slurm-job: collect from every node of a Slurm job */
+    const char *slurm_job;  /* its id (argv or SLURM_JOB_ID), once hdx_cli_capture_pids ran */
+} hdx_cli_capture;
+
+/* The defaults of design.md ("The command line"). */
+void hdx_cli_capture_init(hdx_cli_capture *o);
+void hdx_cli_capture_clear(hdx_cli_capture *o);
+
+/*
+ * Take getopt's c and optarg if they are a capture option ('d', 's', 'i',
+ * 'b', 'a'). Returns 1 when taken, 0 when c is not one of them, -1 for a bad
+ * value (the message, naming cmd, is printed).
+ */
+int hdx_cli_capture_option(const char *cmd, int c, const char *arg, hdx_cli_capture *o);
+
+/* The PIDs in argv[0..argc) (after the options). 0, or -1 when one is not a
+ * PID or there is neither a PID nor --all (the message is printed).
+ * With --slurm-job: argv holds at most the job id (getopt moves it there when
+ * it follows --slurm-job as a word of its own); without it, the job id is
+ * SLURM_JOB_ID. -1 for a job id that is not one, none at all, or PIDs or
+ * --all beside it (the message is printed). */
+int hdx_cli_capture_pids(const char *cmd, int argc, char **argv, hdx_cli_capture *o);
+
+/*
+ * Run hdx_capture() into ev as o says, telling on stderr what it does and
+ * which PIDs were not found. Returns 0 when processes were captured, -1 when
+ * nothing was (the message is printed). *failures: processes whose stacks
+ * could not be read.
+ */
+int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture *o, int *failures);
+
+/*
+ * --slurm-job: run `hangdx snapshot --all --frames` on every node of the job
+ * through srun (slurm.h), with o's capture options, and read each node's
+ * snapshot back. Progress and every problem go to stderr, naming cmd.
+ * *nodes: a heap array of *n evidence sets, one per node that answered, the
+ * caller frees each (hdx_evidence_free) and the array. *partial: 1 when some
+ * node sent no snapshot or an incomplete one. Returns 0 when at least one
+ * node answered, else -1 (the message is printed).
+ */
+int hdx_cli_slurm_collect(const char *cmd, const hdx_cli_capture *o, hdx_evidence ***nodes, size_t *n,
+                          int *partial);
+
+/*
+ * inspect --slurm-job: hdx_cli_slurm_collect(), then every node's snapshot
+ * merged into ev (from hdx_evidence_new) as analyze merges them. 0, or -1
+ * (the message is printed). *failures: 1 when some node's snapshot is
+ * missing (the report is then partial), else 0.
+ */
+int hdx_cli_slurm_merged(const char *cmd, const hdx_cli_capture *o, hdx_evidence *ev, int *failures);
+
+/*
+ * snapshot --slurm-job -o DIR: hdx_cli_slurm_collect(), then one
+ * hangdx.snapshot/1 file per node, DIR/snap-<node>.json (DIR is made when
+ * missing). frames: whether --frames was given too (refused). Returns the
+ * command's exit status (HDX_EXIT_*), messages printed.
+ */
+int hdx_cli_slurm_snapshots(const char *cmd, const hdx_cli_capture *o, const char *dir, int frames);
+
+/*
+ * snapshot --frames: write ev as hangdx.snapshot/1 to stdout in frames
+ * (slurm.h) named "<host>/<pid>", for a collector that reads them back out of
+ * srun's (or another launcher's) mixed output. 0 or a negative errno.
+ */
+int hdx_cli_write_frames(const hdx_evidence *ev);
+
+/* The exit status for a capture: HDX_EXIT_PARTIAL when some process could not be read. */
+int hdx_cli_capture_status(const hdx_evidence *ev, int failures);
+
+/*
+ * Can command cmd write its `what` ("snapshot", "report") to path, before it captures
+ * anything? A file made and removed beside path (a snapshot is renamed over path; a
+ * report is written in place, so an existing path must be writable too). 0, or -1 with
+ * the message printed (a directory, a missing or read-only directory, a read-only file).
+ */
+int hdx_cli_check_output(const char *cmd, const char *what, const char *path);
+
+#endif

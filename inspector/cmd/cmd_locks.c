@@ -1,0 +1,395 @@
+/*
+ * hangdx locks: the lock files of build directories and their state, and
+ * (on request) the removal of the stale ones.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd/cmd.h"
+#include "model/evidence.h"
+#include "hangdx/report.h"
+#include "report/report.h"
+#include "gather/locks.h"
+#include "gather/proc.h"
+#include "formats/snapshot.h"
+#include "formats/traces.h"
+#include "model/jsonout.h"
+#include "model/util.h"
+
+#define LOCKS_SCHEMA "hangdx.locks/1"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hangdx locks [--json] [-d TRACEDIR] [--clean-stale [--force]] [BUILDDIR...]\n\n"
+            "List the lock files of build directories (FileBaton 'lock' files and '*.lock'\n"
+            "files) with their state: held (a live process on this host has it open or holds\n"
+            "the kernel lock), stale (nobody holds it, its creator is gone or unknown) or free.\n"
+            "It looks in each BUILDDIR (six levels down, never through a symbolic link; e.g.\n"
+            "megatron/legacy/fused_kernels/build/lock), in $TORCH_EXTENSIONS_DIR or else\n"
+            "~/.cache/torch_extensions, and at the locks named in the traces of -d. A lock file is a\n"
+            "builder's: a FileBaton's \"lock\", or locks/<key>.lock of inductor's and Triton's caches;\n"
+            "never Cargo.lock, poetry.lock, yarn.lock, uv.lock or .git/index.lock.\n\n"
+            "  --json              print only JSON ({\"schema\":\"" LOCKS_SCHEMA "\",\"locks\":[...]})\n"
+            "  -d, --trace-dir DIR a hangdx trace directory: tells who created each lock\n"
+            "  --clean-stale       delete the locks proven stale: their creator is dead by the trace,\n"
+            "                      no process the trace saw waiting on one still lives, and none\n"
+            "                      that its creator started still runs (stop those first)\n"
+            "  --force             with --clean-stale, also delete every lock that no process on\n"
+            "                      this host holds or has open (creator unknown, waiters alive)\n\n"
+            "Only your own regular lock files are deleted, with or without --force (never a\n"
+            "symbolic link or another user's file), and a trace is trusted only from your own\n"
+            "processes, in a directory only you can write; the rest is listed as not deleted.\n\n"
+            "A build on another node that shares the directory cannot be seen from here: check\n"
+            "that no such build runs before you delete anything.\n\n"
+            "examples:\n"
+            "  hangdx locks                                  # ~/.cache/torch_extensions\n"
+            "  hangdx locks --json ./megatron/fused_kernels/build\n"
+            "  hangdx locks -d traces/ --clean-stale         # delete what the trace proves stale\n"
+            "  hangdx locks --clean-stale --force ~/.cache/torch_extensions\n\n"
+            "exit status: 0 done, 1 partial (a directory or a lock could not be handled),\n"
+            "2 failure, 64 usage error.\n");
+}
+
+/* Add the lock files found under dir; a missing default dir is no error. */
+static int add_dir(hdx_evidence *ev, const char *dir, int required, int *partial)
+{
+    char **paths = NULL;
+    size_t n = 0;
+    hdx_lock_search found;
+    int r = hdx_locks_find_files(dir, &found, &paths, &n);
+    if (r < 0 && r != -ENOMEM && (required || r != -ENOENT)) {
+        fprintf(stderr, "hangdx locks: %s: %s\n", dir,
+                r == -ENOENT ? "no such directory" : strerror(-r));
+        *partial = 1;
+    } else if (r == 0 && found.cut) {
+        fprintf(stderr, "hangdx locks: %s: looked in %zu directories, %d levels down at most; deeper or further "
+                        "ones were not read: give the build directory itself\n",
+                dir, found.dirs, HDX_LOCKS_MAX_DEPTH);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (r != -ENOMEM && !hdx_evidence_find_lock(ev, paths[i])) {
+            hdx_lock *l = hdx_evidence_add_lock(ev);
+            if (!l || !(l->path = strdup(paths[i])) || !(l->source = strdup("build directory")))
+                r = -ENOMEM;
+            else
+                l->kind = HDX_LOCK_BATON;
+        }
+        free(paths[i]);
+    }
+    free(paths);
+    return r == -ENOMEM ? r : 0;
+}
+
+static int has_opener(const char *path)
+{
+    struct stat st;
+    int *pids = NULL;
+    size_t n = 0, unreadable = 0;
+    if (stat(path, &st) != 0)
+        return 0;
+    if (hdx_proc_openers(st.st_dev, st.st_ino, &pids, &n, &unreadable) < 0)
+        return 1; /* cannot tell: keep it */
+    free(pids);
+    return n > 0 || unreadable > 0;
+}
+
+/*
+ * Is the file at path ours to delete: a regular file (the name itself, lstat:
+ * no symbolic link followed) owned by the effective uid? 1 yes; 0 with why
+ * (into buf) no. With st, the lstat is left there to compare just before unlink.
+ */
+static int own_regular_file(const char *path, struct stat *st, char *buf, size_t size, const char **why)
+{
+    if (lstat(path, st) != 0) {
+        snprintf(buf, size, "cannot check it: %s", strerror(errno));
+        *why = buf;
+        return 0;
+    }
+    if (S_ISLNK(st->st_mode)) {
+        *why = "a symbolic link (hangdx deletes only a regular file)";
+        return 0;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        *why = "not a regular file";
+        return 0;
+    }
+    if (st->st_uid != geteuid()) {
+        snprintf(buf, size, "owned by uid %u, not by you (uid %u): delete it as its owner",
+                 (unsigned)st->st_uid, (unsigned)geteuid());
+        *why = buf;
+        return 0;
+    }
+    return 1;
+}
+
+/* "hangdx locks: WHAT PATH: REST" on stderr, the path escaped as in the reports (a lock
+ * directory's name may hold a newline or an escape sequence). */
+static void say(const char *what, const char *path, const char *rest)
+{
+    fprintf(stderr, "hangdx locks: %s", what);
+    hdx_report_put_text(stderr, path);
+    fprintf(stderr, ": %s\n", rest);
+}
+
+/* Processes of this host waiting on l (by a trace, or their Python stack now) that still live;
+ * *first: one of them. */
+static size_t live_waiters(const hdx_lock *l, int *first)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->n_waiters; i++) {
+        char st = l->waiters[i].host ? 0 : hdx_proc_state(l->waiters[i].pid);
+        if (st && st != 'Z' && st != 'X' && !n++)
+            *first = l->waiters[i].pid;
+    }
+    return n;
+}
+
+/* What would make deleting l harmful though it is stale: a live waiter (it would wake up and
+ * load a half-built module), processes its dead creator started (a compiler that still
+ * writes into the build directory). Into buf; 0 when nothing. */
+static int still_in_use(const hdx_lock *l, char *buf, size_t size)
+{
+    int first = 0;
+    size_t waiting = live_waiters(l, &first);
+    if (!waiting && !l->creator_children)
+        return 0;
+    char who[64] = "";
+    if (waiting)
+        snprintf(who, sizeof who, "pid %d%s still waits on it", first, waiting > 1 ? " and others" : "");
+    snprintf(buf, size, "%s%s%s", who, waiting && l->creator_children ? " and " : "",
+             l->creator_children ? "processes its dead creator started still run" : "");
+    return 1;
+}
+
+/* Is l deletable? 1 yes; *why (in buf when formatted) says why not. */
+static int deletable(const hdx_lock *l, int force, char *buf, size_t size, const char **why)
+{
+    if (l->exists != 1) {
+        *why = "gone";
+        return 0;
+    }
+    if (l->state == HDX_LOCK_HELD) {
+        *why = "held";
+        return 0;
+    }
+    if (force)
+        return 1;
+    if (l->state != HDX_LOCK_STALE || !l->has_creator || l->creator_alive != 0) {
+        *why = l->has_creator ? "creator not proven dead" : "creator unknown (no trace); --force deletes it";
+        return 0;
+    }
+    char use[128];
+    if (still_in_use(l, use, sizeof use)) {
+        snprintf(buf, size, "%s: stop those processes first (--force deletes it anyway)", use);
+        *why = buf;
+        return 0;
+    }
+    return 1;
+}
+
+static void format_age(int64_t ns, char *buf, size_t size)
+{
+    if (ns == HDX_UNKNOWN) {
+        snprintf(buf, size, "age ?");
+        return;
+    }
+    int64_t s = (hdx_now_ns() - ns) / 1000000000;
+    if (s < 0)
+        s = 0;
+    if (s < 120)
+        snprintf(buf, size, "age %llds", (long long)s);
+    else if (s < 7200)
+        snprintf(buf, size, "age %lldm", (long long)(s / 60));
+    else if (s < 172800)
+        snprintf(buf, size, "age %lldh", (long long)(s / 3600));
+    else
+        snprintf(buf, size, "age %lldd", (long long)(s / 86400));
+}
+
+static void print_text(const hdx_lock *l, int deleted)
+{
+    char who[160] = "", age[32];
+    if (l->holder_pid != HDX_UNKNOWN)
+        snprintf(who, sizeof who, "holder pid %d", l->holder_pid);
+    if (l->has_creator) {
+        size_t k = strlen(who);
+        char rank[32] = "";
+        if (l->creator_rank != HDX_UNKNOWN)
+            snprintf(rank, sizeof rank, " (rank %d)", l->creator_rank);
+        snprintf(who + k, sizeof who - k, "%screated by pid %d%s, %s", k ? ", " : "", l->creator_pid, rank,
+                 l->creator_alive == 1 ? "alive" : l->creator_alive == 0 ? "dead" : "alive unknown");
+    } else if (l->holder_pid == HDX_UNKNOWN) {
+        snprintf(who, sizeof who, "creator unknown");
+    }
+    format_age(l->mtime_ns, age, sizeof age);
+    printf("%-5s  %-5s  ", hdx_lock_state_name(l->state), hdx_lock_kind_name(l->kind));
+    hdx_report_put_text(stdout, l->path);
+    printf("  %s, %s%s", who, age, deleted ? "  [deleted]" : "");
+    int first = 0;
+    size_t live = live_waiters(l, &first);
+    if (l->n_waiters)
+        printf(", %zu waiter%s", l->n_waiters, l->n_waiters == 1 ? "" : "s");
+    if (l->n_waiters && live < l->n_waiters)
+        printf(" (%zu alive)", live);
+    printf("\n");
+}
+
+/* The lock object of design.md "Formats", with what this command adds. */
+static cJSON *lock_json(const hdx_lock *l, int deleted)
+{
+    cJSON *o = hdx_snapshot_lock_json(l);
+    if (o)
+        cJSON_AddBoolToObject(o, "deleted", deleted);
+    return o;
+}
+
+int hdx_cmd_locks(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},      {"trace-dir", required_argument, NULL, 'd'},
+        {"clean-stale", no_argument, NULL, 'c'}, {"force", no_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0},
+    };
+    int json = 0, clean = 0, force = 0, partial = 0, c;
+    const char *trace_dir = NULL;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "jd:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'd': trace_dir = optarg; break;
+        case 'c': clean = 1; break;
+        case 'f': force = 1; break;
+        case 'h': usage(stdout); return HDX_EXIT_OK;
+        default: usage(stderr); return HDX_EXIT_USAGE;
+        }
+    }
+    if (force && !clean) {
+        fprintf(stderr, "hangdx locks: --force only goes with --clean-stale\n");
+        return HDX_EXIT_USAGE;
+    }
+
+    int status = HDX_EXIT_FAILURE;
+    int *deleted = NULL;
+    hdx_trace_set *set = NULL;
+    char *err = NULL, *default_dir = NULL;
+    hdx_evidence *ev = hdx_evidence_new();
+    if (!ev)
+        goto nomem;
+    ev->live = 1; /* this host, now */
+    if (trace_dir) {
+        int r = hdx_trace_load_dir(trace_dir, &set, &err);
+        if (r < 0) {
+            fprintf(stderr, "hangdx locks: %s\n", err ? err : strerror(-r));
+            goto out;
+        }
+        if ((r = hdx_trace_to_evidence(set, ev, 0)) < 0)
+            goto nomem;
+    }
+    for (int i = optind; i < argc; i++)
+        if (add_dir(ev, argv[i], 1, &partial) < 0)
+            goto nomem;
+    const char *ext = getenv("TORCH_EXTENSIONS_DIR");
+    if (ext && *ext)
+        default_dir = strdup(ext);
+    else if (getenv("HOME"))
+        default_dir = hdx_asprintf("%s/.cache/torch_extensions", getenv("HOME"));
+    if (default_dir && add_dir(ev, default_dir, 0, &partial) < 0)
+        goto nomem;
+    if (hdx_locks_add_python_waiters(ev) < 0) /* the waiters no trace saw */
+        goto nomem;
+    if (hdx_locks_resolve(ev) < 0)
+        goto nomem;
+
+    if (ev->n_locks && !(deleted = calloc(ev->n_locks, sizeof *deleted)))
+        goto nomem;
+    for (size_t i = 0; clean && i < ev->n_locks; i++) {
+        const hdx_lock *l = &ev->locks[i];
+        const char *why = NULL;
+        char whybuf[192];
+        struct stat st1, st2;
+        if (l->foreign) { /* a same-named file here is not the container's lock */
+            say("not deleted: ", l->path, "it is a path of a container whose files could not be found from here");
+            continue;
+        }
+        /* Only a regular file of the invoking user, with or without --force: a lock file of
+         * another user, or a link to one, is never ours to delete. */
+        if (!deletable(l, force, whybuf, sizeof whybuf, &why) ||
+            (l->exists == 1 && !own_regular_file(l->path, &st1, whybuf, sizeof whybuf, &why))) {
+            if (l->exists == 1)
+                say("not deleted: ", l->path, why);
+            continue;
+        }
+        /* Check again just before: a build may have opened it since, or it was replaced. */
+        if (has_opener(l->path)) {
+            say("not deleted: ", l->path, "a process has it open now");
+            continue;
+        }
+        if (!own_regular_file(l->path, &st2, whybuf, sizeof whybuf, &why) || st2.st_dev != st1.st_dev ||
+            st2.st_ino != st1.st_ino) {
+            say("not deleted: ", l->path, why ? why : "replaced meanwhile");
+            continue;
+        }
+        if (unlink(l->path) != 0) {
+            say("cannot delete ", l->path, strerror(errno));
+            partial = 1;
+            continue;
+        }
+        deleted[i] = 1;
+        char use[128], rest[320];
+        int overrode = still_in_use(l, use, sizeof use);
+        snprintf(rest, sizeof rest, "%s%s%s%s", hdx_lock_state_name(l->state),
+                 l->has_creator && l->creator_alive == 0 ? ", its creator is dead" : ", no process here has it open",
+                 overrode ? "; with --force, although " : "", overrode ? use : "");
+        say("deleted ", l->path, rest);
+    }
+
+    if (json) {
+        cJSON *root = cJSON_CreateObject(), *arr = NULL;
+        if (!root || !cJSON_AddStringToObject(root, "schema", LOCKS_SCHEMA) ||
+            !(arr = cJSON_AddArrayToObject(root, "locks"))) {
+            cJSON_Delete(root);
+            goto nomem;
+        }
+        for (size_t i = 0; i < ev->n_locks; i++)
+            cJSON_AddItemToArray(arr, lock_json(&ev->locks[i], deleted[i]));
+        cJSON *notes = cJSON_AddArrayToObject(root, "notes");
+        for (size_t i = 0; notes && i < ev->n_notes; i++)
+            cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
+        char *s = hdx_json_print(root, 0);
+        cJSON_Delete(root);
+        if (!s)
+            goto nomem;
+        printf("%s\n", s);
+        free(s);
+    } else {
+        if (!ev->n_locks)
+            printf("no lock files found\n");
+        for (size_t i = 0; i < ev->n_locks; i++)
+            print_text(&ev->locks[i], deleted[i]);
+        for (size_t i = 0; i < ev->n_notes; i++) {
+            printf("note: ");
+            hdx_report_put_text(stdout, ev->notes[i]);
+            printf("\n");
+        }
+    }
+    fprintf(stderr, "hangdx locks: a build on another node that shares these directories cannot be seen from "
+                    "here; check that none runs before deleting a lock.\n");
+    status = partial ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
+    goto out;
+nomem:
+    fprintf(stderr, "hangdx locks: out of memory\n");
+out:
+    free(deleted);
+    free(default_dir);
+    free(err);
+    hdx_trace_set_free(set);
+    hdx_evidence_free(ev);
+    return status;
+}

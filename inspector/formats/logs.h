@@ -1,0 +1,96 @@
+/*
+ * Job logs: a combined launcher log ([rank3]: or [default0]: prefixes,
+ * torchrun's failure summary) or one file per rank, read line by line against
+ * the patterns of inspector/patterns/logs.json (data, not code: users add
+ * their own with HANGDX_PATTERNS). Every match becomes an hdx_log_fact in the
+ * evidence; each rank gets an hdx_log_rank summary (last line and its time,
+ * the collective sequence numbers reached, the exit cause). classify_logs.c
+ * decides from them.
+ */
+#ifndef HDX_LOGS_H
+#define HDX_LOGS_H
+
+#include <stddef.h>
+
+#include "classify/classify.h"
+#include "model/evidence.h"
+
+typedef struct hdx_log_patterns hdx_log_patterns;
+
+/* Environment variable naming a user's pattern file, read after the built-in one. */
+#define HDX_PATTERNS_ENV "HANGDX_PATTERNS"
+
+/*
+ * Load the built-in patterns, found at <dir of exe>/../share/hangdx/patterns/logs.json
+ * (the build tree and an installed tree), else in the source tree
+ * (HDX_PATTERNS_SRC_DIR), then the file HANGDX_PATTERNS names, if any.
+ * exe may be NULL (then /proc/self/exe). On success *out is the caller's
+ * (hdx_log_patterns_free). Returns 0, or -errno with *err (heap, caller frees)
+ * saying which file and what is wrong.
+ */
+int hdx_log_patterns_load_default(const char *exe, hdx_log_patterns **out, char **err);
+
+/* Add the patterns of one file (hangdx.patterns/1) to *ps (created when NULL).
+ * 0, or -errno with *err naming the file, the pattern and the problem. */
+int hdx_log_patterns_load_file(const char *path, hdx_log_patterns **ps, char **err);
+
+void hdx_log_patterns_free(hdx_log_patterns *ps);
+
+/* How many patterns ps holds, and the i-th one's name, regex and example (borrowed). */
+size_t hdx_log_patterns_count(const hdx_log_patterns *ps);
+const char *hdx_log_pattern_name(const hdx_log_patterns *ps, size_t i);
+const char *hdx_log_pattern_example(const hdx_log_patterns *ps, size_t i);
+
+/* 1 when pattern i matches line (a line as it would be after its launcher
+ * prefix is removed), else 0. */
+int hdx_log_pattern_matches(const hdx_log_patterns *ps, size_t i, const char *line);
+
+/*
+ * Is path a job log? 1 when a line of its first or its last 64 KiB matches a
+ * pattern (NUL bytes end lines), 0 when not, -errno when it cannot be read.
+ */
+int hdx_log_sniff(const hdx_log_patterns *ps, const char *path);
+
+/*
+ * The process groups the job's logs show whole: an NCCL line's "[PG ID n PG GUID m(desc)
+ * Rank r]" prefix gives a group and a group rank, the launcher's prefix the global rank;
+ * a group every one of whose group ranks 0..max some line places becomes ev->pgroups'
+ * group named as the facts name it ("2 (TENSOR_MODEL_PARALLEL_GROUP)"), with the role
+ * Megatron's group_desc gives. Call once every log is loaded. 0 or -ENOMEM.
+ */
+int hdx_log_pgroups(hdx_evidence *ev);
+
+/*
+ * Read the job log at path into ev: one hdx_log_fact per matching line and
+ * the per-rank summaries (ev->log_ranks), with notes for what was assumed
+ * (a rank from the file name, a group rank that cannot be translated).
+ * Returns 0, or -errno with *err (heap, caller frees).
+ */
+int hdx_log_load(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, char **err);
+
+/*
+ * hdx_log_load, and *only_rank: the one rank that the file's lines belong to (their launcher
+ * prefixes, the file name, or an NCCL line's own [Rank n] of the default group), or
+ * HDX_UNKNOWN when they name none or several. only_rank may be NULL.
+ */
+int hdx_log_load_ranked(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, int *only_rank, char **err);
+
+/* The value of field name of f (borrowed), or NULL. */
+const char *hdx_log_fact_field(const hdx_log_fact *f, const char *name);
+/* The same as an integer; def when absent or not a number. */
+long long hdx_log_fact_int(const hdx_log_fact *f, const char *name, long long def);
+
+/* The summary of rank in ev (borrowed), or NULL. */
+const hdx_log_rank *hdx_evidence_log_rank(const hdx_evidence *ev, int rank);
+
+/*
+ * The log rules (classify_logs.c), run by hdx_classify after the lock and
+ * stack rules. With may_decide (no stack rule decided), a decisive log rule
+ * fills v and returns 1; so does a log that decides nothing when no thread
+ * has frames (v says the logs decide nothing). Without may_decide it only adds
+ * a note to ev saying what the logs alone would say, and returns 0. 0 also
+ * when the logs decide nothing and stacks are there to judge; -ENOMEM.
+ */
+int hdx_cls_logs(hdx_evidence *ev, hdx_verdict *v, int may_decide);
+
+#endif

@@ -1,0 +1,2013 @@
+/* hangdx.snapshot/1: evidence to JSON and back, and the merge of many hosts' evidence. */
+#include "formats/snapshot.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model/jsonout.h"
+#include "model/pool.h"
+#include "hangdx/report.h"
+#include "hangdx/trace.h"
+#include "gather/proc.h" /* hdx_syscall_name */
+#include "model/util.h"
+
+/* Integers that a JSON number (a double) holds exactly. */
+#define EXACT_MAX 9007199254740992.0 /* 2^53 */
+
+static const char *const allowed_env[] = {HDX_TRACE_ENV_NAMES};
+
+static int env_allowed(const char *name)
+{
+    for (size_t i = 0; name && allowed_env[i]; i++)
+        if (!strcmp(allowed_env[i], name))
+            return 1;
+    return 0;
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+static cJSON *num_or_null(double v)
+{
+    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+/* Negative errno as a positive one, 0 as null. */
+static cJSON *errno_or_null(int e)
+{
+    return e ? cJSON_CreateNumber(e < 0 ? -(double)e : (double)e) : cJSON_CreateNull();
+}
+
+/* hangdx.snapshot/2's tables while writing: each distinct string once in "strings", each
+ * distinct frame once in "frames"; threads list frames by index. */
+typedef struct ftab {
+    hdx_pool *pool; /* canonical copies: equal strings (and locals texts) are one pointer */
+    cJSON *strings, *frames;
+    struct sslot {
+        const char *s; /* canonical; NULL empty */
+        long idx;
+    } *smap;
+    size_t scap, sn;
+    struct fkey {
+        int kind, line;
+        long function, file, module;
+        uint64_t offset, pc;
+        const char *locals; /* canonical text of the locals object, NULL none */
+    } *keys;
+    size_t kn;
+    long *fmap; /* frame index + 1 by hash, 0 empty */
+    size_t fcap;
+    int failed;
+} ftab;
+
+static uint64_t mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
+}
+
+/* The index of s in "strings", added when new; -1 for NULL (null), -2 on ENOMEM. */
+static long ftab_string(ftab *t, const char *s)
+{
+    if (!s)
+        return -1;
+    const char *c = hdx_pool_intern(t->pool, s, strlen(s));
+    if (!c)
+        return -2;
+    if ((t->sn + 1) * 2 > t->scap) {
+        size_t cap = t->scap ? t->scap * 2 : 256;
+        struct sslot *m = calloc(cap, sizeof *m);
+        if (!m)
+            return -2;
+        for (size_t i = 0; i < t->scap; i++) {
+            if (!t->smap[i].s)
+                continue;
+            size_t k = mix64((uintptr_t)t->smap[i].s) & (cap - 1);
+            while (m[k].s)
+                k = (k + 1) & (cap - 1);
+            m[k] = t->smap[i];
+        }
+        free(t->smap);
+        t->smap = m;
+        t->scap = cap;
+    }
+    size_t k = mix64((uintptr_t)c) & (t->scap - 1);
+    for (; t->smap[k].s; k = (k + 1) & (t->scap - 1))
+        if (t->smap[k].s == c)
+            return t->smap[k].idx;
+    cJSON *item = cJSON_CreateString(c);
+    if (!item)
+        return -2;
+    cJSON_AddItemToArray(t->strings, item);
+    t->smap[k].s = c;
+    t->smap[k].idx = (long)t->sn++;
+    return t->smap[k].idx;
+}
+
+static uint64_t fkey_hash(const struct fkey *k)
+{
+    uint64_t h = mix64((uint64_t)k->kind * 31 + (uint64_t)k->line);
+    h = mix64(h ^ (uint64_t)k->function);
+    h = mix64(h ^ ((uint64_t)k->file << 20) ^ (uint64_t)k->module);
+    h = mix64(h ^ k->offset);
+    h = mix64(h ^ k->pc);
+    return mix64(h ^ (uintptr_t)k->locals);
+}
+
+static int fkey_same(const struct fkey *a, const struct fkey *b)
+{
+    return a->kind == b->kind && a->line == b->line && a->function == b->function && a->file == b->file &&
+           a->module == b->module && a->offset == b->offset && a->pc == b->pc && a->locals == b->locals;
+}
+
+/* A number when a JSON number holds it exactly, else its "0x.." text (a kernel address). */
+static cJSON *exact_or_hex(uint64_t v)
+{
+    return v <= (uint64_t)EXACT_MAX ? cJSON_CreateNumber((double)v) : hdx_json_hex(v);
+}
+
+static cJSON *index_or_null(long i)
+{
+    return i >= 0 ? cJSON_CreateNumber((double)i) : cJSON_CreateNull();
+}
+
+/* The index of f in "frames", added when new; -1 on ENOMEM. */
+static long ftab_frame(ftab *t, const hdx_frame *f)
+{
+    struct fkey k = {.kind = f->kind == HDX_FRAME_PYTHON, .line = f->line > 0 ? f->line : 0,
+                     .offset = f->offset, .pc = f->pc};
+    if ((k.function = ftab_string(t, f->function)) < -1 || (k.file = ftab_string(t, f->file)) < -1 ||
+        (k.module = ftab_string(t, f->module)) < -1)
+        return -1;
+    cJSON *locals = NULL;
+    if (f->locals) {
+        char *text = NULL;
+        if (!(locals = hdx_json_locals(f)) || !(text = hdx_json_print(locals, 0)) ||
+            !(k.locals = hdx_pool_intern(t->pool, text, strlen(text)))) {
+            free(text);
+            cJSON_Delete(locals);
+            return -1;
+        }
+        free(text);
+    }
+    if ((t->kn + 1) * 2 > t->fcap) {
+        size_t cap = t->fcap ? t->fcap * 2 : 256;
+        long *m = calloc(cap, sizeof *m);
+        struct fkey *keys = realloc(t->keys, cap / 2 * sizeof *keys);
+        if (!m || !keys) {
+            free(m);
+            if (keys)
+                t->keys = keys;
+            cJSON_Delete(locals);
+            return -1;
+        }
+        t->keys = keys;
+        for (size_t i = 0; i < t->kn; i++) {
+            size_t s = fkey_hash(&keys[i]) & (cap - 1);
+            while (m[s])
+                s = (s + 1) & (cap - 1);
+            m[s] = (long)i + 1;
+        }
+        free(t->fmap);
+        t->fmap = m;
+        t->fcap = cap;
+    }
+    size_t s = fkey_hash(&k) & (t->fcap - 1);
+    for (; t->fmap[s]; s = (s + 1) & (t->fcap - 1))
+        if (fkey_same(&t->keys[t->fmap[s] - 1], &k)) {
+            cJSON_Delete(locals);
+            return t->fmap[s] - 1;
+        }
+    /* [kind, function, file, line, module, offset, pc, locals] */
+    cJSON *e = cJSON_CreateArray();
+    if (!e) {
+        cJSON_Delete(locals);
+        return -1;
+    }
+    cJSON_AddItemToArray(e, cJSON_CreateNumber(k.kind));
+    cJSON_AddItemToArray(e, index_or_null(k.function));
+    cJSON_AddItemToArray(e, index_or_null(k.file));
+    cJSON_AddItemToArray(e, cJSON_CreateNumber(k.line));
+    cJSON_AddItemToArray(e, index_or_null(k.module));
+    cJSON_AddItemToArray(e, exact_or_hex(k.offset));
+    cJSON_AddItemToArray(e, exact_or_hex(k.pc));
+    cJSON_AddItemToArray(e, locals ? locals : cJSON_CreateNull());
+    if (cJSON_GetArraySize(e) != 8) {
+        cJSON_Delete(e);
+        return -1;
+    }
+    cJSON_AddItemToArray(t->frames, e);
+    t->keys[t->kn] = k;
+    t->fmap[s] = (long)++t->kn;
+    return (long)t->kn - 1;
+}
+
+static cJSON *frames_printed(hdx_frame_text_cache *c, const hdx_frame *frames, size_t n);
+
+/* A thread's frames: objects (/1, reports; printed ones from c when given) or, with a
+ * table, indexes into it (/2). */
+static cJSON *frames_json(ftab *t, hdx_frame_text_cache *c, const hdx_frame *frames, size_t n)
+{
+    if (!t)
+        return c ? frames_printed(c, frames, n) : hdx_json_frames(frames, n);
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++) {
+        long k = ftab_frame(t, &frames[i]);
+        cJSON *item = k >= 0 ? cJSON_CreateNumber((double)k) : NULL;
+        if (!item) {
+            t->failed = 1;
+            break;
+        }
+        cJSON_AddItemToArray(a, item);
+    }
+    return a;
+}
+
+static void ftab_clear(ftab *t)
+{
+    hdx_pool_free(t->pool);
+    free(t->smap);
+    free(t->keys);
+    free(t->fmap);
+}
+
+static cJSON *thread_json(const hdx_thread *t, ftab *tab, hdx_frame_text_cache *c)
+{
+    cJSON *e = cJSON_CreateObject();
+    if (!e)
+        return NULL;
+    cJSON_AddItemToObject(e, "tid", hdx_json_int(t->tid));
+    cJSON_AddItemToObject(e, "name", hdx_json_str(t->name));
+    cJSON_AddItemToObject(e, "state", hdx_json_char(t->state));
+    cJSON_AddItemToObject(e, "wchan", hdx_json_str(t->wchan));
+    const char *sc = t->syscall == HDX_SYSCALL_RUNNING ? "running"
+                     : t->syscall >= 0                 ? hdx_syscall_name(t->syscall)
+                                                       : NULL;
+    cJSON_AddItemToObject(e, "syscall", hdx_json_str(sc));
+    cJSON_AddItemToObject(e, "syscall_nr", t->syscall >= 0 ? cJSON_CreateNumber((double)t->syscall)
+                                                          : cJSON_CreateNull());
+    cJSON *args = cJSON_AddArrayToObject(e, "syscall_args");
+    for (size_t i = 0; args && i < 6; i++)
+        cJSON_AddItemToArray(args, hdx_json_hex(t->syscall_args[i]));
+    cJSON_AddItemToObject(e, "cpu_ms_first", num_or_null(t->cpu_ms_first));
+    cJSON_AddItemToObject(e, "cpu_ms", num_or_null(t->cpu_ms));
+    cJSON_AddItemToObject(e, "stack_error", errno_or_null(t->stack_error));
+    cJSON_AddItemToObject(e, "polled_path", hdx_json_str(t->polled_path));
+    cJSON_AddItemToObject(e, "wait", hdx_json_str(t->wait));
+    cJSON_AddItemToObject(e, "wait_op", hdx_json_str(t->wait_op));
+    cJSON_AddItemToObject(e, "peer", hdx_json_int(t->wait_peer));
+    cJSON_AddItemToObject(e, "wait_frame", t->wait_frame >= 0 ? cJSON_CreateNumber((double)t->wait_frame)
+                                                              : cJSON_CreateNull());
+    cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(tab, c, t->frames, t->n_frames)
+                                                                     : cJSON_CreateNull());
+    cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
+    cJSON_AddItemToObject(e, "python_frames",
+                          t->py_frames ? frames_json(tab, c, t->py_frames, t->n_py_frames) : cJSON_CreateNull());
+    return e;
+}
+
+static cJSON *process_json(const hdx_process *p, ftab *tab, hdx_frame_text_cache *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddItemToObject(o, "pid", hdx_json_int(p->pid));
+    cJSON_AddItemToObject(o, "ppid", hdx_json_int(p->ppid));
+    cJSON_AddItemToObject(o, "host", hdx_json_str(p->host));
+    cJSON_AddItemToObject(o, "rank", hdx_json_int(p->rank));
+    cJSON_AddItemToObject(o, "local_rank", hdx_json_int(p->local_rank));
+    cJSON_AddItemToObject(o, "world_size", hdx_json_int(p->world_size));
+    cJSON *argv = cJSON_AddArrayToObject(o, "cmdline");
+    for (size_t i = 0; argv && i < p->n_cmdline; i++)
+        cJSON_AddItemToArray(argv, cJSON_CreateString(p->cmdline[i] ? p->cmdline[i] : ""));
+    cJSON *env = cJSON_AddObjectToObject(o, "env");
+    for (size_t i = 0; env && i < p->n_env; i++) /* what leaves the host: the design's list only */
+        if (env_allowed(p->env[i].name) && p->env[i].value && !cJSON_GetObjectItemCaseSensitive(env, p->env[i].name))
+            cJSON_AddStringToObject(env, p->env[i].name, p->env[i].value);
+    cJSON_AddItemToObject(o, "exe", hdx_json_str(p->exe));
+    cJSON_AddItemToObject(o, "cwd", hdx_json_str(p->cwd));
+    cJSON_AddItemToObject(o, "state", hdx_json_char(p->state));
+    cJSON_AddItemToObject(o, "start_ticks", p->start_ticks ? cJSON_CreateNumber((double)p->start_ticks)
+                                                           : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "age_s", num_or_null(p->age_s));
+    cJSON_AddItemToObject(o, "cpu_ms_first", num_or_null(p->cpu_ms_first));
+    cJSON_AddItemToObject(o, "cpu_ms", num_or_null(p->cpu_ms));
+    cJSON_AddNumberToObject(o, "window_ms", (double)p->window_ms);
+    cJSON_AddItemToObject(o, "progressing", hdx_json_bool(p->progressing));
+    cJSON_AddItemToObject(o, "stack_changed", hdx_json_bool(p->stack_changed));
+    cJSON_AddBoolToObject(o, "asked", p->asked);
+    cJSON_AddItemToObject(o, "stopped_us", hdx_json_int(p->stopped_us));
+    cJSON_AddNumberToObject(o, "max_stop_us", (double)p->max_stop_us);
+    cJSON_AddNumberToObject(o, "n_stopped", p->n_stopped);
+    cJSON_AddItemToObject(o, "alive", hdx_json_bool(p->alive));
+    cJSON_AddItemToObject(o, "read_error", errno_or_null(p->read_error));
+    cJSON_AddItemToObject(o, "python", hdx_json_str(p->python));
+    cJSON *threads = cJSON_AddArrayToObject(o, "threads");
+    for (size_t i = 0; threads && i < p->n_threads; i++)
+        cJSON_AddItemToArray(threads, thread_json(&p->threads[i], tab, c));
+    return o;
+}
+
+cJSON *hdx_snapshot_process_json(const hdx_process *p)
+{
+    return process_json(p, NULL, NULL);
+}
+
+/* ---- frames printed once (reports of many ranks) ------------------------------ */
+
+#define FRAME_TEXT_DEPTH 4                    /* a frame object's depth in cJSON_Print of a process */
+#define FRAME_TEXT_MAX_BYTES (64u << 20)      /* the cache stops growing here */
+
+struct hdx_frame_text_cache {
+    struct ftslot {
+        const hdx_frame *key; /* a frame with this content (pooled: its pointers name it) */
+        char *text;
+    } *slots;
+    size_t cap, n, bytes;
+};
+
+hdx_frame_text_cache *hdx_frame_text_cache_new(void)
+{
+    return calloc(1, sizeof(hdx_frame_text_cache));
+}
+
+void hdx_frame_text_cache_free(hdx_frame_text_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->cap; i++)
+        free(c->slots[i].text);
+    free(c->slots);
+    free(c);
+}
+
+/* Everything the printed text of a pooled frame depends on: its names and locals are
+ * shared, read-only pool memory, so their pointers stand for their content. */
+static uint64_t frame_key_hash(const hdx_frame *f)
+{
+    uint64_t h = mix64((uint64_t)f->kind * 31 + (uint64_t)(unsigned)f->line);
+    h = mix64(h ^ (uintptr_t)f->function);
+    h = mix64(h ^ (uintptr_t)f->file);
+    h = mix64(h ^ (uintptr_t)f->module);
+    h = mix64(h ^ f->offset);
+    h = mix64(h ^ f->pc);
+    return mix64(h ^ (uintptr_t)f->locals ^ (uint64_t)f->n_locals << 48);
+}
+
+static int frame_key_same(const hdx_frame *a, const hdx_frame *b)
+{
+    return a->kind == b->kind && a->line == b->line && a->function == b->function && a->file == b->file &&
+           a->module == b->module && a->offset == b->offset && a->pc == b->pc && a->locals == b->locals &&
+           a->n_locals == b->n_locals;
+}
+
+/* cJSON_Print of f as it stands at FRAME_TEXT_DEPTH: each line after the first indented
+ * by that many more tabs. NULL on ENOMEM. */
+static char *frame_text(const hdx_frame *f)
+{
+    cJSON *o = hdx_json_frame(f);
+    char *t = o ? hdx_json_print(o, 1) : NULL;
+    cJSON_Delete(o);
+    if (!t)
+        return NULL;
+    size_t lines = 0, len = strlen(t);
+    for (const char *q = t; (q = strchr(q, '\n')); q++)
+        lines++;
+    char *out = malloc(len + lines * FRAME_TEXT_DEPTH + 1), *w = out;
+    for (const char *q = t; out && *q; q++) {
+        *w++ = *q;
+        if (*q == '\n')
+            for (int k = 0; k < FRAME_TEXT_DEPTH; k++)
+                *w++ = '\t';
+    }
+    if (out)
+        *w = 0;
+    free(t);
+    return out;
+}
+
+/* The cached text of a pooled frame (borrowed from c), or NULL: not pooled, the cache
+ * full, or ENOMEM (then the frame is printed as an object). */
+static const char *cached_text(hdx_frame_text_cache *c, const hdx_frame *f)
+{
+    if (!c || !f->pooled)
+        return NULL;
+    if ((c->n + 1) * 2 > c->cap) {
+        if (c->bytes >= FRAME_TEXT_MAX_BYTES)
+            goto lookup_only;
+        size_t cap = c->cap ? c->cap * 2 : 1024;
+        struct ftslot *m = calloc(cap, sizeof *m);
+        if (!m)
+            goto lookup_only;
+        for (size_t i = 0; i < c->cap; i++) {
+            if (!c->slots[i].key)
+                continue;
+            size_t k = frame_key_hash(c->slots[i].key) & (cap - 1);
+            while (m[k].key)
+                k = (k + 1) & (cap - 1);
+            m[k] = c->slots[i];
+        }
+        free(c->slots);
+        c->slots = m;
+        c->cap = cap;
+    }
+lookup_only:
+    if (!c->cap)
+        return NULL;
+    size_t k = frame_key_hash(f) & (c->cap - 1);
+    for (; c->slots[k].key; k = (k + 1) & (c->cap - 1))
+        if (frame_key_same(c->slots[k].key, f))
+            return c->slots[k].text;
+    if ((c->n + 1) * 2 > c->cap || c->bytes >= FRAME_TEXT_MAX_BYTES)
+        return NULL;
+    char *t = frame_text(f);
+    if (!t)
+        return NULL;
+    c->slots[k].key = f;
+    c->slots[k].text = t;
+    c->n++;
+    c->bytes += strlen(t) + sizeof *c->slots;
+    return t;
+}
+
+/* frames as an array of raw items (cached texts), or of objects where none is cached. */
+static cJSON *frames_printed(hdx_frame_text_cache *c, const hdx_frame *frames, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++) {
+        const char *t = cached_text(c, &frames[i]);
+        cJSON *item = t ? cJSON_CreateNull() : hdx_json_frame(&frames[i]);
+        if (!item) {
+            cJSON_Delete(a);
+            return NULL;
+        }
+        if (t) { /* a raw item that borrows the cache's text: cJSON_Delete leaves it */
+            item->type = cJSON_Raw | cJSON_IsReference;
+            item->valuestring = (char *)t;
+        }
+        cJSON_AddItemToArray(a, item);
+    }
+    return a;
+}
+
+cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_text_cache *c)
+{
+    return process_json(p, NULL, c);
+}
+
+/* A lock; waiters and a holder without a host get default_host (the snapshot's). */
+static cJSON *lock_json(const hdx_lock *l, const char *default_host)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddItemToObject(o, "path", hdx_json_str(l->path));
+    cJSON_AddItemToObject(o, "job_path", hdx_json_str(l->job_path));
+    cJSON_AddBoolToObject(o, "foreign", l->foreign);
+    cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
+    cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
+    cJSON_AddItemToObject(o, "exists", hdx_json_bool(l->exists));
+    cJSON_AddItemToObject(o, "mtime", hdx_json_time(l->mtime_ns, 1));
+    cJSON_AddItemToObject(o, "holder_pid", hdx_json_int(l->holder_pid));
+    cJSON_AddItemToObject(o, "holder_host", hdx_json_str(l->holder_pid == HDX_UNKNOWN ? NULL
+                                                         : l->holder_host       ? l->holder_host
+                                                                                : default_host));
+    cJSON_AddNumberToObject(o, "unchecked", l->unchecked);
+    if (l->has_creator) {
+        cJSON *c = cJSON_AddObjectToObject(o, "created_by");
+        cJSON_AddItemToObject(c, "pid", hdx_json_int(l->creator_pid));
+        cJSON_AddItemToObject(c, "rank", hdx_json_int(l->creator_rank));
+        cJSON_AddItemToObject(c, "alive", hdx_json_bool(l->creator_alive));
+        cJSON_AddItemToObject(c, "at", hdx_json_time(l->created_ns, 1));
+    } else {
+        cJSON_AddNullToObject(o, "created_by");
+    }
+    cJSON_AddItemToObject(o, "source", hdx_json_str(l->source));
+    cJSON *w = cJSON_AddArrayToObject(o, "waiters");
+    for (size_t i = 0; w && i < l->n_waiters; i++) {
+        const hdx_waiter *x = &l->waiters[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddItemToObject(e, "pid", hdx_json_int(x->pid));
+        cJSON_AddItemToObject(e, "tid", hdx_json_int(x->tid));
+        cJSON_AddItemToObject(e, "rank", hdx_json_int(x->rank));
+        cJSON_AddItemToObject(e, "since", hdx_json_time(x->since_ns, 1));
+        cJSON_AddItemToObject(e, "how", hdx_json_str(x->how));
+        cJSON_AddItemToObject(e, "host", hdx_json_str(x->host ? x->host : default_host));
+        cJSON_AddItemToArray(w, e);
+    }
+    return o;
+}
+
+cJSON *hdx_snapshot_lock_json(const hdx_lock *l)
+{
+    return lock_json(l, NULL);
+}
+
+cJSON *hdx_snapshot_json(const hdx_evidence *ev)
+{
+    if (!ev) {
+        errno = EINVAL;
+        return NULL;
+    }
+    ftab tab = {.pool = hdx_pool_new()};
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        goto nomem;
+    cJSON_AddStringToObject(r, "schema", HDX_SNAPSHOT_SCHEMA);
+    cJSON_AddItemToObject(r, "host", hdx_json_str(ev->host));
+    cJSON_AddItemToObject(r, "taken_at", hdx_json_time(ev->taken_ns, 1));
+    cJSON_AddNumberToObject(r, "samples", ev->samples);
+    cJSON_AddNumberToObject(r, "interval_ms", ev->interval_ms);
+    cJSON_AddNumberToObject(r, "build_timeout_s", (double)ev->build_timeout_s);
+    tab.strings = cJSON_AddArrayToObject(r, "strings");
+    tab.frames = cJSON_AddArrayToObject(r, "frames");
+    if (!tab.pool || !tab.strings || !tab.frames)
+        goto nomem;
+    cJSON *procs = cJSON_AddArrayToObject(r, "processes");
+    for (size_t i = 0; procs && i < ev->n_procs; i++)
+        cJSON_AddItemToArray(procs, process_json(&ev->procs[i], &tab, NULL));
+    cJSON *locks = cJSON_AddArrayToObject(r, "locks");
+    for (size_t i = 0; locks && i < ev->n_locks; i++)
+        cJSON_AddItemToArray(locks, lock_json(&ev->locks[i], ev->host));
+    cJSON *pgroups = hdx_json_pgroups(ev);
+    cJSON_AddItemToObject(r, "process_groups", pgroups);
+    cJSON *notes = cJSON_AddArrayToObject(r, "notes");
+    for (size_t i = 0; notes && i < ev->n_notes; i++)
+        cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i] ? ev->notes[i] : ""));
+    if (tab.failed || !procs || !locks || !notes || !pgroups || cJSON_GetArraySize(procs) != (int)ev->n_procs ||
+        cJSON_GetArraySize(locks) != (int)ev->n_locks || cJSON_GetArraySize(notes) != (int)ev->n_notes ||
+        cJSON_GetArraySize(r) != 12)
+        goto nomem;
+    ftab_clear(&tab);
+    return r;
+nomem:
+    ftab_clear(&tab);
+    cJSON_Delete(r);
+    errno = ENOMEM;
+    return NULL;
+}
+
+int hdx_snapshot_write(const hdx_evidence *ev, const char *path)
+{
+    cJSON *j = hdx_snapshot_json(ev);
+    if (!j)
+        return -errno;
+    char *s = hdx_json_print(j, 1);
+    cJSON_Delete(j);
+    if (!s)
+        return -ENOMEM;
+    int rc = 0;
+    size_t len = strlen(s);
+    if (!path || !strcmp(path, "-")) {
+        if (fwrite(s, 1, len, stdout) != len || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
+            rc = -EIO;
+        free(s);
+        return rc;
+    }
+    /* Written beside the target and renamed: a reader never sees half a snapshot. */
+    char *tmp = hdx_asprintf("%s.tmp.%d", path, (int)getpid());
+    FILE *f = tmp ? fopen(tmp, "w") : NULL;
+    if (!f) {
+        rc = tmp ? -errno : -ENOMEM;
+        goto out;
+    }
+    if (fwrite(s, 1, len, f) != len || fputc('\n', f) == EOF)
+        rc = -EIO;
+    if (fclose(f) != 0 && !rc)
+        rc = -errno;
+    if (!rc && rename(tmp, path) != 0)
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+out:
+    free(tmp);
+    free(s);
+    return rc;
+}
+
+/* ---- reading -------------------------------------------------------------- */
+
+/* The reader's state: the input's name, where in it we are, and the first error. */
+typedef struct rd {
+    const char *name;
+    char where[256];
+    char *err;
+    int rc;
+    hdx_pool *pool;       /* the evidence's: frames' strings and locals go there, interned */
+    int v2;               /* hangdx.snapshot/2: frames are indexes into `table` */
+    char **strings;       /* /2 "strings", interned in pool */
+    size_t n_strings;
+    hdx_frame *table;     /* /2 "frames", pooled */
+    size_t n_table;
+    const char *host;     /* the input's one host, for waiters and holders that name none */
+} rd;
+
+static int fail(rd *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(rd *r, int rc, const char *fmt, ...)
+{
+    if (r->rc)
+        return r->rc;
+    r->rc = rc;
+    if (rc == -ENOMEM)
+        return rc;
+    char *msg = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    va_end(ap);
+    r->err = hdx_asprintf("%s: %s%s%s", r->name, r->where, r->where[0] ? ": " : "", msg ? msg : "malformed");
+    free(msg);
+    return rc;
+}
+
+#define BAD(r, ...) fail((r), -EBADMSG, __VA_ARGS__)
+
+/* Remember where we are ("processes[3].threads[1]") for messages; returns the old length. */
+static size_t enter(rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static size_t enter(rd *r, const char *fmt, ...)
+{
+    size_t old = strlen(r->where);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->where + old, sizeof r->where - old, fmt, ap);
+    va_end(ap);
+    return old;
+}
+
+static void leave(rd *r, size_t old)
+{
+    r->where[old] = 0;
+}
+
+static const cJSON *member(const cJSON *o, const char *key)
+{
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, key);
+    return c && !cJSON_IsNull(c) ? c : NULL;
+}
+
+/* An array or object of at most HDX_SNAPSHOT_MAX_ITEMS entries (or NULL when absent). */
+static const cJSON *container(rd *r, const cJSON *o, const char *key, int want_object)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return NULL;
+    if (want_object ? !cJSON_IsObject(c) : !cJSON_IsArray(c)) {
+        BAD(r, "\"%s\" should be %s", key, want_object ? "an object" : "an array");
+        return NULL;
+    }
+    size_t n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, c)
+    {
+        if (++n > HDX_SNAPSHOT_MAX_ITEMS) {
+            fail(r, -EBADMSG, "\"%s\" has more than %d entries: refused", key, HDX_SNAPSHOT_MAX_ITEMS);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+/* An integral number in [min, max]; absent or null gives unknown. */
+static long long get_int(rd *r, const cJSON *o, const char *key, long long min, long long max, long long unknown)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return unknown;
+    double d = c->valuedouble;
+    if (!cJSON_IsNumber(c) || d != floor(d) || d < (double)min || d > (double)max) {
+        BAD(r, "\"%s\" should be an integer from %lld to %lld", key, min, max);
+        return unknown;
+    }
+    return (long long)d;
+}
+
+static double get_num(rd *r, const cJSON *o, const char *key, double unknown)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return unknown;
+    if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble)) {
+        BAD(r, "\"%s\" should be a number", key);
+        return unknown;
+    }
+    return c->valuedouble;
+}
+
+/* true/false as 1/0; absent or null gives HDX_UNKNOWN. */
+static int get_bool(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return HDX_UNKNOWN;
+    if (!cJSON_IsBool(c)) {
+        BAD(r, "\"%s\" should be true, false or null", key);
+        return HDX_UNKNOWN;
+    }
+    return cJSON_IsTrue(c);
+}
+
+/* A string member's text (borrowed from the cJSON tree), NULL when absent or null (or on error). */
+static const char *str_member(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return NULL;
+    if (!cJSON_IsString(c) || !c->valuestring) {
+        BAD(r, "\"%s\" should be a string", key);
+        return NULL;
+    }
+    return c->valuestring;
+}
+
+/* A heap copy of a string member, NULL when absent or null (or on error). */
+static char *get_str(rd *r, const cJSON *o, const char *key)
+{
+    const char *v = str_member(r, o, key);
+    char *s = v ? strdup(v) : NULL;
+    if (v && !s)
+        fail(r, -ENOMEM, "out of memory");
+    return s;
+}
+
+/* The pool's interned copy of a string member, NULL when absent or null (or on error). */
+static char *get_pstr(rd *r, const cJSON *o, const char *key)
+{
+    const char *v = str_member(r, o, key);
+    char *s = v ? hdx_pool_intern(r->pool, v, strlen(v)) : NULL;
+    if (v && !s)
+        fail(r, -ENOMEM, "out of memory");
+    return s;
+}
+
+/* A one-letter state ("S"), 0 when absent. */
+static char get_state(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON *c = member(o, key);
+    if (!c)
+        return 0;
+    if (!cJSON_IsString(c) || !c->valuestring || strlen(c->valuestring) != 1) {
+        BAD(r, "\"%s\" should be a one-letter state", key);
+        return 0;
+    }
+    return c->valuestring[0];
+}
+
+/* "0x1f" (or a plain non-negative integer) in c; what names it in a message. */
+static uint64_t hex_value(rd *r, const cJSON *c, const char *what)
+{
+    if (cJSON_IsNumber(c) && c->valuedouble >= 0 && c->valuedouble <= EXACT_MAX &&
+        c->valuedouble == floor(c->valuedouble))
+        return (uint64_t)c->valuedouble;
+    if (cJSON_IsString(c) && c->valuestring) {
+        const char *s = c->valuestring;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 16);
+        if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && isxdigit((unsigned char)s[2]) && !*end && !errno)
+            return v;
+    }
+    BAD(r, "\"%s\" should be a hex string such as \"0x1f\"", what);
+    return 0;
+}
+
+/* A hex member; absent or null gives 0. */
+static uint64_t get_hex(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON *c = member(o, key);
+    return c ? hex_value(r, c, key) : 0;
+}
+
+int hdx_snapshot_parse_time(const char *s, int64_t *ns)
+{
+    int Y, M, D, h, m, sec, n = 0;
+    if (!s || !ns || sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &Y, &M, &D, &h, &m, &sec, &n) != 6 || n != 19)
+        return -EINVAL;
+    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60 || Y < 1900 || Y > 9999)
+        return -EINVAL;
+    const char *p = s + n;
+    int64_t frac = 0;
+    if (*p == '.') {
+        int digits = 0;
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+            if (digits < 9)
+                frac = frac * 10 + (*p - '0');
+        if (!digits)
+            return -EINVAL;
+        for (; digits < 9; digits++)
+            frac *= 10;
+    }
+    int64_t off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om, k = 0;
+        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &k) != 2 || k != 5 || oh > 23 || om > 59)
+            return -EINVAL;
+        off = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
+        p += 6;
+    } else {
+        return -EINVAL;
+    }
+    if (*p)
+        return -EINVAL;
+    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D, .tm_hour = h, .tm_min = m, .tm_sec = sec};
+    time_t t = timegm(&tm);
+    /* ns since the epoch fit in int64 until 2262: a later time is not one hangdx took. */
+    if ((int64_t)t - off > INT64_MAX / 1000000000 - 1 || (int64_t)t - off < INT64_MIN / 1000000000 + 1)
+        return -EINVAL;
+    *ns = ((int64_t)t - off) * 1000000000 + frac;
+    return 0;
+}
+
+static int64_t get_time(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON *c = member(o, key);
+    int64_t ns;
+    if (!c)
+        return HDX_UNKNOWN;
+    if (!cJSON_IsString(c) || hdx_snapshot_parse_time(c->valuestring, &ns) != 0) {
+        BAD(r, "\"%s\" should be an RFC 3339 time such as \"2026-11-29T18:40:27Z\"", key);
+        return HDX_UNKNOWN;
+    }
+    return ns;
+}
+
+/* A positive errno number as the negative one the evidence keeps; null 0. */
+static int get_errno(rd *r, const cJSON *o, const char *key)
+{
+    return -(int)get_int(r, o, key, 0, 4095, 0);
+}
+
+static char *intern(rd *r, const char *s)
+{
+    char *c = hdx_pool_intern(r->pool, s, strlen(s));
+    if (!c)
+        fail(r, -ENOMEM, "out of memory");
+    return c;
+}
+
+/* A local into v; its strings are the pool's. */
+static int read_local(rd *r, const cJSON *c, hdx_local *v)
+{
+    if (!(v->name = intern(r, c->string ? c->string : "")))
+        return r->rc;
+    if (cJSON_IsNull(c)) {
+        v->kind = HDX_VAL_NONE;
+    } else if (cJSON_IsBool(c)) {
+        v->kind = HDX_VAL_BOOL;
+        v->i = cJSON_IsTrue(c);
+    } else if (cJSON_IsNumber(c)) {
+        double d = c->valuedouble;
+        if (d == floor(d) && d >= -EXACT_MAX && d <= EXACT_MAX) {
+            v->kind = HDX_VAL_INT;
+            v->i = (long long)d;
+        } else {
+            v->kind = HDX_VAL_FLOAT;
+            v->f = d;
+        }
+    } else if (cJSON_IsString(c) && c->valuestring) {
+        v->kind = HDX_VAL_STR;
+        if (!(v->s = intern(r, c->valuestring)))
+            return r->rc;
+    } else if (cJSON_IsObject(c)) {
+        const cJSON *t;
+        char *end;
+        if ((t = cJSON_GetObjectItemCaseSensitive(c, "int")) && cJSON_IsString(t) && t->valuestring) {
+            errno = 0;
+            v->kind = HDX_VAL_INT;
+            v->i = strtoll(t->valuestring, &end, 10);
+            if (errno || end == t->valuestring || *end)
+                return BAD(r, "local \"%s\": \"int\" should be a decimal string", v->name);
+        } else if ((t = cJSON_GetObjectItemCaseSensitive(c, "float")) && cJSON_IsString(t) && t->valuestring) {
+            v->kind = HDX_VAL_FLOAT;
+            v->f = strtod(t->valuestring, &end);
+            if (end == t->valuestring || *end)
+                return BAD(r, "local \"%s\": \"float\" should be a number string", v->name);
+        } else {
+            v->kind = HDX_VAL_OTHER;
+            t = cJSON_GetObjectItemCaseSensitive(c, "type");
+            if (t && !cJSON_IsNull(t)) {
+                if (!cJSON_IsString(t) || !t->valuestring)
+                    return BAD(r, "local \"%s\": \"type\" should be a string", v->name);
+                if (!(v->s = intern(r, t->valuestring)))
+                    return r->rc;
+            }
+            t = cJSON_GetObjectItemCaseSensitive(c, "pg");
+            if (t && !cJSON_IsString(t))
+                return BAD(r, "local \"%s\": \"pg\" (its process group) should be a string", v->name);
+            if (t && !(v->pg = intern(r, t->valuestring)))
+                return r->rc;
+        }
+    } else {
+        return BAD(r, "local \"%s\" should be null, a bool, a number, a string or an object", v->name);
+    }
+    return 0;
+}
+
+/* A frame's "locals" object (l, checked to be one) into f, in the pool. */
+static int read_locals(rd *r, const cJSON *l, hdx_frame *f)
+{
+    size_t n = (size_t)cJSON_GetArraySize(l);
+    /* room for one at least: an empty locals object stays an object, not null */
+    if (!(f->locals = hdx_pool_alloc(r->pool, (n ? n : 1) * sizeof *f->locals)))
+        return fail(r, -ENOMEM, "out of memory");
+    memset(f->locals, 0, (n ? n : 1) * sizeof *f->locals);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, l)
+    {
+        if (read_local(r, c, &f->locals[f->n_locals++]) < 0)
+            break;
+    }
+    return r->rc;
+}
+
+/* A /1 frame object into f: its strings and locals are the pool's (f->pooled). */
+static int read_frame(rd *r, const cJSON *o, hdx_frame *f)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "a frame should be an object");
+    const cJSON *k = member(o, "kind");
+    if (!k || !cJSON_IsString(k) || (strcmp(k->valuestring, "native") && strcmp(k->valuestring, "python")))
+        return BAD(r, "\"kind\" should be \"native\" or \"python\"");
+    f->pooled = 1;
+    f->kind = !strcmp(k->valuestring, "python") ? HDX_FRAME_PYTHON : HDX_FRAME_NATIVE;
+    f->function = get_pstr(r, o, "function");
+    f->file = get_pstr(r, o, "file");
+    f->line = (int)get_int(r, o, "line", 0, INT_MAX, 0);
+    f->module = get_pstr(r, o, "module");
+    f->offset = get_hex(r, o, "offset");
+    f->pc = get_hex(r, o, "pc");
+    const cJSON *l = container(r, o, "locals", 1);
+    if (l)
+        read_locals(r, l, f);
+    return r->rc;
+}
+
+/* A /2 string index (a number, or null for none) into *out. */
+static int string_at(rd *r, const cJSON *c, const char *what, char **out)
+{
+    *out = NULL;
+    if (cJSON_IsNull(c))
+        return 0;
+    double d = cJSON_IsNumber(c) ? c->valuedouble : -1;
+    if (d != floor(d) || d < 0 || d >= (double)r->n_strings)
+        return BAD(r, "%s should be an index into \"strings\" (0 to %zu) or null", what,
+                   r->n_strings ? r->n_strings - 1 : 0);
+    *out = r->strings[(size_t)d];
+    return 0;
+}
+
+/* A /2 offset or pc: a non-negative integer, or "0x.." beyond 2^53. */
+static uint64_t addr_at(rd *r, const cJSON *c, const char *what)
+{
+    return cJSON_IsNull(c) ? 0 : hex_value(r, c, what);
+}
+
+/* One entry of /2's "frames": [kind, function, file, line, module, offset, pc, locals]. */
+static int read_table_frame(rd *r, const cJSON *o, hdx_frame *f)
+{
+    if (!cJSON_IsArray(o) || cJSON_GetArraySize(o) != 8)
+        return BAD(r, "a frame should be [kind, function, file, line, module, offset, pc, locals]");
+    const cJSON *c = o->child;
+    f->pooled = 1;
+    if (!cJSON_IsNumber(c) || (c->valuedouble != 0 && c->valuedouble != 1))
+        return BAD(r, "a frame's kind should be 0 (native) or 1 (python)");
+    f->kind = c->valuedouble == 1 ? HDX_FRAME_PYTHON : HDX_FRAME_NATIVE;
+    if (string_at(r, c = c->next, "a frame's function", &f->function) ||
+        string_at(r, c = c->next, "a frame's file", &f->file))
+        return r->rc;
+    c = c->next;
+    if (!cJSON_IsNull(c) && (!cJSON_IsNumber(c) || c->valuedouble != floor(c->valuedouble) || c->valuedouble < 0 ||
+                             c->valuedouble > INT_MAX))
+        return BAD(r, "a frame's line should be an integer from 0 to %d", INT_MAX);
+    f->line = cJSON_IsNumber(c) ? (int)c->valuedouble : 0;
+    if (string_at(r, c = c->next, "a frame's module", &f->module))
+        return r->rc;
+    f->offset = addr_at(r, c = c->next, "offset");
+    f->pc = addr_at(r, c = c->next, "pc");
+    c = c->next;
+    if (r->rc)
+        return r->rc;
+    if (cJSON_IsObject(c))
+        return read_locals(r, c, f);
+    if (!cJSON_IsNull(c))
+        return BAD(r, "a frame's locals should be an object or null");
+    return 0;
+}
+
+/* /2's "strings" and "frames" tables of root into r. */
+static int read_tables(rd *r, const cJSON *root)
+{
+    const cJSON *strings = container(r, root, "strings", 0), *frames = container(r, root, "frames", 0), *c;
+    if (r->rc)
+        return r->rc;
+    size_t n = strings ? (size_t)cJSON_GetArraySize(strings) : 0, m = frames ? (size_t)cJSON_GetArraySize(frames) : 0;
+    if ((n && !(r->strings = hdx_pool_alloc(r->pool, n * sizeof *r->strings))) ||
+        (m && !(r->table = hdx_pool_alloc(r->pool, m * sizeof *r->table))))
+        return fail(r, -ENOMEM, "out of memory");
+    cJSON_ArrayForEach(c, strings)
+    {
+        if (!cJSON_IsString(c) || !c->valuestring)
+            return BAD(r, "strings[%zu] should be a string", r->n_strings);
+        if (!(r->strings[r->n_strings++] = intern(r, c->valuestring)))
+            return r->rc;
+    }
+    if (m)
+        memset(r->table, 0, m * sizeof *r->table);
+    cJSON_ArrayForEach(c, frames)
+    {
+        size_t old = enter(r, "frames[%zu]", r->n_table);
+        if (read_table_frame(r, c, &r->table[r->n_table++]))
+            return r->rc;
+        leave(r, old);
+    }
+    return 0;
+}
+
+/* A /2 thread's frames: indexes into the table, copied (their strings and locals shared). */
+static int read_frame_refs(rd *r, const cJSON *a, const char *key, hdx_frame **out, size_t *n, int keep_empty)
+{
+    size_t count = (size_t)cJSON_GetArraySize(a), i = 0;
+    if (!count && !keep_empty)
+        return 0;
+    if (!(*out = malloc((count ? count : 1) * sizeof **out)))
+        return fail(r, -ENOMEM, "out of memory");
+    const cJSON *c;
+    cJSON_ArrayForEach(c, a)
+    {
+        double d = cJSON_IsNumber(c) ? c->valuedouble : -1;
+        if (d != floor(d) || d < 0 || d >= (double)r->n_table)
+            return BAD(r, "%s[%zu] should be an index into \"frames\" (0 to %zu)", key, i,
+                       r->n_table ? r->n_table - 1 : 0);
+        (*out)[i++] = r->table[(size_t)d];
+        (*n)++;
+    }
+    return 0;
+}
+
+/* An array of frames into *out; an empty array gives NULL unless keep_empty. */
+static int read_frames(rd *r, const cJSON *a, const char *key, hdx_frame **out, size_t *n, int keep_empty)
+{
+    if (r->v2)
+        return read_frame_refs(r, a, key, out, n, keep_empty);
+    size_t i = 0, old;
+    size_t count = (size_t)cJSON_GetArraySize(a);
+    if (!count && !keep_empty)
+        return 0;
+    if (!(*out = calloc(count ? count : 1, sizeof **out)))
+        return fail(r, -ENOMEM, "out of memory");
+    const cJSON *c;
+    cJSON_ArrayForEach(c, a)
+    {
+        old = enter(r, ".%s[%zu]", key, i++);
+        (*n)++;
+        read_frame(r, c, &(*out)[*n - 1]);
+        leave(r, old);
+        if (r->rc)
+            break;
+    }
+    return r->rc;
+}
+
+static long syscall_from_name(const char *name)
+{
+    if (!strcmp(name, "running"))
+        return HDX_SYSCALL_RUNNING;
+    for (long nr = 0; nr < 1024; nr++) {
+        const char *n = hdx_syscall_name(nr);
+        if (n && !strcmp(n, name))
+            return nr;
+    }
+    return HDX_SYSCALL_UNKNOWN;
+}
+
+static int read_thread(rd *r, const cJSON *o, hdx_process *p)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "a thread should be an object");
+    hdx_thread *t = hdx_process_add_thread(p);
+    if (!t)
+        return fail(r, -ENOMEM, "out of memory");
+    t->tid = (int)get_int(r, o, "tid", 0, INT_MAX, HDX_UNKNOWN);
+    t->name = get_str(r, o, "name");
+    t->state = get_state(r, o, "state");
+    t->wchan = get_str(r, o, "wchan");
+    t->syscall = (long)get_int(r, o, "syscall_nr", 0, 100000, HDX_SYSCALL_UNKNOWN);
+    const cJSON *sc = member(o, "syscall");
+    if (sc && !cJSON_IsString(sc))
+        return BAD(r, "\"syscall\" should be a string");
+    if (t->syscall == HDX_SYSCALL_UNKNOWN && sc) /* a report names the call only */
+        t->syscall = syscall_from_name(sc->valuestring);
+    const cJSON *args = container(r, o, "syscall_args", 0);
+    if (args) {
+        size_t i = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, args)
+        {
+            if (i >= 6)
+                return BAD(r, "\"syscall_args\" should have at most 6 entries");
+            t->syscall_args[i++] = hex_value(r, a, "syscall_args");
+        }
+    }
+    t->cpu_ms = get_num(r, o, "cpu_ms", 0);
+    t->cpu_ms_first = get_num(r, o, "cpu_ms_first", t->cpu_ms);
+    t->stack_error = get_errno(r, o, "stack_error");
+    t->polled_path = get_str(r, o, "polled_path");
+    t->wait = get_str(r, o, "wait");
+    t->wait_op = get_str(r, o, "wait_op");
+    t->wait_peer = (int)get_int(r, o, "peer", 0, 1 << 24, HDX_UNKNOWN);
+    t->wait_frame = (long)get_int(r, o, "wait_frame", 0, HDX_SNAPSHOT_MAX_ITEMS, -1);
+    const cJSON *fr = container(r, o, "frames", 0);
+    if (fr && !r->rc)
+        read_frames(r, fr, "frames", &t->frames, &t->n_frames, 0);
+    else if (!fr && !member(o, "stack_error") && !r->rc)
+        t->stack_error = -EIO; /* a report's "frames": null: the stack could not be read */
+    int um = get_bool(r, o, "unmerged");
+    t->unmerged = um == 1;
+    const cJSON *py = container(r, o, "python_frames", 0);
+    if (py && !r->rc)
+        read_frames(r, py, "python_frames", &t->py_frames, &t->n_py_frames, 1);
+    return r->rc;
+}
+
+static int read_process(rd *r, const cJSON *o, const char *host, hdx_evidence *ev)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "a process should be an object");
+    hdx_process *p = hdx_evidence_add_process(ev);
+    if (!p)
+        return fail(r, -ENOMEM, "out of memory");
+    p->pid = (int)get_int(r, o, "pid", 0, INT_MAX, HDX_UNKNOWN);
+    p->ppid = (int)get_int(r, o, "ppid", 0, INT_MAX, HDX_UNKNOWN);
+    p->host = get_str(r, o, "host");
+    if (!p->host && host && !r->rc && !(p->host = strdup(host)))
+        return fail(r, -ENOMEM, "out of memory");
+    const cJSON *argv = container(r, o, "cmdline", 0);
+    const cJSON *c;
+    if (argv) {
+        size_t n = (size_t)cJSON_GetArraySize(argv);
+        if (n && !(p->cmdline = calloc(n, sizeof *p->cmdline)))
+            return fail(r, -ENOMEM, "out of memory");
+        cJSON_ArrayForEach(c, argv)
+        {
+            if (!cJSON_IsString(c) || !c->valuestring)
+                return BAD(r, "\"cmdline\" should hold strings");
+            if (!(p->cmdline[p->n_cmdline++] = strdup(c->valuestring)))
+                return fail(r, -ENOMEM, "out of memory");
+        }
+    }
+    const cJSON *env = container(r, o, "env", 1);
+    if (env) {
+        cJSON_ArrayForEach(c, env)
+        {
+            if (!cJSON_IsString(c) || !c->valuestring)
+                return BAD(r, "env \"%s\" should be a string", c->string ? c->string : "?");
+            /* Names outside the design's list are dropped: they never leave a host. */
+            if (c->string && hdx_process_set_env(p, c->string, c->valuestring) < 0)
+                return fail(r, -ENOMEM, "out of memory");
+        }
+    }
+    /* The rank variables as recorded, over what the env gives. */
+    if (cJSON_GetObjectItemCaseSensitive(o, "rank"))
+        p->rank = (int)get_int(r, o, "rank", 0, 1 << 24, HDX_UNKNOWN);
+    if (cJSON_GetObjectItemCaseSensitive(o, "local_rank"))
+        p->local_rank = (int)get_int(r, o, "local_rank", 0, 1 << 24, HDX_UNKNOWN);
+    if (cJSON_GetObjectItemCaseSensitive(o, "world_size"))
+        p->world_size = (int)get_int(r, o, "world_size", 0, 1 << 24, HDX_UNKNOWN);
+    p->exe = get_str(r, o, "exe");
+    p->cwd = get_str(r, o, "cwd");
+    p->state = get_state(r, o, "state");
+    p->start_ticks = (uint64_t)get_int(r, o, "start_ticks", 0, (long long)EXACT_MAX, 0);
+    p->age_s = get_num(r, o, "age_s", 0);
+    p->cpu_ms = get_num(r, o, "cpu_ms", 0);
+    /* A report has no first sample: its cpu_ms stands for both. */
+    p->cpu_ms_first = get_num(r, o, "cpu_ms_first", p->cpu_ms);
+    p->window_ms = get_int(r, o, "window_ms", 0, (long long)EXACT_MAX, 0);
+    p->progressing = get_bool(r, o, "progressing");
+    p->stack_changed = get_bool(r, o, "stack_changed");
+    p->asked = get_bool(r, o, "asked") == 1; /* absent before it was written: not asked */
+    p->stopped_us = get_int(r, o, "stopped_us", 0, (long long)EXACT_MAX, HDX_UNKNOWN);
+    p->max_stop_us = get_int(r, o, "max_stop_us", 0, (long long)EXACT_MAX, 0);
+    p->n_stopped = (int)get_int(r, o, "n_stopped", 0, INT_MAX, 0);
+    p->alive = get_bool(r, o, "alive");
+    p->read_error = get_errno(r, o, "read_error");
+    p->python = get_str(r, o, "python");
+    const cJSON *threads = container(r, o, "threads", 0);
+    size_t i = 0;
+    if (threads && !r->rc) {
+        cJSON_ArrayForEach(c, threads)
+        {
+            size_t old = enter(r, ".threads[%zu]", i++);
+            read_thread(r, c, p);
+            if (r->rc)
+                break;
+            leave(r, old);
+        }
+    }
+    return r->rc;
+}
+
+static int lock_kind(const char *s, enum hdx_lock_kind *k)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, hdx_lock_kind_name((enum hdx_lock_kind)i))) {
+            *k = (enum hdx_lock_kind)i;
+            return 0;
+        }
+    return -1;
+}
+
+static int lock_state(const char *s, enum hdx_lock_state *st)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, hdx_lock_state_name((enum hdx_lock_state)i))) {
+            *st = (enum hdx_lock_state)i;
+            return 0;
+        }
+    return -1;
+}
+
+static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "a lock should be an object");
+    const cJSON *path = member(o, "path"), *k = member(o, "kind"), *s = member(o, "state");
+    if (!path || !cJSON_IsString(path))
+        return BAD(r, "\"path\" should be a string");
+    hdx_lock *l = hdx_evidence_add_lock(ev);
+    if (!l || !(l->path = strdup(path->valuestring)))
+        return fail(r, -ENOMEM, "out of memory");
+    l->job_path = get_str(r, o, "job_path");
+    l->foreign = get_bool(r, o, "foreign") == 1;
+    if (k && (!cJSON_IsString(k) || lock_kind(k->valuestring, &l->kind)))
+        return BAD(r, "\"kind\" should be \"baton\", \"flock\", \"posix\" or \"ofd\"");
+    if (s && (!cJSON_IsString(s) || lock_state(s->valuestring, &l->state)))
+        return BAD(r, "\"state\" should be \"stale\", \"held\" or \"free\"");
+    l->exists = get_bool(r, o, "exists");
+    l->mtime_ns = get_time(r, o, "mtime");
+    l->holder_pid = (int)get_int(r, o, "holder_pid", 0, INT_MAX, HDX_UNKNOWN);
+    /* Absent (hangdx.snapshot/1, an older report): the input's own host saw it. */
+    if (cJSON_GetObjectItemCaseSensitive(o, "holder_host"))
+        l->holder_host = get_str(r, o, "holder_host");
+    else if (l->holder_pid != HDX_UNKNOWN && r->host && !(l->holder_host = strdup(r->host)))
+        return fail(r, -ENOMEM, "out of memory");
+    l->unchecked = (int)get_int(r, o, "unchecked", 0, INT_MAX, 0);
+    const cJSON *c = member(o, "created_by");
+    if (c) {
+        if (!cJSON_IsObject(c))
+            return BAD(r, "\"created_by\" should be an object or null");
+        l->has_creator = 1;
+        l->creator_pid = (int)get_int(r, c, "pid", 0, INT_MAX, HDX_UNKNOWN);
+        l->creator_rank = (int)get_int(r, c, "rank", 0, 1 << 24, HDX_UNKNOWN);
+        l->creator_alive = get_bool(r, c, "alive");
+        l->created_ns = get_time(r, c, "at");
+    }
+    l->source = get_str(r, o, "source");
+    const cJSON *w = container(r, o, "waiters", 0);
+    size_t i = 0;
+    if (w && !r->rc) {
+        cJSON_ArrayForEach(c, w)
+        {
+            size_t old = enter(r, ".waiters[%zu]", i++);
+            if (!cJSON_IsObject(c))
+                return BAD(r, "a waiter should be an object");
+            hdx_waiter *x = hdx_lock_add_waiter(l);
+            if (!x)
+                return fail(r, -ENOMEM, "out of memory");
+            x->pid = (int)get_int(r, c, "pid", 0, INT_MAX, HDX_UNKNOWN);
+            x->tid = (int)get_int(r, c, "tid", 0, INT_MAX, HDX_UNKNOWN);
+            x->rank = (int)get_int(r, c, "rank", 0, 1 << 24, HDX_UNKNOWN);
+            x->since_ns = get_time(r, c, "since");
+            x->how = get_str(r, c, "how");
+            if (cJSON_GetObjectItemCaseSensitive(c, "host"))
+                x->host = get_str(r, c, "host");
+            else if (r->host && !(x->host = strdup(r->host)))
+                return fail(r, -ENOMEM, "out of memory");
+            if (r->rc)
+                break;
+            leave(r, old);
+        }
+    }
+    return r->rc;
+}
+
+/* The top-level object into a fresh evidence *out. */
+/* One of "process_groups": {"name", "desc", "role", "ranks", "default"}. */
+static int read_pgroup(rd *r, const cJSON *o, hdx_evidence *ev)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "should be an object");
+    const char *name = str_member(r, o, "name"), *desc = str_member(r, o, "desc"), *role = str_member(r, o, "role");
+    const cJSON *ranks = container(r, o, "ranks", 0);
+    int is_default = get_bool(r, o, "default");
+    if (r->rc)
+        return r->rc;
+    if (!name || !ranks)
+        return BAD(r, "a process group needs \"name\" and \"ranks\"");
+    /* the ranks the input holds, not a count it claims */
+    size_t n = (size_t)cJSON_GetArraySize(ranks), k = 0;
+    int *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return fail(r, -ENOMEM, "out of memory");
+    const cJSON *c;
+    cJSON_ArrayForEach(c, ranks)
+    {
+        if (!cJSON_IsNumber(c) || c->valuedouble < 0 || c->valuedouble >= (1 << 24) ||
+            c->valuedouble != floor(c->valuedouble)) {
+            free(v);
+            return BAD(r, "ranks[%zu] should be a rank (an integer from 0 to 2^24)", k);
+        }
+        v[k++] = (int)c->valuedouble;
+    }
+    int rc = hdx_evidence_add_pgroup(ev, name, v, n, desc, role, is_default);
+    free(v);
+    if (rc == -EEXIST)
+        return BAD(r, "process group \"%.64s\" is given twice with different ranks", name);
+    return rc ? fail(r, rc, "out of memory") : 0;
+}
+
+static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
+{
+    if (!cJSON_IsObject(root))
+        return BAD(r, "not a hangdx snapshot or report (not a JSON object)");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(root, "schema");
+    if (!schema || !cJSON_IsString(schema))
+        return BAD(r, "not a hangdx snapshot or report (no \"schema\"); 'hangdx snapshot -o FILE PID' writes one");
+    int report = !strcmp(schema->valuestring, HDX_REPORT_SCHEMA);
+    r->v2 = !strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA);
+    if (!report && !r->v2 && strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA_V1) != 0)
+        return fail(r, -EPROTONOSUPPORT,
+                    "schema %.64s is not supported (this hangdx reads %s, %s and %s; a newer hangdx may read it)",
+                    schema->valuestring, HDX_SNAPSHOT_SCHEMA, HDX_SNAPSHOT_SCHEMA_V1, HDX_REPORT_SCHEMA);
+    if (!ev->pool && !(ev->pool = hdx_pool_new()))
+        return fail(r, -ENOMEM, "out of memory");
+    r->pool = ev->pool;
+    const char *host = NULL;
+    if (report) {
+        const cJSON *hosts = container(r, root, "hosts", 0);
+        if (hosts && cJSON_GetArraySize(hosts) == 1 && cJSON_IsString(hosts->child))
+            host = hosts->child->valuestring;
+    } else {
+        const cJSON *h = member(root, "host");
+        if (h && !cJSON_IsString(h))
+            return BAD(r, "\"host\" should be a string");
+        host = h ? h->valuestring : NULL;
+        ev->samples = (int)get_int(r, root, "samples", 0, 1000000, 0);
+        ev->interval_ms = (int)get_int(r, root, "interval_ms", 0, INT_MAX, 0);
+        ev->build_timeout_s = get_int(r, root, "build_timeout_s", 0, (long long)EXACT_MAX, 1800);
+    }
+    if (host && !(ev->host = strdup(host)))
+        return fail(r, -ENOMEM, "out of memory");
+    r->host = host;
+    ev->taken_ns = get_time(r, root, "taken_at");
+    if (r->v2 && read_tables(r, root))
+        return r->rc;
+
+    const cJSON *procs = container(r, root, "processes", 0);
+    const cJSON *locks = container(r, root, "locks", 0);
+    const cJSON *notes = container(r, root, "notes", 0);
+    const cJSON *pgroups = container(r, root, "process_groups", 0);
+    const cJSON *c;
+    size_t i = 0;
+    cJSON_ArrayForEach(c, pgroups)
+    {
+        size_t old = enter(r, "process_groups[%zu]", i++);
+        if (r->rc || read_pgroup(r, c, ev))
+            return r->rc;
+        leave(r, old);
+    }
+    i = 0;
+    if (!report && !r->rc && !cJSON_GetObjectItemCaseSensitive(root, "processes"))
+        return BAD(r, "no \"processes\": truncated or not a snapshot");
+    cJSON_ArrayForEach(c, procs)
+    {
+        size_t old = enter(r, "processes[%zu]", i++);
+        if (r->rc || read_process(r, c, host, ev))
+            return r->rc;
+        leave(r, old);
+    }
+    i = 0;
+    cJSON_ArrayForEach(c, locks)
+    {
+        size_t old = enter(r, "locks[%zu]", i++);
+        if (r->rc || read_lock(r, c, ev))
+            return r->rc;
+        leave(r, old);
+    }
+    i = 0;
+    cJSON_ArrayForEach(c, notes)
+    {
+        if (r->rc)
+            return r->rc;
+        if (!cJSON_IsString(c))
+            return BAD(r, "notes[%zu] should be a string", i);
+        char **slot = hdx_append((void **)&ev->notes, &ev->n_notes, sizeof *slot);
+        if (!slot || !(*slot = strdup(c->valuestring)))
+            return fail(r, -ENOMEM, "out of memory");
+        i++;
+    }
+    return r->rc;
+}
+
+int hdx_snapshot_from_json(const cJSON *root, const char *name, hdx_evidence *ev, char **err)
+{
+    rd r = {.name = name ? name : "input"};
+    if (err)
+        *err = NULL;
+    if (!ev)
+        return -EINVAL;
+    hdx_evidence *src = hdx_evidence_new();
+    if (!src)
+        return -ENOMEM;
+    int rc = read_root(&r, root, src);
+    char *msg = r.err;
+    if (rc == 0) {
+        char *merr = NULL;
+        rc = hdx_snapshot_merge(ev, src, &merr);
+        if (rc < 0)
+            msg = hdx_asprintf("%s: %s", r.name, merr ? merr : strerror(-rc));
+        free(merr);
+    }
+    if (rc < 0 && !msg)
+        msg = hdx_asprintf("%s: %s", r.name, strerror(-rc));
+    if (rc < 0 && err)
+        *err = msg;
+    else
+        free(msg);
+    hdx_evidence_free(src);
+    return rc;
+}
+
+/*
+ * cJSON's memory while a loader thread parses: its nodes come from a pool of that thread
+ * and go all at once, instead of a malloc and a free per node (an 8192-rank job's tree
+ * holds ~10 M of them). cJSON's hooks are global, so they are installed once and pass
+ * every other allocation to malloc and free: only the thread between arena_begin and
+ * arena_end allocates from its pool, and frees nothing there. Under AddressSanitizer
+ * cJSON keeps malloc, so that its checks see each node.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define HDX_PARSE_ARENA 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HDX_PARSE_ARENA 0
+#endif
+#endif
+#ifndef HDX_PARSE_ARENA
+#define HDX_PARSE_ARENA 1
+#endif
+
+static _Thread_local hdx_pool *parse_arena; /* set: this thread's cJSON allocations go there */
+static _Thread_local hdx_pool *thread_arena; /* this thread's, kept for its next input */
+
+static void *arena_malloc(size_t n)
+{
+    return parse_arena ? hdx_pool_alloc(parse_arena, n) : malloc(n);
+}
+
+static void arena_free(void *p)
+{
+    if (!parse_arena)
+        free(p);
+}
+
+static void install_hooks(void)
+{
+    cJSON_Hooks h = {.malloc_fn = arena_malloc, .free_fn = arena_free};
+    cJSON_InitHooks(&h);
+}
+
+/* Start this thread's parse arena; 0 when it is off (then cJSON mallocs as usual). */
+static int arena_begin(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (!HDX_PARSE_ARENA || pthread_once(&once, install_hooks) != 0)
+        return 0;
+    if (!thread_arena && !(thread_arena = hdx_pool_new()))
+        return 0;
+    parse_arena = thread_arena;
+    return 1;
+}
+
+static void arena_end(void)
+{
+    hdx_pool *a = parse_arena;
+    parse_arena = NULL;
+    hdx_pool_reset(a); /* its largest block stays for the next input */
+}
+
+/* At the end of a loader thread: its arena goes. */
+static void arena_release(void)
+{
+    hdx_pool_free(thread_arena);
+    thread_arena = NULL;
+}
+
+int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_evidence *ev, char **err)
+{
+    if (err)
+        *err = NULL;
+    if (!text || !ev)
+        return -EINVAL;
+    name = name ? name : "input";
+    if (len > HDX_SNAPSHOT_MAX_BYTES) {
+        if (err)
+            *err = hdx_asprintf("%s: larger than %u MiB: refused", name, HDX_SNAPSHOT_MAX_BYTES >> 20);
+        return -EFBIG;
+    }
+    const char *end = NULL;
+    int arena = arena_begin();
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        if (arena)
+            arena_end();
+        size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
+        size_t last = len; /* cJSON stops at the last byte of an input cut short */
+        while (last > 0 && (text[last - 1] == ' ' || text[last - 1] == '\n' || text[last - 1] == '\t' ||
+                            text[last - 1] == '\r' || text[last - 1] == 0))
+            last--;
+        if (err)
+            *err = at + 1 >= last ? hdx_asprintf("%s: not a whole JSON object (truncated?)", name)
+                                  : hdx_asprintf("%s: not valid JSON (at byte %zu)", name, at);
+        return -EBADMSG;
+    }
+    int rc = hdx_snapshot_from_json(root, name, ev, err); /* nothing of root stays in ev */
+    if (arena)
+        arena_end(); /* root with it */
+    else
+        cJSON_Delete(root);
+    return rc;
+}
+
+int hdx_snapshot_load(const char *path, hdx_evidence *ev, char **err)
+{
+    if (err)
+        *err = NULL;
+    if (!path || !ev)
+        return -EINVAL;
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (err)
+            *err = hdx_asprintf("%s: cannot read: %s", path, strerror(e));
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > HDX_SNAPSHOT_MAX_BYTES) {
+        close(fd);
+        if (err)
+            *err = S_ISREG(st.st_mode)
+                       ? hdx_asprintf("%s: larger than %u MiB: refused", path, HDX_SNAPSHOT_MAX_BYTES >> 20)
+                       : hdx_asprintf("%s: not a regular file", path);
+        return S_ISREG(st.st_mode) ? -EFBIG : -EINVAL;
+    }
+    size_t size = (size_t)st.st_size, n = 0;
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        close(fd);
+        return -ENOMEM;
+    }
+    while (n < size) {
+        ssize_t k = read(fd, buf + n, size - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    close(fd);
+    buf[n] = 0;
+    int rc = hdx_snapshot_load_text(buf, n, path, ev, err);
+    free(buf);
+    return rc;
+}
+
+/* ---- loading many files at once ------------------------------------------- */
+
+struct hdx_snapshot_batch {
+    const char *const *paths;
+    size_t n, next;      /* next: the first file no thread has taken */
+    hdx_evidence **evs;  /* per file: its evidence once loaded (NULL after take) */
+    char **errs;
+    int *rcs;
+    unsigned char *done;
+    int stop;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t *threads;
+    size_t n_threads;
+};
+
+static void *batch_worker(void *arg)
+{
+    hdx_snapshot_batch *b = arg;
+    for (;;) {
+        pthread_mutex_lock(&b->lock);
+        size_t i = b->stop ? b->n : b->next;
+        if (i < b->n)
+            b->next++;
+        pthread_mutex_unlock(&b->lock);
+        if (i >= b->n)
+            break;
+        char *err = NULL;
+        hdx_evidence *ev = hdx_evidence_new();
+        int rc = ev ? hdx_snapshot_load(b->paths[i], ev, &err) : -ENOMEM;
+        pthread_mutex_lock(&b->lock);
+        b->evs[i] = ev;
+        b->errs[i] = err;
+        b->rcs[i] = rc;
+        b->done[i] = 1;
+        pthread_cond_broadcast(&b->cond);
+        pthread_mutex_unlock(&b->lock);
+    }
+    arena_release();
+    return NULL;
+}
+
+hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, size_t n, int threads)
+{
+    hdx_snapshot_batch *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->paths = paths;
+    b->n = n;
+    if (threads < 1)
+        threads = 1;
+    if ((size_t)threads > n)
+        threads = (int)n;
+    if (!(b->evs = calloc(n ? n : 1, sizeof *b->evs)) || !(b->errs = calloc(n ? n : 1, sizeof *b->errs)) ||
+        !(b->rcs = calloc(n ? n : 1, sizeof *b->rcs)) || !(b->done = calloc(n ? n : 1, 1)) ||
+        !(b->threads = calloc((size_t)threads + 1, sizeof *b->threads)) || pthread_mutex_init(&b->lock, NULL)) {
+        free(b->evs);
+        free(b->errs);
+        free(b->rcs);
+        free(b->done);
+        free(b->threads);
+        free(b);
+        errno = ENOMEM;
+        return NULL;
+    }
+    pthread_cond_init(&b->cond, NULL);
+    for (int k = 0; k < threads; k++)
+        if (pthread_create(&b->threads[b->n_threads], NULL, batch_worker, b) == 0)
+            b->n_threads++;
+    return b; /* no thread at all: take() loads in the caller's */
+}
+
+int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_evidence **out, char **err)
+{
+    *out = NULL;
+    if (err)
+        *err = NULL;
+    if (!b || i >= b->n)
+        return -EINVAL;
+    pthread_mutex_lock(&b->lock);
+    /* Next in line and no thread took it yet (or there is no thread): load it here. */
+    if (!b->done[i] && (i == b->next || (!b->n_threads && i > b->next))) {
+        if (i == b->next)
+            b->next++;
+        pthread_mutex_unlock(&b->lock);
+        hdx_evidence *ev = hdx_evidence_new();
+        char *e = NULL;
+        int rc = ev ? hdx_snapshot_load(b->paths[i], ev, &e) : -ENOMEM;
+        pthread_mutex_lock(&b->lock);
+        b->evs[i] = ev;
+        b->errs[i] = e;
+        b->rcs[i] = rc;
+        b->done[i] = 1;
+    }
+    while (!b->done[i])
+        pthread_cond_wait(&b->cond, &b->lock);
+    int rc = b->rcs[i];
+    *out = b->evs[i];
+    b->evs[i] = NULL;
+    if (err)
+        *err = b->errs[i];
+    else
+        free(b->errs[i]);
+    b->errs[i] = NULL;
+    pthread_mutex_unlock(&b->lock);
+    if (rc < 0) {
+        hdx_evidence_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+void hdx_snapshot_batch_free(hdx_snapshot_batch *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&b->lock);
+    b->stop = 1;
+    pthread_mutex_unlock(&b->lock);
+    for (size_t k = 0; k < b->n_threads; k++)
+        pthread_join(b->threads[k], NULL);
+    for (size_t i = 0; i < b->n; i++) {
+        hdx_evidence_free(b->evs[i]);
+        free(b->errs[i]);
+    }
+    pthread_mutex_destroy(&b->lock);
+    pthread_cond_destroy(&b->cond);
+    free(b->evs);
+    free(b->errs);
+    free(b->rcs);
+    free(b->done);
+    free(b->threads);
+    free(b);
+}
+
+enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path)
+{
+    char buf[4096];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return HDX_INPUT_NOT_JSON;
+    struct stat st;
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
+    close(fd);
+    if (n <= 0)
+        return HDX_INPUT_NOT_JSON;
+    buf[n] = 0;
+    const char *p = buf;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    if (*p != '{')
+        return HDX_INPUT_NOT_JSON;
+    /* Both writers put "schema" first; a hand-written file may not, so look for it
+     * anywhere in the first block. */
+    const char *s = strstr(p, "\"schema\"");
+    if (!s)
+        return HDX_INPUT_OTHER_SCHEMA; /* an object: the loader says what it lacks */
+    s += 8;
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++;
+    if (*s++ != ':')
+        return HDX_INPUT_NOT_JSON;
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++;
+    if (*s != '"')
+        return HDX_INPUT_NOT_JSON;
+    s++;
+    size_t ls = strlen(HDX_SNAPSHOT_SCHEMA), l1 = strlen(HDX_SNAPSHOT_SCHEMA_V1), lr = strlen(HDX_REPORT_SCHEMA);
+    if ((!strncmp(s, HDX_SNAPSHOT_SCHEMA, ls) && s[ls] == '"') || (!strncmp(s, HDX_SNAPSHOT_SCHEMA_V1, l1) && s[l1] == '"'))
+        return HDX_INPUT_SNAPSHOT;
+    if (!strncmp(s, HDX_REPORT_SCHEMA, lr) && s[lr] == '"')
+        return HDX_INPUT_REPORT;
+    return HDX_INPUT_OTHER_SCHEMA;
+}
+
+/* ---- merging -------------------------------------------------------------- */
+
+/* Make room for more elements of an hdx_append array (its capacity is implied by n). */
+static int reserve(void **arr, size_t n, size_t more, size_t elsize)
+{
+    size_t want = n + more, cap = 4;
+    if (!more)
+        return 0;
+    while (cap < want)
+        cap *= 2;
+    void *p = realloc(*arr, cap * elsize);
+    if (!p)
+        return -ENOMEM;
+    *arr = p;
+    return 0;
+}
+
+static int lock_strength(enum hdx_lock_state s)
+{
+    return s == HDX_LOCK_HELD ? 2 : s == HDX_LOCK_STALE ? 1 : 0;
+}
+
+/* The process of dst that src's p is (same pid, same host), or NULL. */
+static hdx_process *same_process(const hdx_evidence *dst, const hdx_process *p)
+{
+    return p->pid == HDX_UNKNOWN ? NULL : hdx_evidence_find_process_on(dst, p->host, p->pid);
+}
+
+/* A process of procs[0..n) that has p's rank on another host, or NULL. */
+static const hdx_process *rank_elsewhere(const hdx_process *procs, size_t n, const hdx_process *p)
+{
+    for (size_t i = 0; p->rank >= 0 && p->is_rank_process && i < n; i++)
+        if (&procs[i] != p && procs[i].rank == p->rank && procs[i].is_rank_process && procs[i].host && p->host &&
+            strcmp(procs[i].host, p->host))
+            return &procs[i];
+    return NULL;
+}
+
+int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
+{
+    if (err)
+        *err = NULL;
+    if (!dst || !src)
+        return -EINVAL;
+    /* Lookups in dst by (host, pid) and rank through its index (one pass per merge, not
+     * one per process: 1024 hosts' merges were 67 M compares). Without memory for it,
+     * the lookups scan. */
+    if (!hdx_evidence_indexed(dst))
+        hdx_evidence_index(dst);
+    /* Check everything first: an error leaves both as they were. A rank twice is an error
+     * between ranks' own processes only: srun's torchrun on node k has SLURM_PROCID = k. */
+    hdx_mark_rank_processes(src);
+    for (size_t i = 0; i < src->n_procs; i++) {
+        const hdx_process *p = &src->procs[i], *q;
+        if (p->is_rank_process &&
+            ((q = hdx_evidence_find_rank_elsewhere(dst, p->rank, p->host)) || (q = rank_elsewhere(src->procs, i, p)))) {
+            if (err)
+                *err = hdx_asprintf("rank %d is on two hosts: pid %d on %s and pid %d on %s — the inputs come from "
+                                    "different jobs, or a rank variable is set wrongly",
+                                    p->rank, q->pid, q->host, p->pid, p->host);
+            return -EEXIST;
+        }
+        const hdx_process *d = same_process(dst, p);
+        if (d && d->n_threads && p->n_threads) {
+            if (err)
+                *err = hdx_asprintf("process %d of host %s is in two inputs — give each host's snapshot once",
+                                    p->pid, p->host ? p->host : "?");
+            return -EEXIST;
+        }
+    }
+    size_t new_groups = 0;
+    for (size_t i = 0; i < src->n_pgroups; i++) {
+        const hdx_pgroup *s = &src->pgroups[i], *d = hdx_evidence_find_pgroup(dst, s->name);
+        if (!d) {
+            new_groups++;
+        } else if (d->n_ranks != s->n_ranks || memcmp(d->ranks, s->ranks, s->n_ranks * sizeof *s->ranks)) {
+            if (err)
+                *err = hdx_asprintf("process group %s has other ranks in another input — the inputs come from "
+                                    "different jobs", s->name);
+            return -EEXIST;
+        }
+    }
+    if (src->pool && !dst->pool && !(dst->pool = hdx_pool_new()))
+        return -ENOMEM;
+    int indexed = hdx_evidence_indexed(dst);
+    size_t n_before = dst->n_procs;
+    if (reserve((void **)&dst->procs, dst->n_procs, src->n_procs, sizeof *dst->procs) ||
+        reserve((void **)&dst->locks, dst->n_locks, src->n_locks, sizeof *dst->locks) ||
+        reserve((void **)&dst->notes, dst->n_notes, src->n_notes, sizeof *dst->notes) ||
+        reserve((void **)&dst->pgroups, dst->n_pgroups, new_groups, sizeof *dst->pgroups))
+        return -ENOMEM;
+    for (size_t i = 0; i < src->n_locks; i++) {
+        hdx_lock *d = src->locks[i].path ? hdx_evidence_find_lock(dst, src->locks[i].path) : NULL;
+        if (d && reserve((void **)&d->waiters, d->n_waiters, src->locks[i].n_waiters, sizeof *d->waiters))
+            return -ENOMEM;
+    }
+    /* From here on nothing allocates (but the index, which may fail: lookups then scan). */
+    hdx_pool_absorb(dst->pool, src->pool); /* src's frames borrow from it */
+    if (indexed) /* the same processes, perhaps at a new address */
+        indexed = hdx_evidence_index_more(dst, n_before) == 0;
+
+    int empty = !dst->n_procs && !dst->n_locks && !dst->samples && !dst->host;
+    if (empty) {
+        dst->host = src->host;
+        src->host = NULL;
+        dst->taken_ns = src->taken_ns;
+        dst->samples = src->samples;
+        dst->interval_ms = src->interval_ms;
+        dst->build_timeout_s = src->build_timeout_s;
+    } else {
+        if (!dst->host || !src->host || strcmp(dst->host, src->host) != 0) {
+            free(dst->host);
+            dst->host = NULL;
+        }
+        if (src->taken_ns != HDX_UNKNOWN && (dst->taken_ns == HDX_UNKNOWN || src->taken_ns < dst->taken_ns))
+            dst->taken_ns = src->taken_ns;
+        if (src->samples > 0) {
+            if (!dst->samples) {
+                dst->samples = src->samples;
+                dst->interval_ms = src->interval_ms;
+                dst->build_timeout_s = src->build_timeout_s;
+            } else {
+                dst->samples = src->samples < dst->samples ? src->samples : dst->samples;
+                dst->interval_ms = src->interval_ms < dst->interval_ms ? src->interval_ms : dst->interval_ms;
+                dst->build_timeout_s =
+                    src->build_timeout_s < dst->build_timeout_s ? src->build_timeout_s : dst->build_timeout_s;
+            }
+        }
+    }
+
+    for (size_t i = 0; i < src->n_procs; i++) {
+        hdx_process *p = &src->procs[i];
+        /* dst->procs may have moved (reserve): the index is current when it was before. */
+        hdx_process *d = same_process(dst, p);
+        if (d && !p->n_threads) {
+            hdx_process_clear(p); /* a trace's thin copy of a process already here */
+            continue;
+        }
+        if (d) {
+            hdx_process_clear(d); /* the snapshot's process replaces the trace's */
+            *d = *p;
+            indexed = 0; /* its host or rank may be new */
+        } else {
+            dst->procs[dst->n_procs++] = *p;
+        }
+        memset(p, 0, sizeof *p);
+        if (indexed)
+            indexed = hdx_evidence_index_more(dst, dst->n_procs - 1) == 0;
+    }
+    src->n_procs = 0;
+    if (!indexed)
+        hdx_evidence_index(dst);
+
+    for (size_t i = 0; i < src->n_locks; i++) {
+        hdx_lock *s = &src->locks[i];
+        hdx_lock *d = s->path ? hdx_evidence_find_lock(dst, s->path) : NULL;
+        if (!d) {
+            dst->locks[dst->n_locks++] = *s;
+            memset(s, 0, sizeof *s);
+            continue;
+        }
+        /* One lock file seen from several hosts (a shared build directory). */
+        for (size_t k = 0; k < s->n_waiters; k++) {
+            hdx_waiter *w = &s->waiters[k];
+            int dup = 0;
+            for (size_t j = 0; !dup && j < d->n_waiters; j++)
+                dup = d->waiters[j].pid == w->pid && d->waiters[j].tid == w->tid && d->waiters[j].rank == w->rank;
+            if (dup) {
+                free(w->how);
+                free(w->host);
+            } else {
+                d->waiters[d->n_waiters++] = *w;
+            }
+            w->how = NULL;
+            w->host = NULL;
+        }
+        s->n_waiters = 0;
+        if (lock_strength(s->state) > lock_strength(d->state) ||
+            (s->state == d->state && d->holder_pid == HDX_UNKNOWN)) {
+            d->state = s->state;
+            d->holder_pid = s->holder_pid;
+            free(d->holder_host);
+            d->holder_host = s->holder_host;
+            s->holder_host = NULL;
+        }
+        if (s->exists == 1 || (s->exists == 0 && d->exists == HDX_UNKNOWN))
+            d->exists = s->exists;
+        if (s->mtime_ns != HDX_UNKNOWN && (d->mtime_ns == HDX_UNKNOWN || s->mtime_ns > d->mtime_ns))
+            d->mtime_ns = s->mtime_ns;
+        if (!d->has_creator && s->has_creator) {
+            d->has_creator = 1;
+            d->creator_pid = s->creator_pid;
+            d->creator_rank = s->creator_rank;
+            d->creator_alive = s->creator_alive;
+            d->created_ns = s->created_ns;
+        }
+        if (!d->source) {
+            d->source = s->source;
+            s->source = NULL;
+        }
+        hdx_lock_clear(s);
+    }
+    src->n_locks = 0;
+
+    for (size_t i = 0; i < src->n_pgroups; i++) { /* each host holds its ranks' groups */
+        hdx_pgroup *s = &src->pgroups[i], *d = (hdx_pgroup *)hdx_evidence_find_pgroup(dst, s->name);
+        if (!d) {
+            dst->pgroups[dst->n_pgroups++] = *s;
+            memset(s, 0, sizeof *s);
+            continue;
+        }
+        d->is_default |= s->is_default;
+        if (!d->role && !d->is_default) {
+            d->role = s->role;
+            s->role = NULL;
+        }
+        if (!d->desc) {
+            d->desc = s->desc;
+            s->desc = NULL;
+        }
+        hdx_pgroup_clear(s);
+    }
+    src->n_pgroups = 0;
+
+    for (size_t i = 0; i < src->n_notes; i++) {
+        int dup = 0;
+        for (size_t j = 0; !dup && j < dst->n_notes; j++)
+            dup = !strcmp(dst->notes[j], src->notes[i]);
+        if (dup)
+            free(src->notes[i]);
+        else
+            dst->notes[dst->n_notes++] = src->notes[i];
+        src->notes[i] = NULL;
+    }
+    src->n_notes = 0;
+    return 0;
+}

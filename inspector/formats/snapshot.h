@@ -1,0 +1,203 @@
+/*
+ * hangdx.snapshot/2: the evidence of one host on disk (design.md "Formats"),
+ * written by `hangdx snapshot` and read back by `hangdx analyze`, which also
+ * reads hangdx.snapshot/1 (the earlier format: users' saved files) and
+ * hangdx.report/1 objects through the same loader (their processes and locks
+ * carry nearly the same fields). cJSON for everything.
+ *
+ * The object (every key always present; unknown values are null):
+ *   { "schema": "hangdx.snapshot/2", "host", "taken_at": RFC 3339 with ns,
+ *     "samples", "interval_ms", "build_timeout_s",
+ *     "strings": [ "..." ],      every function, file and module name of the
+ *                                frames, once each (in order of first use);
+ *     "frames": [ entry... ],    every distinct frame, once (in order of first use):
+ *        entry = [kind, function, file, line, module, offset, pc, locals]
+ *          kind      0 native, 1 python;
+ *          function, file, module: an index into "strings", or null;
+ *          line      the source line, 0 when unknown;
+ *          offset, pc: integers (pc relative to the module's load bias, and the
+ *                    absolute pc), or "0x.." text when beyond 2^53;
+ *          locals    null, or {name: value} as a /1 frame's "locals";
+ *     "processes": [ { "pid", "ppid", "host", "rank", "local_rank", "world_size",
+ *                      "cmdline": [...], "env": {allowed names only}, "exe", "cwd",
+ *                      "state", "start_ticks", "age_s", "cpu_ms_first", "cpu_ms",
+ *                      "window_ms", "progressing", "stack_changed", "asked" (given by
+ *                      PID: its job is judged; absent: false), "stopped_us",
+ *                      "max_stop_us", "alive",
+ *                      "read_error" (positive errno or null), "python",
+ *                      "threads": [ { "tid", "name", "state", "wchan", "syscall"
+ *                                     (name, "running" or null), "syscall_nr",
+ *                                     "syscall_args": ["0x..." x6], "cpu_ms",
+ *                                     "stack_error", "polled_path", "wait", "wait_op",
+ *                                     "peer", "wait_frame" (these three and "wait"
+ *                                     are classify's; a snapshot has them null),
+ *                                     "frames": [index into "frames"...] | null,
+ *                                     "unmerged",
+ *                                     "python_frames": [index...] | null } ] } ],
+ *     "locks": [ { "path", "kind", "state", "exists", "mtime", "holder_pid",
+ *                  "holder_host", "created_by": {"pid","rank","alive","at"} | null,
+ *                  "source",
+ *                  "waiters": [ {"pid","tid","rank","since","how","host"} ] } ],
+ *     "notes": [ "..." ] }
+ *   A local is a JSON null, bool, number or string; an object of another type
+ *   is {"type": name}; an int beyond ±2^53 is {"int": "decimal"}; a float that
+ *   a JSON number would not give back exactly (integral, inf, nan) is
+ *   {"float": "repr"}. Native frames keep module and offset, with the symbols
+ *   already resolved on the node that took the snapshot.
+ *
+ * Why tables: the ranks of a host run the same code, so their stacks repeat
+ * the same frames, and a frame object repeats its names. The synthetic 8-rank
+ * hosts of scripts/gen-synthetic-job (10 threads × 40 frames each) take 49 KB each
+ * as /2 against 634 KB as /1, and load without a string copy per frame (analyze
+ * of 8192 ranks: BENCHMARKS.md).
+ *
+ * hangdx.snapshot/1 is the same object without "strings" and "frames", with
+ * each thread's "frames" and "python_frames" as arrays of frame objects:
+ *   frame = { "kind", "function", "file", "line", "module", "offset": "0x..",
+ *             "pc": "0x..", "locals": {name: value} | null }
+ * and without "holder_host" and waiters' "host" (the snapshot's own host).
+ * Reports (hangdx.report/1) write their processes' frames as these objects.
+ *
+ * Frames read by the loader are pooled (evidence.h, hdx_frame.pooled): their
+ * strings and locals are interned in the evidence's pool, one copy per input.
+ *
+ * Evidence → JSON → evidence → JSON gives the same JSON. Environment variables
+ * outside HDX_TRACE_ENV_NAMES are never written, and are dropped on reading.
+ * A holder or waiter with no host is written with the evidence's host.
+ */
+#ifndef HDX_SNAPSHOT_H
+#define HDX_SNAPSHOT_H
+
+#include <stddef.h>
+
+#include "model/evidence.h"
+
+struct cJSON;
+
+/* Limits of the reader: an input beyond them is refused with a message. */
+#define HDX_SNAPSHOT_MAX_BYTES (256u * 1024 * 1024) /* file size */
+#define HDX_SNAPSHOT_MAX_ITEMS 1000000               /* entries of any one array or object */
+#define HDX_SNAPSHOT_MAX_DEPTH 64                    /* JSON nesting */
+
+/* What a JSON text is, from its "schema". */
+enum hdx_snapshot_kind {
+    HDX_INPUT_NOT_JSON = 0,  /* not a JSON object with a "schema" string */
+    HDX_INPUT_SNAPSHOT,      /* hangdx.snapshot/2 or /1 */
+    HDX_INPUT_REPORT,        /* hangdx.report/1 */
+    HDX_INPUT_OTHER_SCHEMA,  /* a JSON object with another or no "schema" in its first 4 KiB */
+};
+
+/* One process with its threads, frames and locals, as in a snapshot and in a report's
+ * "processes" (a report carries the same, so that analyze of a report decides as the
+ * snapshot would). Caller frees with cJSON_Delete. NULL on ENOMEM. */
+struct cJSON *hdx_snapshot_process_json(const hdx_process *p);
+
+/*
+ * The same object for cJSON_Print only, faster for many ranks: frames loaded from a
+ * snapshot (pooled) are printed once per distinct frame and kept in c, and each
+ * thread's "frames" and "python_frames" hold them as raw items, indented as cJSON_Print
+ * of this process object (at the top level) would indent the frame objects; other
+ * frames stay objects. cJSON_Print of the result is byte for byte cJSON_Print of
+ * hdx_snapshot_process_json(p) (printed unformatted, or nested deeper, it would not
+ * be). The result borrows texts from c: delete it before hdx_frame_text_cache_free.
+ * c NULL: plain hdx_snapshot_process_json. The cache's keys are the frames' pointers:
+ * use one cache while the evidence does not change, and free it then. It stops
+ * growing at 64 MiB of text. NULL on ENOMEM.
+ */
+typedef struct hdx_frame_text_cache hdx_frame_text_cache;
+hdx_frame_text_cache *hdx_frame_text_cache_new(void); /* NULL on ENOMEM */
+void hdx_frame_text_cache_free(hdx_frame_text_cache *c); /* accepts NULL */
+struct cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_text_cache *c);
+
+/* One lock (design.md's lock object, with exists, mtime and source), as in a snapshot, a
+ * report's "locks" and `hangdx locks --json`. Caller frees with cJSON_Delete. NULL on ENOMEM. */
+struct cJSON *hdx_snapshot_lock_json(const hdx_lock *l);
+
+/*
+ * The whole of ev as a hangdx.snapshot/2 object. The caller frees it with
+ * cJSON_Delete. NULL (errno ENOMEM) on failure.
+ */
+struct cJSON *hdx_snapshot_json(const hdx_evidence *ev);
+
+/*
+ * Write hdx_snapshot_json(ev) to path (created or truncated; written to a
+ * temporary file in the same directory and renamed, so a reader never sees
+ * half a snapshot), or to stdout when path is NULL or "-".
+ * 0 or a negative errno.
+ */
+int hdx_snapshot_write(const hdx_evidence *ev, const char *path);
+
+/*
+ * Which kind of input the file at path is, from its first 4 KiB: looks for
+ * "schema" without parsing the whole file. Never fails: unreadable content,
+ * or content that does not start with '{', is HDX_INPUT_NOT_JSON.
+ */
+enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path);
+
+/*
+ * Parse a hangdx.snapshot/2 or /1, or a hangdx.report/1 object held in root, and merge
+ * it into ev (hdx_snapshot_merge). `name` names the input in messages (a file
+ * name). On error ev is left as it was, and *err (when err is not NULL) gets
+ * a heap message for a person naming the input, which the caller frees.
+ * Returns 0, or:
+ *   -EPROTONOSUPPORT  an unknown schema or version;
+ *   -EBADMSG          a malformed object (wrong types, bad values) or beyond
+ *                     the reader's limits;
+ *   -EEXIST           the merge found the same rank on two hosts;
+ *   -ENOMEM.
+ * Missing optional fields are taken as unknown. A report's "verdict" and
+ * "groups" are ignored: analyze classifies again.
+ */
+int hdx_snapshot_from_json(const struct cJSON *root, const char *name, hdx_evidence *ev, char **err);
+
+/* The same from JSON text of len bytes (need not be NUL-terminated). */
+int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_evidence *ev, char **err);
+
+/* The same from the file at path (at most HDX_SNAPSHOT_MAX_BYTES); errors
+ * of open/read are returned as their negative errno, with a message. */
+int hdx_snapshot_load(const char *path, hdx_evidence *ev, char **err);
+
+/*
+ * Load many snapshot or report files at once, each into an evidence of its own, on up
+ * to `threads` threads (the merge stays the caller's, in its order):
+ *  - hdx_snapshot_batch_start: starts the threads on paths[0..n) (borrowed: they must
+ *    outlive the batch). NULL with errno ENOMEM. Fewer threads than asked (none at all
+ *    included) only makes take() load in the caller's thread.
+ *  - hdx_snapshot_batch_take: waits for file i and gives its evidence (*out, the
+ *    caller's to merge or free), or its error as hdx_snapshot_load would (*err, a heap
+ *    message the caller frees). Each file is taken once.
+ *  - hdx_snapshot_batch_free: stops the threads (files not started are never loaded),
+ *    and frees what was not taken. Accepts NULL.
+ */
+typedef struct hdx_snapshot_batch hdx_snapshot_batch;
+hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, size_t n, int threads);
+int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_evidence **out, char **err);
+void hdx_snapshot_batch_free(hdx_snapshot_batch *b);
+
+/*
+ * Move everything of src into dst, and leave src empty (free it with
+ * hdx_evidence_free). The merge is associative:
+ *  - processes are appended. The same rank in two rank processes of
+ *    different hosts is an error (-EEXIST) naming both (host and pid); src's
+ *    is_rank_process is set first (hdx_mark_rank_processes), so launchers
+ *    that carry a scheduler's task number do not count. The same pid on
+ *    the same host: the one with threads (a snapshot) replaces one without
+ *    (a trace's); two with threads are the same host given twice (-EEXIST);
+ *  - locks with the same path are one lock (a shared build directory seen
+ *    from several hosts): waiters are joined, state is the strongest
+ *    (held > stale > free) with its holder, a known creator wins;
+ *  - notes are joined, each once;
+ *  - an empty dst (no processes, locks, samples or host) takes src's host,
+ *    time and sampling settings; otherwise host stays only when both agree,
+ *    taken_at is the earliest, and samples, interval_ms and build_timeout_s
+ *    are the smallest that any sampled input had (samples 0 = none).
+ * On error dst and src are left as they were; *err as above.
+ * dst->live is never changed.
+ */
+int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err);
+
+/* Parse an RFC 3339 time ("2026-11-29T18:40:27Z", fractions and offsets
+ * allowed) into ns since the epoch. 0 or -EINVAL. */
+int hdx_snapshot_parse_time(const char *s, int64_t *ns);
+
+#endif

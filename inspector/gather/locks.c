@@ -1,0 +1,842 @@
+/* Build-directory locks: what the processes wait on, and the state of each lock. */
+#include "gather/locks.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "gather/proc.h"
+#include "gather/sample.h"
+#include "gather/syswatch.h"
+#include "model/util.h"
+
+
+/* Polling threads watched per process at most (the main thread first). */
+#define WATCH_PER_PROCESS 2
+
+/* ---- /proc/locks --------------------------------------------------------- */
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return p;
+}
+
+/* Copy one whitespace-delimited token into buf (truncated); return the end. */
+static const char *token(const char *p, char *buf, size_t size)
+{
+    size_t n = 0;
+    p = skip_ws(p);
+    while (*p && *p != ' ' && *p != '\t' && *p != '\n') {
+        if (n + 1 < size)
+            buf[n++] = *p;
+        p++;
+    }
+    buf[n] = 0;
+    return p;
+}
+
+/* One line: "ID: [-> ]KIND ADVISORY MODE PID MAJ:MIN:INO START END" (fs/locks.c). */
+static int parse_kernel_line(const char *p, hdx_kernel_lock *k)
+{
+    char *end;
+    char tok[32];
+    memset(k, 0, sizeof *k);
+    p = skip_ws(p);
+    long id = strtol(p, &end, 10);
+    if (end == p || *end != ':')
+        return -1;
+    k->id = (int)id;
+    p = skip_ws(end + 1);
+    if (p[0] == '-' && p[1] == '>') {
+        k->blocked = 1;
+        p += 2;
+    }
+    p = token(p, k->kind, sizeof k->kind);
+    if (!k->kind[0])
+        return -1;
+    p = token(p, tok, sizeof tok); /* ADVISORY, MANDATORY, ACTIVE, BREAKING, ... */
+    if (!tok[0])
+        return -1;
+    p = token(p, k->mode, sizeof k->mode);
+    if (!k->mode[0])
+        return -1;
+    p = skip_ws(p);
+    long pid = strtol(p, &end, 10);
+    if (end == p)
+        return -1;
+    k->pid = (int)pid;
+    p = skip_ws(end);
+    /* "%02x:%02x:%lu": device major and minor in hex, the inode in decimal. */
+    unsigned long maj = strtoul(p, &end, 16);
+    if (end == p || *end != ':')
+        return -1;
+    p = end + 1;
+    unsigned long min = strtoul(p, &end, 16);
+    if (end == p || *end != ':')
+        return -1;
+    p = end + 1;
+    if (!isdigit((unsigned char)*p))
+        return -1; /* "<none>" and the like */
+    k->ino = strtoul(p, &end, 10);
+    if (*end && *end != ' ' && *end != '\t' && *end != '\n')
+        return -1;
+    k->dev_major = (unsigned)maj;
+    k->dev_minor = (unsigned)min;
+    return 0;
+}
+
+int hdx_kernel_locks_parse(const char *text, hdx_kernel_lock **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!text)
+        return 0;
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char buf[512];
+        if (len < sizeof buf) {
+            memcpy(buf, line, len);
+            buf[len] = 0;
+            hdx_kernel_lock k;
+            if (parse_kernel_line(buf, &k) == 0) {
+                hdx_kernel_lock *slot = hdx_append((void **)out, n, sizeof *slot);
+                if (!slot) {
+                    free(*out);
+                    *out = NULL;
+                    *n = 0;
+                    return -ENOMEM;
+                }
+                *slot = k;
+            }
+        }
+        line += len;
+        if (*line == '\n')
+            line++;
+    }
+    return 0;
+}
+
+static int read_kernel_locks(hdx_kernel_lock **kl, size_t *n)
+{
+    char *text = hdx_read_file("/proc/locks", 16u << 20, NULL);
+    if (!text) {
+        *kl = NULL;
+        *n = 0;
+        return -errno;
+    }
+    int r = hdx_kernel_locks_parse(text, kl, n);
+    free(text);
+    return r;
+}
+
+static int same_file(const hdx_kernel_lock *k, const struct stat *st)
+{
+    return k->dev_major == major(st->st_dev) && k->dev_minor == minor(st->st_dev) &&
+           k->ino == (unsigned long)st->st_ino;
+}
+
+static int kind_from_kernel(const char *kind, enum hdx_lock_kind *out)
+{
+    if (!strcmp(kind, "FLOCK"))
+        *out = HDX_LOCK_FLOCK;
+    else if (!strcmp(kind, "POSIX"))
+        *out = HDX_LOCK_POSIX;
+    else if (!strcmp(kind, "OFDLCK"))
+        *out = HDX_LOCK_OFD;
+    else
+        return -1;
+    return 0;
+}
+
+/* ---- collect -------------------------------------------------------------- */
+
+static int is_lock_name(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t l = strlen(base);
+    return !strcmp(base, "lock") || (l > 5 && !strcmp(base + l - 5, ".lock"));
+}
+
+int hdx_locks_builder_name(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    if (!base)
+        return !strcmp(path, "lock");
+    if (!strcmp(base + 1, "lock"))
+        return 1;
+    size_t l = strlen(base + 1);
+    if (l <= 5 || strcmp(base + 1 + l - 5, ".lock"))
+        return 0;
+    /* <cache>/locks/<key>.lock: the parent directory is "locks" */
+    const char *parent = base;
+    while (parent > path && parent[-1] != '/')
+        parent--;
+    return base - parent == 5 && !strncmp(parent, "locks", 5);
+}
+
+/* The lock for path in ev, added (kind, source) when missing. NULL on ENOMEM. */
+static hdx_lock *lock_for(hdx_evidence *ev, const char *path, enum hdx_lock_kind kind, const char *source)
+{
+    hdx_lock *l = hdx_evidence_find_lock(ev, path);
+    if (l)
+        return l;
+    if (!(l = hdx_evidence_add_lock(ev)))
+        return NULL;
+    l->kind = kind;
+    if (!(l->path = strdup(path)) || !(l->source = strdup(source)))
+        return NULL;
+    return l;
+}
+
+static int add_waiter(hdx_lock *l, const hdx_process *p, int tid, const char *how)
+{
+    for (size_t i = 0; i < l->n_waiters; i++)
+        if (l->waiters[i].pid == p->pid) {
+            if (l->waiters[i].tid == HDX_UNKNOWN)
+                l->waiters[i].tid = tid;
+            return 0;
+        }
+    hdx_waiter *w = hdx_lock_add_waiter(l);
+    if (!w)
+        return -ENOMEM;
+    w->pid = p->pid;
+    w->tid = tid;
+    w->rank = p->rank;
+    if (!(w->how = strdup(how)))
+        return -ENOMEM;
+    return 0;
+}
+
+/* Does pid appear in any lock of ev (as a waiter or its creator)? */
+static int has_known_lock(const hdx_evidence *ev, int pid)
+{
+    for (size_t i = 0; i < ev->n_locks; i++) {
+        const hdx_lock *l = &ev->locks[i];
+        if (l->has_creator && l->creator_pid == pid)
+            return 1;
+        for (size_t k = 0; k < l->n_waiters; k++)
+            if (l->waiters[k].pid == pid)
+                return 1;
+    }
+    return 0;
+}
+
+/* A thread blocked in flock()/fcntl(F_SETLKW|F_OFD_SETLKW): its lock. */
+static int collect_blocked(hdx_evidence *ev, hdx_process *p, hdx_thread *t, const hdx_kernel_lock *kl, size_t nkl)
+{
+    int fd;
+    enum hdx_lock_kind kind;
+    const char *how;
+    if (t->syscall == SYS_flock && !(t->syscall_args[1] & LOCK_NB)) {
+        kind = HDX_LOCK_FLOCK;
+        how = "flock";
+    } else if (t->syscall == SYS_fcntl && (t->syscall_args[1] == F_SETLKW || t->syscall_args[1] == F_OFD_SETLKW)) {
+        kind = t->syscall_args[1] == F_OFD_SETLKW ? HDX_LOCK_OFD : HDX_LOCK_POSIX;
+        how = "fcntl";
+    } else {
+        return 0;
+    }
+    fd = (int)t->syscall_args[0];
+    char path[PATH_MAX];
+    int r = hdx_proc_fd_path(p->pid, fd, path, sizeof path);
+    if (r < 0) {
+        hdx_evidence_note(ev, "pid %d thread %d waits in %s on fd %d, but the file behind it could not be read: %s",
+                          p->pid, t->tid, how, fd, strerror(-r));
+        return 0;
+    }
+    /* The kernel's own view, when the fd's file has a blocked request from this pid. */
+    char fdlink[64];
+    struct stat st;
+    snprintf(fdlink, sizeof fdlink, "/proc/%d/fd/%d", p->pid, fd);
+    if (stat(fdlink, &st) == 0) {
+        for (size_t i = 0; i < nkl; i++)
+            if (kl[i].blocked && same_file(&kl[i], &st) && (kl[i].pid == p->pid || kl[i].pid == -1)) {
+                kind_from_kernel(kl[i].kind, &kind);
+                break;
+            }
+    }
+    hdx_lock *l = lock_for(ev, path, kind, "blocked fd");
+    if (!l)
+        return -ENOMEM;
+    if (strcmp(l->source, "trace") != 0 || !l->has_creator)
+        l->kind = kind;
+    return add_waiter(l, p, t->tid, how);
+}
+
+/* How a Python frame tells the lock a thread waits on. */
+typedef struct python_lock_wait {
+    enum hdx_lock_kind kind;
+    const char *how; /* the waiter's "how" */
+} python_lock_wait;
+
+/* "<dir>/<name>" in path, dir made absolute with p's working directory. 1, or 0 when it does not fit. */
+static int absolute(const hdx_process *p, const char *dir, const char *name, char *path, size_t size)
+{
+    int n = dir[0] == '/' || !p->cwd ? snprintf(path, size, "%s%s%s", dir, name ? "/" : "", name ? name : "")
+                                     : snprintf(path, size, "%s/%s%s%s", p->cwd, dir, name ? "/" : "", name ? name : "");
+    return n > 0 && (size_t)n < size;
+}
+
+static const hdx_local *str_local(const hdx_frame *f, const char *name)
+{
+    const hdx_local *v = hdx_frame_local(f, name);
+    return v && v->kind == HDX_VAL_STR && v->s && v->s[0] ? v : NULL;
+}
+
+/*
+ * The lock a thread's Python stack waits on, with the path in path (1), else 0:
+ *  - FileBaton.wait: the baton is <build_directory>/lock, build_directory being the local
+ *    of the cpp_extension._jit_compile frame that called it (torch 1.13 to 2.x);
+ *  - the filelock package's BaseFileLock.acquire (filelock/_api.py, which torch inductor,
+ *    Triton and cpp_extension on torch's main branch use): its lock_filename local, the
+ *    file it retries flock(LOCK_EX|LOCK_NB) on every poll_interval.
+ * Without the local, the syscall watch finds the path.
+ */
+static int python_lock_path(const hdx_process *p, const hdx_thread *t, char *path, size_t size, python_lock_wait *w)
+{
+    size_t at = 0;
+    const hdx_frame *f = hdx_thread_find_python(t, "BaseFileLock.acquire", "filelock/_api.py", &at);
+    const hdx_local *v;
+    if (f && (v = str_local(f, "lock_filename"))) {
+        *w = (python_lock_wait){HDX_LOCK_FLOCK, "FileLock.acquire"};
+        return absolute(p, v->s, NULL, path, size);
+    }
+    at = 0;
+    if (!hdx_thread_find_python(t, "FileBaton.wait", "torch/utils/file_baton.py", &at))
+        return 0;
+    const hdx_frame *jit = hdx_thread_find_python(t, "_jit_compile", "torch/utils/cpp_extension.py", &at);
+    if (!(v = str_local(jit, "build_directory")))
+        return 0;
+    *w = (python_lock_wait){HDX_LOCK_BATON, "FileBaton.wait"};
+    return absolute(p, v->s, "lock", path, size);
+}
+
+static int collect_python_lock(hdx_evidence *ev, hdx_process *p, hdx_thread *t)
+{
+    char path[PATH_MAX];
+    python_lock_wait w;
+    if (!python_lock_path(p, t, path, sizeof path, &w))
+        return 0;
+    hdx_lock *l = lock_for(ev, path, w.kind, "Python frame");
+    return l ? add_waiter(l, p, t->tid, w.how) : -ENOMEM;
+}
+
+/* 1 when /proc/PID/exe is a Python interpreter (its name starts with "python"). */
+static int runs_python(int pid)
+{
+    char path[64], exe[PATH_MAX];
+    snprintf(path, sizeof path, "/proc/%d/exe", pid);
+    ssize_t n = readlink(path, exe, sizeof exe - 1);
+    if (n <= 0)
+        return 0;
+    exe[n] = 0;
+    const char *base = strrchr(exe, '/');
+    return !strncmp(base ? base + 1 : exe, "python", 6);
+}
+
+int hdx_locks_add_python_waiters(hdx_evidence *ev)
+{
+    if (!ev->n_locks)
+        return 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int added = 0, r = 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(d))) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == getpid() || !runs_python((int)pid))
+            continue;
+        hdx_evidence *one = hdx_evidence_new();
+        hdx_process *p = one ? hdx_evidence_add_process(one) : NULL;
+        if (!p) {
+            r = -ENOMEM;
+        } else if (hdx_proc_read(p, (int)pid) == 0 &&
+                   hdx_sample_stacks(p, one, HDX_SAMPLE_PYTHON | HDX_SAMPLE_LOCALS | HDX_SAMPLE_NO_NATIVE) == 0) {
+            char path[PATH_MAX];
+            python_lock_wait w;
+            for (size_t i = 0; r == 0 && i < p->n_threads; i++) {
+                hdx_lock *l = python_lock_path(p, &p->threads[i], path, sizeof path, &w)
+                                  ? hdx_evidence_find_lock(ev, path) : NULL;
+                if (l && (r = add_waiter(l, p, p->threads[i].tid, w.how)) == 0)
+                    added++;
+            }
+        }
+        hdx_evidence_free(one);
+    }
+    closedir(d);
+    return r < 0 ? r : added;
+}
+
+/* Watch one polling thread; 1 when it polls or retries an existing lock file, 0 not, -errno.
+ * A lock call retried on a file is a kernel-lock wait; a stat poll of a file
+ * named like a lock is a baton wait. */
+static int watch_thread(hdx_evidence *ev, hdx_process *p, hdx_thread *t, int ms, size_t *n_watched)
+{
+    hdx_syswatch_hit *hits = NULL;
+    size_t n = 0;
+    int r = hdx_syswatch(p->pid, t->tid, ms, &hits, &n);
+    if (r < 0) {
+        if (r == -EPERM)
+            hdx_evidence_note(ev, "could not watch the system calls of pid %d: ptrace not permitted — run as "
+                                  "the same user or with CAP_SYS_PTRACE",
+                              p->pid);
+        else if (r == -EBUSY)
+            hdx_evidence_note(ev, "could not watch the system calls of pid %d thread %d: another tracer holds it",
+                              p->pid, t->tid);
+        else
+            hdx_evidence_note(ev, "could not watch the system calls of pid %d thread %d: %s", p->pid, t->tid,
+                              strerror(-r));
+        return 0;
+    }
+    (*n_watched)++;
+    const hdx_syswatch_hit *found = NULL;
+    for (size_t i = 0; i < n && !found; i++) /* a lock retry says most */
+        if (hits[i].use == HDX_WATCH_LOCK_TRY)
+            found = &hits[i];
+    for (size_t i = 0; i < n && !found; i++) {
+        struct stat st;
+        if (hits[i].use == HDX_WATCH_STAT && is_lock_name(hits[i].path) && stat(hits[i].path, &st) == 0)
+            found = &hits[i];
+    }
+    if (found) {
+        int retry = found->use == HDX_WATCH_LOCK_TRY;
+        hdx_lock *l = lock_for(ev, found->path, retry ? HDX_LOCK_FLOCK : HDX_LOCK_BATON, "syscall watch");
+        if (!l || add_waiter(l, p, t->tid, retry ? "lock retry" : "stat poll") < 0) {
+            r = -ENOMEM;
+            goto out;
+        }
+    }
+    if (!t->polled_path && (found || n > 0))
+        t->polled_path = strdup(found ? found->path : hits[0].path);
+    r = found != NULL;
+out:
+    hdx_syswatch_free(hits, n);
+    return r;
+}
+
+/* The threads a watch left alone because their sleep ends after it: each with how long it
+ * still sleeps, for one note (a one-hour sleep and a 1 s poll loop read alike otherwise). */
+struct asleep {
+    size_t n, shown;
+    size_t used;
+    char text[600];
+};
+
+static void add_asleep(struct asleep *a, const hdx_process *p, const hdx_thread *t, int64_t left_ns)
+{
+    a->n++;
+    if (a->used + 80 >= sizeof a->text)
+        return;
+    a->used += (size_t)snprintf(a->text + a->used, sizeof a->text - a->used, "%spid %d thread %d for another %.1f s",
+                                a->shown++ ? ", " : "", p->pid, t->tid, (double)left_ns / 1e9);
+}
+
+/* Watch the polling threads of p, the main thread first (that is where Python's FileBaton
+ * polls). A thread whose sleep ends after the watch cannot poll during it: it goes into
+ * asleep instead. */
+static int watch_process(hdx_evidence *ev, hdx_process *p, int ms, size_t *n_watched, struct asleep *asleep)
+{
+    int watched = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < p->n_threads && watched < WATCH_PER_PROCESS; i++) {
+            hdx_thread *t = &p->threads[i];
+            if ((pass == 0) != (t->tid == p->pid) || !hdx_syswatch_is_sleep(t->syscall))
+                continue;
+            int64_t left = hdx_sleep_left_ns(p->pid, t->tid);
+            if (left > (int64_t)ms * 1000000) {
+                add_asleep(asleep, p, t, left);
+                continue;
+            }
+            watched++;
+            int r = watch_thread(ev, p, t, ms, n_watched);
+            if (r != 0)
+                return r < 0 ? r : 0;
+        }
+    }
+    return 0;
+}
+
+static int add_found_file(hdx_evidence *ev, const char *path)
+{
+    if (hdx_evidence_find_lock(ev, path))
+        return 0;
+    return lock_for(ev, path, HDX_LOCK_BATON, "well-known place") ? 0 : -ENOMEM;
+}
+
+/* The lock files that DIR/pattern names (a glob); a DIR too long for a path adds nothing. */
+static int add_glob(hdx_evidence *ev, const char *dir, const char *pattern)
+{
+    char full[PATH_MAX];
+    if (snprintf(full, sizeof full, "%s/%s", dir, pattern) >= (int)sizeof full)
+        return 0;
+    glob_t g;
+    int r = 0;
+    if (glob(full, GLOB_NOSORT, NULL, &g) != 0)
+        return 0;
+    for (size_t i = 0; i < g.gl_pathc && r == 0; i++) {
+        struct stat st;
+        if (stat(g.gl_pathv[i], &st) == 0 && S_ISREG(st.st_mode))
+            r = add_found_file(ev, g.gl_pathv[i]);
+    }
+    globfree(&g);
+    return r;
+}
+
+/* "DIR/build/lock" and "DIR/<any>/build/lock". */
+static int scan_build_dirs(hdx_evidence *ev, const char *dir)
+{
+    int r = add_glob(ev, dir, "build/lock");
+    return r < 0 ? r : add_glob(ev, dir, "*/build/lock");
+}
+
+/* "ROOT/<ext>/lock" and "ROOT/<py tag>/<ext>/lock" (torch_extensions layouts). */
+static int scan_extensions_root(hdx_evidence *ev, const char *root)
+{
+    int r = add_glob(ev, root, "*/lock");
+    return r < 0 ? r : add_glob(ev, root, "*/*/lock");
+}
+
+static int scan_well_known(hdx_evidence *ev, hdx_process *p)
+{
+    int r;
+    if (p->cwd && (r = scan_build_dirs(ev, p->cwd)) < 0)
+        return r;
+    for (size_t i = 0; i < p->n_cmdline; i++) {
+        const char *a = p->cmdline[i];
+        size_t l = strlen(a);
+        if (l < 4 || strcmp(a + l - 3, ".py") != 0)
+            continue;
+        char script[PATH_MAX];
+        if (a[0] == '/' || !p->cwd)
+            snprintf(script, sizeof script, "%s", a);
+        else
+            snprintf(script, sizeof script, "%s/%s", p->cwd, a);
+        char *slash = strrchr(script, '/');
+        if (slash && slash != script) {
+            *slash = 0;
+            if ((!p->cwd || strcmp(script, p->cwd) != 0) && (r = scan_build_dirs(ev, script)) < 0)
+                return r;
+        }
+        break;
+    }
+    const char *ext = hdx_process_env(p, "TORCH_EXTENSIONS_DIR");
+    if (ext)
+        return scan_extensions_root(ev, ext);
+    char *home = hdx_proc_getenv(p->pid, "HOME");
+    if (home) {
+        char root[PATH_MAX];
+        snprintf(root, sizeof root, "%s/.cache/torch_extensions", home);
+        free(home);
+        return scan_extensions_root(ev, root);
+    }
+    return 0;
+}
+
+int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt)
+{
+    hdx_kernel_lock *kl = NULL;
+    size_t nkl = 0, n_watched = 0;
+    struct asleep asleep = {0};
+    int r;
+    if (!ev)
+        return -EINVAL;
+    if ((r = read_kernel_locks(&kl, &nkl)) < 0 && r != -ENOMEM)
+        hdx_evidence_note(ev, "/proc/locks could not be read (%s): kernel lock kinds are guessed from the "
+                              "system call",
+                          strerror(-r));
+    if (r == -ENOMEM)
+        return r;
+    /* 1. Threads blocked in a kernel lock call, or in FileBaton.wait or FileLock.acquire (Python frames). */
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        hdx_process *p = &ev->procs[i];
+        if (p->alive == 0 || p->pid <= 0)
+            continue;
+        for (size_t k = 0; k < p->n_threads; k++)
+            if ((r = collect_blocked(ev, p, &p->threads[k], kl, nkl)) < 0 ||
+                (r = collect_python_lock(ev, p, &p->threads[k])) < 0)
+                goto out;
+    }
+    /* 2. Polling threads of processes with no known lock: a bounded watch. */
+    if (opt && opt->watch_ms > 0) {
+        for (size_t i = 0; i < ev->n_procs; i++) {
+            hdx_process *p = &ev->procs[i];
+            if (p->alive == 0 || p->pid <= 0 || has_known_lock(ev, p->pid))
+                continue;
+            if ((r = watch_process(ev, p, opt->watch_ms, &n_watched, &asleep)) < 0)
+                goto out;
+        }
+        if (n_watched)
+            hdx_evidence_note(ev, "a bounded syscall watch (one poll round, at most %d ms each) ran on %zu polling thread%s "
+                                  "to see which files they poll",
+                              opt->watch_ms, n_watched, n_watched == 1 ? "" : "s");
+        if (asleep.n)
+            hdx_evidence_note(ev, "not watched, as %s sleep%s past the watch's %d ms (by %s clock_nanosleep "
+                                  "deadline): %s%s",
+                              asleep.n == 1 ? "this thread" : "these threads", asleep.n == 1 ? "s" : "",
+                              opt->watch_ms, asleep.n == 1 ? "its" : "each one's", asleep.text, asleep.n > asleep.shown ? ", ..." : "");
+    }
+    /* 3. The well-known places, for processes whose wait is still unexplained. */
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        hdx_process *p = &ev->procs[i];
+        if (p->alive == 0 || p->pid <= 0 || has_known_lock(ev, p->pid))
+            continue;
+        if ((r = scan_well_known(ev, p)) < 0)
+            goto out;
+    }
+    for (size_t i = 0; opt && i < opt->n_dirs; i++) {
+        char **paths = NULL;
+        size_t n = 0;
+        hdx_lock_search found;
+        r = hdx_locks_find_files(opt->dirs[i], &found, &paths, &n);
+        if (r < 0 && r != -ENOMEM)
+            hdx_evidence_note(ev, "%s: cannot look for lock files: %s", opt->dirs[i], strerror(-r));
+        else if (found.cut)
+            hdx_evidence_note(ev, "%s: lock files looked for in %zu directories, %d levels down at most: deeper or "
+                                  "further ones were not read (give the build directory itself)",
+                              opt->dirs[i], found.dirs, HDX_LOCKS_MAX_DEPTH);
+        for (size_t k = 0; k < n; k++) {
+            if (r >= 0)
+                r = add_found_file(ev, paths[k]);
+            free(paths[k]);
+        }
+        free(paths);
+        if (r == -ENOMEM)
+            goto out;
+    }
+    r = 0;
+out:
+    free(kl);
+    return r;
+}
+
+/* ---- resolve -------------------------------------------------------------- */
+
+static int pid_alive(int pid)
+{
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+static int is_waiter(const hdx_lock *l, int pid)
+{
+    for (size_t i = 0; i < l->n_waiters; i++)
+        if (l->waiters[i].pid == pid)
+            return 1;
+    return 0;
+}
+
+/* A live process that has the file open and does not wait on it (the creator first). */
+static int find_opener(hdx_evidence *ev, hdx_lock *l, const struct stat *st)
+{
+    int *pids = NULL;
+    size_t n = 0, unreadable = 0;
+    int r = hdx_proc_openers(st->st_dev, st->st_ino, &pids, &n, &unreadable);
+    if (r < 0) {
+        hdx_evidence_note(ev, "%s: could not list the processes that have it open: %s", l->path, strerror(-r));
+        return HDX_UNKNOWN;
+    }
+    int holder = HDX_UNKNOWN, self = (int)getpid();
+    for (size_t i = 0; i < n; i++) {
+        if (pids[i] == self || is_waiter(l, pids[i]))
+            continue;
+        if (l->has_creator && pids[i] == l->creator_pid) {
+            holder = pids[i];
+            break;
+        }
+        if (holder == HDX_UNKNOWN)
+            holder = pids[i];
+    }
+    free(pids);
+    l->unchecked = holder == HDX_UNKNOWN ? (int)unreadable : 0;
+    if (holder == HDX_UNKNOWN && unreadable)
+        hdx_evidence_note(ev, "%s: %zu process%s could not be read to see whether they have it open (run as "
+                              "root to check all)",
+                          l->path, unreadable, unreadable == 1 ? "" : "es");
+    return holder;
+}
+
+static void resolve_one(hdx_evidence *ev, hdx_lock *l, const hdx_kernel_lock *kl, size_t nkl, int remote)
+{
+    struct stat st;
+    l->holder_pid = HDX_UNKNOWN;
+    if (l->has_creator && l->creator_alive == HDX_UNKNOWN) {
+        const hdx_process *p = hdx_evidence_find_process(ev, l->creator_pid);
+        if (p)
+            l->creator_alive = p->alive;
+    }
+    if (remote || l->foreign) { /* another host's, or a container's path not mappable here */
+        l->exists = HDX_UNKNOWN;
+    } else if (stat(l->path, &st) == 0) {
+        l->exists = 1;
+        l->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        int kernel_line = 0;
+        for (size_t i = 0; i < nkl; i++) {
+            if (kl[i].blocked || !same_file(&kl[i], &st))
+                continue;
+            enum hdx_lock_kind k;
+            if (kind_from_kernel(kl[i].kind, &k) != 0)
+                continue;
+            kernel_line = 1;
+            if (l->kind == HDX_LOCK_BATON && !l->has_creator)
+                l->kind = k; /* found by name; the kernel says what it is */
+            if (kl[i].pid > 0 && pid_alive(kl[i].pid) && l->holder_pid == HDX_UNKNOWN)
+                l->holder_pid = kl[i].pid;
+        }
+        if (l->holder_pid == HDX_UNKNOWN && (l->kind == HDX_LOCK_BATON || kernel_line))
+            l->holder_pid = find_opener(ev, l, &st);
+    } else if (errno == ENOENT || errno == ENOTDIR) {
+        l->exists = 0;
+    } else {
+        l->exists = HDX_UNKNOWN;
+        hdx_evidence_note(ev, "%s: cannot stat: %s", l->path, strerror(errno));
+    }
+
+    if (l->holder_pid != HDX_UNKNOWN) {
+        l->state = HDX_LOCK_HELD;
+    } else if (l->exists == 0) {
+        l->state = HDX_LOCK_FREE;
+    } else if (l->kind != HDX_LOCK_BATON) {
+        /* A kernel lock nobody holds now. After the job is gone, the trace still tells
+         * who held it while the others waited. */
+        if (!ev->live && l->has_creator && l->n_waiters > 0) {
+            l->state = HDX_LOCK_HELD;
+            l->holder_pid = l->creator_pid;
+            hdx_evidence_note(ev, "%s: holder pid %d taken from the trace (its last successful lock call before "
+                                  "the others waited); the job is gone, so /proc/locks could not confirm it",
+                              l->path, l->creator_pid);
+        } else {
+            l->state = HDX_LOCK_FREE;
+        }
+    } else if (l->has_creator && l->creator_alive == 1) {
+        /* The creator lives on: it may still release the baton. Never call that stale. */
+        l->state = HDX_LOCK_HELD;
+        l->holder_pid = l->creator_pid;
+    } else {
+        l->state = HDX_LOCK_STALE;
+        if (!l->has_creator)
+            hdx_evidence_note(ev, "%s: creator unknown: no trace (run the job under 'hangdx run' to record who "
+                                  "creates build locks)",
+                              l->path);
+    }
+}
+
+int hdx_locks_resolve(hdx_evidence *ev)
+{
+    hdx_kernel_lock *kl = NULL;
+    size_t nkl = 0;
+    if (!ev)
+        return -EINVAL;
+    int remote = !ev->live && ev->host && strcmp(ev->host, hdx_hostname()) != 0;
+    if (remote && ev->n_locks)
+        hdx_evidence_note(ev, "the traces come from host %s: the lock files and their holders there could not be "
+                              "checked from %s",
+                          ev->host, hdx_hostname());
+    if (!remote && ev->n_locks) {
+        int r = read_kernel_locks(&kl, &nkl);
+        if (r == -ENOMEM)
+            return r;
+        if (r < 0)
+            hdx_evidence_note(ev, "/proc/locks could not be read (%s): kernel lock holders unknown", strerror(-r));
+    }
+    for (size_t i = 0; i < ev->n_locks; i++)
+        resolve_one(ev, &ev->locks[i], kl, nkl, remote);
+    free(kl);
+    return 0;
+}
+
+/* ---- find files ----------------------------------------------------------- */
+
+static int add_path(char ***paths, size_t *n, const char *path)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*paths)[i], path) == 0)
+            return 0;
+    char **slot = hdx_append((void **)paths, n, sizeof *slot);
+    if (!slot || !(*slot = strdup(path)))
+        return -ENOMEM;
+    return 0;
+}
+
+/* Directories a build never puts its lock in, and that hold many files. */
+static int skipped_dir(const char *name)
+{
+    return !strcmp(name, ".git") || !strcmp(name, "node_modules") || !strcmp(name, "__pycache__");
+}
+
+/*
+ * The lock files under the directory open at dirfd (its path `dir`), depth levels down
+ * at most, through directory descriptors (openat with O_NOFOLLOW, fstatat without
+ * following links): a symbolic link is never followed, and a directory swapped for a link
+ * while the walk runs is not entered.
+ */
+static int walk(int dirfd, const char *dir, int depth, hdx_lock_search *s, char ***paths, size_t *n)
+{
+    DIR *d = fdopendir(dirfd);
+    if (!d) {
+        close(dirfd);
+        return -errno;
+    }
+    s->dirs++;
+    struct dirent *de;
+    int r = 0;
+    while (r == 0 && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        struct stat st;
+        if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        char *path = hdx_asprintf("%s/%s", strcmp(dir, "/") ? dir : "", de->d_name);
+        if (!path) {
+            r = -ENOMEM;
+            break;
+        }
+        if (S_ISREG(st.st_mode) && hdx_locks_builder_name(path)) {
+            r = add_path(paths, n, path);
+        } else if (S_ISDIR(st.st_mode) && !skipped_dir(de->d_name)) {
+            if (depth <= 0 || s->dirs >= HDX_LOCKS_MAX_DIRS) {
+                s->cut = 1;
+            } else {
+                int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (sub >= 0 && walk(sub, path, depth - 1, s, paths, n) == -ENOMEM)
+                    r = -ENOMEM; /* an unreadable subdirectory is skipped */
+            }
+        }
+        free(path);
+    }
+    closedir(d);
+    return r;
+}
+
+int hdx_locks_find_files(const char *dir, hdx_lock_search *s, char ***paths, size_t *n)
+{
+    char abs[PATH_MAX];
+    hdx_lock_search unused;
+    if (!s)
+        s = &unused;
+    memset(s, 0, sizeof *s);
+    if (!dir || !paths || !n)
+        return -EINVAL;
+    if (!realpath(dir, abs))
+        return -errno;
+    int fd = open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    return walk(fd, abs, HDX_LOCKS_MAX_DEPTH, s, paths, n);
+}

@@ -1,0 +1,1339 @@
+#include "gather/proc.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/util.h"
+
+#define SMALL_FILE (1 << 16)
+#define BIG_FILE (4 << 20) /* cmdline, environ */
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static int neg_errno(void)
+{
+    return errno ? -errno : -EIO;
+}
+
+static int parse_pid(const char *s)
+{
+    if (!*s)
+        return -1;
+    long v = 0;
+    for (; *s; s++) {
+        if (!isdigit((unsigned char)*s) || v > INT_MAX / 10)
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return (int)v;
+}
+
+/* The fields of a stat file after "pid (comm) ": fields[0] is field 3
+ * (state). Returns how many were split, or -errno. buf is modified. */
+#define STAT_FIELDS 52
+struct statline {
+    char *buf;
+    char *f[STAT_FIELDS]; /* f[i] is proc(5) field i + 3 */
+    int n;
+};
+
+static int read_stat(const char *path, struct statline *sl)
+{
+    memset(sl, 0, sizeof *sl);
+    sl->buf = hdx_read_file(path, SMALL_FILE, NULL);
+    if (!sl->buf)
+        return neg_errno();
+    char *p = strrchr(sl->buf, ')'); /* comm may hold ')' and spaces */
+    if (!p || p[1] != ' ') {
+        free(sl->buf);
+        sl->buf = NULL;
+        return -EIO;
+    }
+    p += 2;
+    char *save = NULL;
+    for (char *tok = strtok_r(p, " \n", &save); tok && sl->n < STAT_FIELDS;
+         tok = strtok_r(NULL, " \n", &save))
+        sl->f[sl->n++] = tok;
+    return sl->n;
+}
+
+/* proc(5) field number (1-based) as an unsigned value, 0 when absent. */
+static unsigned long long stat_u(const struct statline *sl, int field)
+{
+    int i = field - 3;
+    if (i < 0 || i >= sl->n)
+        return 0;
+    return strtoull(sl->f[i], NULL, 10);
+}
+
+static char stat_state(const struct statline *sl)
+{
+    return sl->n > 0 ? sl->f[0][0] : 0;
+}
+
+static char *read_link(const char *path)
+{
+    char buf[PATH_MAX];
+    ssize_t r = readlink(path, buf, sizeof buf - 1);
+    if (r < 0)
+        return NULL;
+    buf[r] = 0;
+    return strdup(buf);
+}
+
+static char *read_trimmed(const char *path)
+{
+    char *s = hdx_read_file(path, SMALL_FILE, NULL);
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
+        s[--n] = 0;
+    return s;
+}
+
+static long clk_tck(void)
+{
+    static long t;
+    if (!t) {
+        t = sysconf(_SC_CLK_TCK);
+        if (t <= 0)
+            t = 100;
+    }
+    return t;
+}
+
+static double uptime_s(void)
+{
+    char *s = hdx_read_file("/proc/uptime", 256, NULL);
+    double u = -1;
+    if (s) {
+        u = strtod(s, NULL);
+        free(s);
+    }
+    return u;
+}
+
+/* ---- descendants ------------------------------------------------------ */
+
+struct pidset {
+    int *v;
+    size_t n;
+};
+
+static int pidset_has(const struct pidset *s, int pid)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i] == pid)
+            return 1;
+    return 0;
+}
+
+static int pidset_add(struct pidset *s, int pid)
+{
+    if (pidset_has(s, pid))
+        return 0;
+    int *e = hdx_append((void **)&s->v, &s->n, sizeof *e);
+    if (!e)
+        return -ENOMEM;
+    *e = pid;
+    return 0;
+}
+
+/* Does this kernel have /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)? */
+static int have_children_files(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+        have = access(path, F_OK) == 0;
+    }
+    return have;
+}
+
+/* Children of pid from /proc/PID/task/TID/children. 0 or -errno. */
+static int children_files(int pid, struct pidset *out)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return neg_errno();
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && rc == 0) {
+        int tid = parse_pid(de->d_name);
+        if (tid <= 0)
+            continue;
+        char cpath[96];
+        snprintf(cpath, sizeof cpath, "/proc/%d/task/%d/children", pid, tid);
+        char *s = hdx_read_file(cpath, BIG_FILE, NULL);
+        if (!s)
+            continue; /* the thread ended */
+        char *save = NULL;
+        for (char *tok = strtok_r(s, " \n", &save); tok && rc == 0;
+             tok = strtok_r(NULL, " \n", &save)) {
+            int c = parse_pid(tok);
+            if (c > 0)
+                rc = pidset_add(out, c);
+        }
+        free(s);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Children of pid by a scan of every process's ppid (field 4). */
+static int children_scan(int pid, struct pidset *out)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return neg_errno();
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d))) {
+        int q = parse_pid(de->d_name);
+        if (q <= 0)
+            continue;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/stat", q);
+        struct statline sl;
+        if (read_stat(path, &sl) < 0)
+            continue;
+        if ((int)stat_u(&sl, 4) == pid)
+            rc = pidset_add(out, q);
+        free(sl.buf);
+        if (rc < 0)
+            break;
+    }
+    closedir(d);
+    return rc;
+}
+
+int hdx_proc_descendants(const int *pids, size_t n, int **out, size_t *n_out)
+{
+    struct pidset s = {0};
+    int rc = 0;
+    *out = NULL;
+    *n_out = 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/stat", pids[i]);
+        if (pids[i] <= 0 || access(path, F_OK) != 0) {
+            rc = -ESRCH;
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (pidset_has(&s, pids[i]))
+            continue;
+        /* Breadth first from this root: each pid after its ancestor. */
+        size_t start = s.n;
+        if ((rc = pidset_add(&s, pids[i])) < 0)
+            goto out;
+        for (size_t j = start; j < s.n; j++) {
+            int r = have_children_files() ? children_files(s.v[j], &s)
+                                           : children_scan(s.v[j], &s);
+            if (r == -ENOMEM) {
+                rc = r;
+                goto out;
+            }
+            /* other errors: the process ended meanwhile; keep what we have */
+        }
+    }
+    *out = s.v;
+    *n_out = s.n;
+    return 0;
+out:
+    free(s.v);
+    return rc;
+}
+
+/* ---- reading one process ---------------------------------------------- */
+
+static hdx_thread *find_thread(hdx_process *p, int tid)
+{
+    for (size_t i = 0; i < p->n_threads; i++)
+        if (p->threads[i].tid == tid)
+            return &p->threads[i];
+    return NULL;
+}
+
+/* Split a NUL-separated file into a heap array of heap strings. */
+static int split_nul(const char *buf, size_t len, char ***out, size_t *n)
+{
+    size_t i = 0;
+    while (i < len) {
+        size_t l = strnlen(buf + i, len - i);
+        char **e = hdx_append((void **)out, n, sizeof *e);
+        if (!e || !(*e = strndup(buf + i, l)))
+            return -ENOMEM;
+        i += l + 1;
+    }
+    return 0;
+}
+
+static int read_env(hdx_process *p, int pid)
+{
+    char path[64];
+    size_t len;
+    snprintf(path, sizeof path, "/proc/%d/environ", pid);
+    char *buf = hdx_read_file(path, BIG_FILE, &len);
+    if (!buf)
+        return neg_errno();
+    int rc = 0;
+    for (size_t i = 0; i < len && rc == 0;) {
+        size_t l = strnlen(buf + i, len - i);
+        char *kv = buf + i; /* NUL-terminated: hdx_read_file ends buf with one */
+        char *eq = memchr(kv, '=', l);
+        if (eq) {
+            *eq = 0;
+            rc = hdx_process_set_env(p, kv, eq + 1);
+            *eq = '=';
+        }
+        i += l + 1;
+    }
+    free(buf);
+    return rc;
+}
+
+static int add_tasks(hdx_process *p)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", p->pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return neg_errno();
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d))) {
+        int tid = parse_pid(de->d_name);
+        if (tid <= 0 || find_thread(p, tid))
+            continue;
+        hdx_thread *t = hdx_process_add_thread(p);
+        if (!t) {
+            rc = -ENOMEM;
+            break;
+        }
+        t->tid = tid;
+        char cpath[96];
+        snprintf(cpath, sizeof cpath, "/proc/%d/task/%d/comm", p->pid, tid);
+        t->name = read_trimmed(cpath);
+    }
+    closedir(d);
+    /* The main thread (tid == pid) first, then the others in tid order: stable reports. After
+     * the pids wrap, a later thread may have a lower tid than the main thread. */
+    for (size_t i = 1; i < p->n_threads; i++)
+        for (size_t j = i; j > 0 && p->threads[j].tid != p->threads[j - 1].tid &&
+                           (p->threads[j].tid == p->pid ||
+                            (p->threads[j - 1].tid != p->pid && p->threads[j - 1].tid > p->threads[j].tid));
+             j--) {
+            hdx_thread tmp = p->threads[j];
+            p->threads[j] = p->threads[j - 1];
+            p->threads[j - 1] = tmp;
+        }
+    return rc;
+}
+
+int hdx_proc_read(hdx_process *p, int pid)
+{
+    char path[64];
+    int rc = 0;
+    p->pid = pid;
+    struct statline sl;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int r = read_stat(path, &sl);
+    if (r < 0) {
+        rc = r == -ENOENT ? -ESRCH : r;
+        goto out;
+    }
+    p->ppid = (int)stat_u(&sl, 4);
+    p->start_ticks = stat_u(&sl, 22);
+    p->state = stat_state(&sl);
+    free(sl.buf);
+    if (!p->host && !(p->host = strdup(hdx_hostname()))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+
+    size_t len;
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+    char *cmd = hdx_read_file(path, BIG_FILE, &len);
+    if (cmd) {
+        r = split_nul(cmd, len, &p->cmdline, &p->n_cmdline);
+        free(cmd);
+        if (r < 0) {
+            rc = r;
+            goto out;
+        }
+    }
+
+    r = read_env(p, pid);
+    if (r == -ENOMEM) {
+        rc = r;
+        goto out;
+    }
+    if (r < 0 && !rc)
+        rc = r == -ENOENT ? -ESRCH : r;
+
+    snprintf(path, sizeof path, "/proc/%d/exe", pid);
+    p->exe = read_link(path);
+    if (!p->exe && errno == EACCES && !rc)
+        rc = -EACCES;
+    snprintf(path, sizeof path, "/proc/%d/cwd", pid);
+    p->cwd = read_link(path);
+
+    r = add_tasks(p);
+    if (r < 0 && !rc)
+        rc = r == -ENOENT ? -ESRCH : r;
+    if (rc == -ENOMEM || rc == -ESRCH)
+        goto out;
+
+    r = hdx_proc_sample(p);
+    if (r < 0 && !rc)
+        rc = r;
+    p->cpu_ms_first = p->cpu_ms;
+    for (size_t i = 0; i < p->n_threads; i++)
+        p->threads[i].cpu_ms_first = p->threads[i].cpu_ms;
+out:
+    p->read_error = rc;
+    return rc;
+}
+
+int hdx_proc_read_syscall(int pid, int tid, long *nr, uint64_t args[6])
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", pid, tid);
+    *nr = HDX_SYSCALL_UNKNOWN;
+    memset(args, 0, 6 * sizeof *args);
+    char *s = hdx_read_file(path, 512, NULL);
+    if (!s)
+        return -errno;
+    if (strncmp(s, "running", 7) == 0) {
+        *nr = HDX_SYSCALL_RUNNING;
+    } else {
+        char *end;
+        long n = strtol(s, &end, 10);
+        if (end != s && n >= 0) {
+            *nr = n;
+            char *q = end;
+            for (int i = 0; i < 6; i++) {
+                char *e2;
+                unsigned long long v = strtoull(q, &e2, 16);
+                if (e2 == q)
+                    break;
+                args[i] = v;
+                q = e2;
+            }
+        }
+        /* "-1 sp pc": blocked but not in a system call; stays UNKNOWN */
+    }
+    free(s);
+    return 0;
+}
+
+/* A thread's time on a CPU in ms, to the nanosecond, from /proc/PID/task/TID/schedstat
+ * (proc(5): its first field); -1 where the kernel has no schedstat (CONFIG_SCHED_INFO). */
+static double thread_run_ms(int pid, int tid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", pid, tid);
+    char *buf = hdx_read_file(path, 128, NULL);
+    char *end = NULL;
+    unsigned long long ns = buf ? strtoull(buf, &end, 10) : 0;
+    int ok = buf && end != buf;
+    free(buf);
+    return ok ? (double)ns / 1e6 : -1;
+}
+
+int hdx_proc_sample(hdx_process *p)
+{
+    char path[96];
+    struct statline sl;
+    snprintf(path, sizeof path, "/proc/%d/stat", p->pid);
+    int r = read_stat(path, &sl);
+    if (r < 0) {
+        p->alive = 0;
+        return r == -ENOENT ? -ESRCH : r;
+    }
+    p->state = stat_state(&sl);
+    uint64_t start = stat_u(&sl, 22);
+    /* Process utime+stime covers every thread, the ended ones too. */
+    p->cpu_ms = (double)(stat_u(&sl, 14) + stat_u(&sl, 15)) * 1000.0 / (double)clk_tck();
+    free(sl.buf);
+    if (p->start_ticks && start != p->start_ticks) {
+        p->alive = 0; /* the pid was reused */
+        return -ESRCH;
+    }
+    p->alive = (p->state == 'Z' || p->state == 'X') ? 0 : 1;
+    double up = uptime_s();
+    if (up >= 0)
+        p->age_s = up - (double)start / (double)clk_tck();
+
+    int rc = add_tasks(p);
+    if (rc == -ENOMEM)
+        return rc;
+    for (size_t i = 0; i < p->n_threads; i++) {
+        hdx_thread *t = &p->threads[i];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", p->pid, t->tid);
+        if (read_stat(path, &sl) < 0)
+            continue; /* ended: keep its last values */
+        t->state = stat_state(&sl);
+        /* schedstat counts to the ns; stat's utime+stime in clock ticks (10 ms), too coarse to
+         * tell one thread's few ms in a 250 ms window from none */
+        t->cpu_ms = thread_run_ms(p->pid, t->tid);
+        if (t->cpu_ms < 0)
+            t->cpu_ms = (double)(stat_u(&sl, 14) + stat_u(&sl, 15)) * 1000.0 / (double)clk_tck();
+        free(sl.buf);
+        snprintf(path, sizeof path, "/proc/%d/task/%d/wchan", p->pid, t->tid);
+        free(t->wchan);
+        t->wchan = read_trimmed(path);
+        if (t->wchan && (!*t->wchan || strcmp(t->wchan, "0") == 0)) {
+            free(t->wchan);
+            t->wchan = NULL;
+        }
+        hdx_proc_read_syscall(p->pid, t->tid, &t->syscall, t->syscall_args);
+    }
+    return 0;
+}
+
+int hdx_proc_ns_pid(int pid, int tid)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", pid, tid);
+    char *s = hdx_read_file(path, 8192, NULL);
+    if (!s)
+        return HDX_UNKNOWN;
+    int v = HDX_UNKNOWN;
+    char *l = strstr(s, "\nNSpid:");
+    for (char *q = l ? l + 7 : NULL, *end; q; q = end) {
+        long x = strtol(q, &end, 10);
+        if (end == q)
+            break;
+        v = (int)x;
+    }
+    free(s);
+    return v;
+}
+
+uint64_t hdx_proc_ns(int pid, const char *name)
+{
+    char path[64], link[64];
+    if (pid > 0)
+        snprintf(path, sizeof path, "/proc/%d/ns/%s", pid, name);
+    else
+        snprintf(path, sizeof path, "/proc/self/ns/%s", name);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n <= 0)
+        return 0;
+    link[n] = 0;
+    const char *b = strchr(link, '[');
+    return b ? strtoull(b + 1, NULL, 10) : 0;
+}
+
+/* Each numeric entry of /proc: stop when fn returns non-zero, and return that. */
+static int each_pid(int (*fn)(int pid, const void *arg), const void *arg)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    struct dirent *de;
+    int r = 0;
+    while (!r && (de = readdir(d))) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (!*end && pid > 0)
+            r = fn((int)pid, arg);
+    }
+    closedir(d);
+    return r;
+}
+
+struct in_ns {
+    const char *ns;
+    uint64_t ino;
+    int nspid;
+    uint64_t start_ticks;
+};
+
+static int match_in_ns(int pid, const void *arg)
+{
+    const struct in_ns *q = arg;
+    if (hdx_proc_ns(pid, q->ns) != q->ino)
+        return 0;
+    if (q->nspid > 0 && hdx_proc_ns_pid(pid, pid) != q->nspid)
+        return 0;
+    return hdx_proc_alive(pid, q->start_ticks) == 1 ? pid : 0;
+}
+
+int hdx_proc_pid_in_ns(uint64_t pid_ns, int nspid, uint64_t start_ticks)
+{
+    struct in_ns q = {"pid", pid_ns, nspid, start_ticks};
+    return pid_ns && nspid > 0 ? each_pid(match_in_ns, &q) : 0;
+}
+
+int hdx_proc_in_mnt_ns(uint64_t mnt_ns)
+{
+    struct in_ns q = {"mnt", mnt_ns, 0, 0};
+    return mnt_ns ? each_pid(match_in_ns, &q) : 0;
+}
+
+int hdx_proc_alive(int pid, uint64_t start_ticks)
+{
+    char path[64];
+    struct statline sl;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (pid <= 0 || read_stat(path, &sl) < 0)
+        return 0;
+    char st = stat_state(&sl);
+    uint64_t start = stat_u(&sl, 22);
+    free(sl.buf);
+    if (st == 'Z' || st == 'X')
+        return 0;
+    return start_ticks == 0 || start == start_ticks;
+}
+
+const char *hdx_proc_boot_id(void)
+{
+    static char id[64];
+    if (!id[0]) {
+        char *s = read_trimmed("/proc/sys/kernel/random/boot_id");
+        if (s) {
+            snprintf(id, sizeof id, "%s", s);
+            free(s);
+        }
+    }
+    return id;
+}
+
+char *hdx_proc_getenv(int pid, const char *name)
+{
+    char path[64];
+    size_t len, nl = strlen(name);
+    snprintf(path, sizeof path, "/proc/%d/environ", pid);
+    char *buf = hdx_read_file(path, BIG_FILE, &len);
+    if (!buf)
+        return NULL;
+    char *val = NULL;
+    for (size_t i = 0; i < len;) {
+        size_t l = strnlen(buf + i, len - i);
+        if (l > nl && buf[i + nl] == '=' && memcmp(buf + i, name, nl) == 0) {
+            val = strndup(buf + i + nl + 1, l - nl - 1);
+            if (!val)
+                errno = ENOMEM;
+            break;
+        }
+        i += l + 1;
+    }
+    free(buf);
+    if (!val && errno != ENOMEM)
+        errno = ENOENT;
+    return val;
+}
+
+int hdx_proc_fd_path(int pid, int fd, char *buf, size_t size)
+{
+    char path[64];
+    if (size == 0)
+        return -EINVAL;
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+    ssize_t r = readlink(path, buf, size);
+    if (r < 0)
+        return neg_errno();
+    if ((size_t)r >= size) {
+        buf[size - 1] = 0;
+        return -ENAMETOOLONG;
+    }
+    buf[r] = 0;
+    return 0;
+}
+
+int hdx_proc_openers(dev_t dev, ino_t ino, int **pids, size_t *n, size_t *unreadable)
+{
+    *pids = NULL;
+    *n = 0;
+    if (unreadable)
+        *unreadable = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return neg_errno();
+    int self = getpid(), rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && rc == 0) {
+        int pid = parse_pid(de->d_name);
+        if (pid <= 0 || pid == self)
+            continue;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/fd", pid);
+        DIR *fdd = opendir(path);
+        if (!fdd) {
+            if (errno != ENOENT && unreadable)
+                (*unreadable)++;
+            continue;
+        }
+        struct dirent *fe;
+        while ((fe = readdir(fdd))) {
+            int fd = parse_pid(fe->d_name);
+            if (fd < 0)
+                continue;
+            char fpath[96];
+            struct stat st;
+            snprintf(fpath, sizeof fpath, "/proc/%d/fd/%d", pid, fd);
+            /* stat follows the magic link to the open file itself */
+            if (stat(fpath, &st) == 0 && st.st_dev == dev && st.st_ino == ino) {
+                int *e = hdx_append((void **)pids, n, sizeof *e);
+                if (!e)
+                    rc = -ENOMEM;
+                else
+                    *e = pid;
+                break;
+            }
+        }
+        closedir(fdd);
+    }
+    closedir(d);
+    if (rc < 0) {
+        free(*pids);
+        *pids = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+static const char *const rank_names[] = {"RANK",    "LOCAL_RANK", "SLURM_PROCID",
+                                         "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+
+static int has_rank_env(const char *buf, size_t len)
+{
+    for (size_t i = 0; i < len;) {
+        size_t l = strnlen(buf + i, len - i);
+        for (size_t k = 0; k < sizeof rank_names / sizeof rank_names[0]; k++) {
+            size_t nl = strlen(rank_names[k]);
+            if (l > nl && buf[i + nl] == '=' && memcmp(buf + i, rank_names[k], nl) == 0)
+                return 1;
+        }
+        i += l + 1;
+    }
+    return 0;
+}
+
+/* The parent of pid (field 4 of its stat), or 0. */
+static int parent_of(int pid)
+{
+    char path[64];
+    struct statline sl;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (read_stat(path, &sl) < 0)
+        return 0;
+    int ppid = (int)stat_u(&sl, 4);
+    free(sl.buf);
+    return ppid;
+}
+
+/* Is pid one of hangdx's ancestors (the shell or srun step that runs it
+ * carries its step's rank variables but is no rank)? */
+static int is_ancestor(int pid)
+{
+    int depth = 0;
+    for (int p = getppid(); p > 1 && depth < 64; p = parent_of(p), depth++)
+        if (p == pid)
+            return 1;
+    return 0;
+}
+
+/* The value of name in an environ block of len bytes (NUL-separated), pointing into buf; NULL when unset. */
+static const char *environ_value(const char *buf, size_t len, const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < len;) {
+        size_t l = strnlen(buf + i, len - i);
+        if (l > nl && buf[i + nl] == '=' && memcmp(buf + i, name, nl) == 0 && i + l < len)
+            return buf + i + nl + 1;
+        i += l + 1;
+    }
+    return NULL;
+}
+
+/* Does the environ block pass f (see hdx_rank_filter)? */
+static int passes_filter(const char *buf, size_t len, const hdx_rank_filter *f)
+{
+    if (!f || !f->slurm_job_id)
+        return 1;
+    const char *job = environ_value(buf, len, "SLURM_JOB_ID");
+    if (!job || strcmp(job, f->slurm_job_id) != 0)
+        return 0;
+    const char *cluster = environ_value(buf, len, "SLURM_CLUSTER_NAME");
+    if (f->slurm_cluster && cluster && strcmp(cluster, f->slurm_cluster) != 0)
+        return 0;
+    const char *step = environ_value(buf, len, "SLURM_STEP_ID");
+    for (size_t i = 0; step && i < f->n_skip_steps; i++)
+        if (f->skip_steps[i] && !strcmp(step, f->skip_steps[i]))
+            return 0;
+    return 1;
+}
+
+int hdx_proc_find_ranks(int **pids, size_t *n)
+{
+    return hdx_proc_find_ranks_filtered(NULL, pids, n);
+}
+
+int hdx_proc_find_ranks_filtered(const hdx_rank_filter *f, int **pids, size_t *n)
+{
+    *pids = NULL;
+    *n = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return neg_errno();
+    int self = getpid(), rc = 0;
+    struct stat self_exe;
+    int have_self = stat("/proc/self/exe", &self_exe) == 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int pid = parse_pid(de->d_name);
+        if (pid <= 0 || pid == self || is_ancestor(pid))
+            continue;
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/%d/exe", pid);
+        /* hangdx's own processes (another hangdx, a helper) are not ranks */
+        if (have_self && stat(path, &st) == 0 && st.st_dev == self_exe.st_dev &&
+            st.st_ino == self_exe.st_ino)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/environ", pid);
+        size_t len;
+        char *buf = hdx_read_file(path, BIG_FILE, &len);
+        if (!buf)
+            continue;
+        int yes = has_rank_env(buf, len) && passes_filter(buf, len, f);
+        free(buf);
+        if (!yes || !hdx_proc_alive(pid, 0))
+            continue;
+        int *e = hdx_append((void **)pids, n, sizeof *e);
+        if (!e) {
+            rc = -ENOMEM;
+            break;
+        }
+        *e = pid;
+    }
+    closedir(d);
+    if (rc < 0) {
+        free(*pids);
+        *pids = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+/* ---- system call names ------------------------------------------------ */
+
+/* x86-64 numbers, from the kernel's arch/x86/entry/syscalls/syscall_64.tbl
+ * (as installed in asm/unistd_64.h). */
+static const char *const syscall_names[] = {
+    [0] = "read",
+    [1] = "write",
+    [2] = "open",
+    [3] = "close",
+    [4] = "stat",
+    [5] = "fstat",
+    [6] = "lstat",
+    [7] = "poll",
+    [8] = "lseek",
+    [9] = "mmap",
+    [10] = "mprotect",
+    [11] = "munmap",
+    [12] = "brk",
+    [13] = "rt_sigaction",
+    [14] = "rt_sigprocmask",
+    [15] = "rt_sigreturn",
+    [16] = "ioctl",
+    [17] = "pread64",
+    [18] = "pwrite64",
+    [19] = "readv",
+    [20] = "writev",
+    [21] = "access",
+    [22] = "pipe",
+    [23] = "select",
+    [24] = "sched_yield",
+    [25] = "mremap",
+    [26] = "msync",
+    [27] = "mincore",
+    [28] = "madvise",
+    [29] = "shmget",
+    [30] = "shmat",
+    [31] = "shmctl",
+    [32] = "dup",
+    [33] = "dup2",
+    [34] = "pause",
+    [35] = "nanosleep",
+    [36] = "getitimer",
+    [37] = "alarm",
+    [38] = "setitimer",
+    [39] = "getpid",
+    [40] = "sendfile",
+    [41] = "socket",
+    [42] = "connect",
+    [43] = "accept",
+    [44] = "sendto",
+    [45] = "recvfrom",
+    [46] = "sendmsg",
+    [47] = "recvmsg",
+    [48] = "shutdown",
+    [49] = "bind",
+    [50] = "listen",
+    [51] = "getsockname",
+    [52] = "getpeername",
+    [53] = "socketpair",
+    [54] = "setsockopt",
+    [55] = "getsockopt",
+    [56] = "clone",
+    [57] = "fork",
+    [58] = "vfork",
+    [59] = "execve",
+    [60] = "exit",
+    [61] = "wait4",
+    [62] = "kill",
+    [63] = "uname",
+    [64] = "semget",
+    [65] = "semop",
+    [66] = "semctl",
+    [67] = "shmdt",
+    [68] = "msgget",
+    [69] = "msgsnd",
+    [70] = "msgrcv",
+    [71] = "msgctl",
+    [72] = "fcntl",
+    [73] = "flock",
+    [74] = "fsync",
+    [75] = "fdatasync",
+    [76] = "truncate",
+    [77] = "ftruncate",
+    [78] = "getdents",
+    [79] = "getcwd",
+    [80] = "chdir",
+    [81] = "fchdir",
+    [82] = "rename",
+    [83] = "mkdir",
+    [84] = "rmdir",
+    [85] = "creat",
+    [86] = "link",
+    [87] = "unlink",
+    [88] = "symlink",
+    [89] = "readlink",
+    [90] = "chmod",
+    [91] = "fchmod",
+    [92] = "chown",
+    [93] = "fchown",
+    [94] = "lchown",
+    [95] = "umask",
+    [96] = "gettimeofday",
+    [97] = "getrlimit",
+    [98] = "getrusage",
+    [99] = "sysinfo",
+    [100] = "times",
+    [101] = "ptrace",
+    [102] = "getuid",
+    [103] = "syslog",
+    [104] = "getgid",
+    [105] = "setuid",
+    [106] = "setgid",
+    [107] = "geteuid",
+    [108] = "getegid",
+    [109] = "setpgid",
+    [110] = "getppid",
+    [111] = "getpgrp",
+    [112] = "setsid",
+    [113] = "setreuid",
+    [114] = "setregid",
+    [115] = "getgroups",
+    [116] = "setgroups",
+    [117] = "setresuid",
+    [118] = "getresuid",
+    [119] = "setresgid",
+    [120] = "getresgid",
+    [121] = "getpgid",
+    [122] = "setfsuid",
+    [123] = "setfsgid",
+    [124] = "getsid",
+    [125] = "capget",
+    [126] = "capset",
+    [127] = "rt_sigpending",
+    [128] = "rt_sigtimedwait",
+    [129] = "rt_sigqueueinfo",
+    [130] = "rt_sigsuspend",
+    [131] = "sigaltstack",
+    [132] = "utime",
+    [133] = "mknod",
+    [134] = "uselib",
+    [135] = "personality",
+    [136] = "ustat",
+    [137] = "statfs",
+    [138] = "fstatfs",
+    [139] = "sysfs",
+    [140] = "getpriority",
+    [141] = "setpriority",
+    [142] = "sched_setparam",
+    [143] = "sched_getparam",
+    [144] = "sched_setscheduler",
+    [145] = "sched_getscheduler",
+    [146] = "sched_get_priority_max",
+    [147] = "sched_get_priority_min",
+    [148] = "sched_rr_get_interval",
+    [149] = "mlock",
+    [150] = "munlock",
+    [151] = "mlockall",
+    [152] = "munlockall",
+    [153] = "vhangup",
+    [154] = "modify_ldt",
+    [155] = "pivot_root",
+    [156] = "_sysctl",
+    [157] = "prctl",
+    [158] = "arch_prctl",
+    [159] = "adjtimex",
+    [160] = "setrlimit",
+    [161] = "chroot",
+    [162] = "sync",
+    [163] = "acct",
+    [164] = "settimeofday",
+    [165] = "mount",
+    [166] = "umount2",
+    [167] = "swapon",
+    [168] = "swapoff",
+    [169] = "reboot",
+    [170] = "sethostname",
+    [171] = "setdomainname",
+    [172] = "iopl",
+    [173] = "ioperm",
+    [174] = "create_module",
+    [175] = "init_module",
+    [176] = "delete_module",
+    [177] = "get_kernel_syms",
+    [178] = "query_module",
+    [179] = "quotactl",
+    [180] = "nfsservctl",
+    [181] = "getpmsg",
+    [182] = "putpmsg",
+    [183] = "afs_syscall",
+    [184] = "tuxcall",
+    [185] = "security",
+    [186] = "gettid",
+    [187] = "readahead",
+    [188] = "setxattr",
+    [189] = "lsetxattr",
+    [190] = "fsetxattr",
+    [191] = "getxattr",
+    [192] = "lgetxattr",
+    [193] = "fgetxattr",
+    [194] = "listxattr",
+    [195] = "llistxattr",
+    [196] = "flistxattr",
+    [197] = "removexattr",
+    [198] = "lremovexattr",
+    [199] = "fremovexattr",
+    [200] = "tkill",
+    [201] = "time",
+    [202] = "futex",
+    [203] = "sched_setaffinity",
+    [204] = "sched_getaffinity",
+    [205] = "set_thread_area",
+    [206] = "io_setup",
+    [207] = "io_destroy",
+    [208] = "io_getevents",
+    [209] = "io_submit",
+    [210] = "io_cancel",
+    [211] = "get_thread_area",
+    [212] = "lookup_dcookie",
+    [213] = "epoll_create",
+    [214] = "epoll_ctl_old",
+    [215] = "epoll_wait_old",
+    [216] = "remap_file_pages",
+    [217] = "getdents64",
+    [218] = "set_tid_address",
+    [219] = "restart_syscall",
+    [220] = "semtimedop",
+    [221] = "fadvise64",
+    [222] = "timer_create",
+    [223] = "timer_settime",
+    [224] = "timer_gettime",
+    [225] = "timer_getoverrun",
+    [226] = "timer_delete",
+    [227] = "clock_settime",
+    [228] = "clock_gettime",
+    [229] = "clock_getres",
+    [230] = "clock_nanosleep",
+    [231] = "exit_group",
+    [232] = "epoll_wait",
+    [233] = "epoll_ctl",
+    [234] = "tgkill",
+    [235] = "utimes",
+    [236] = "vserver",
+    [237] = "mbind",
+    [238] = "set_mempolicy",
+    [239] = "get_mempolicy",
+    [240] = "mq_open",
+    [241] = "mq_unlink",
+    [242] = "mq_timedsend",
+    [243] = "mq_timedreceive",
+    [244] = "mq_notify",
+    [245] = "mq_getsetattr",
+    [246] = "kexec_load",
+    [247] = "waitid",
+    [248] = "add_key",
+    [249] = "request_key",
+    [250] = "keyctl",
+    [251] = "ioprio_set",
+    [252] = "ioprio_get",
+    [253] = "inotify_init",
+    [254] = "inotify_add_watch",
+    [255] = "inotify_rm_watch",
+    [256] = "migrate_pages",
+    [257] = "openat",
+    [258] = "mkdirat",
+    [259] = "mknodat",
+    [260] = "fchownat",
+    [261] = "futimesat",
+    [262] = "newfstatat",
+    [263] = "unlinkat",
+    [264] = "renameat",
+    [265] = "linkat",
+    [266] = "symlinkat",
+    [267] = "readlinkat",
+    [268] = "fchmodat",
+    [269] = "faccessat",
+    [270] = "pselect6",
+    [271] = "ppoll",
+    [272] = "unshare",
+    [273] = "set_robust_list",
+    [274] = "get_robust_list",
+    [275] = "splice",
+    [276] = "tee",
+    [277] = "sync_file_range",
+    [278] = "vmsplice",
+    [279] = "move_pages",
+    [280] = "utimensat",
+    [281] = "epoll_pwait",
+    [282] = "signalfd",
+    [283] = "timerfd_create",
+    [284] = "eventfd",
+    [285] = "fallocate",
+    [286] = "timerfd_settime",
+    [287] = "timerfd_gettime",
+    [288] = "accept4",
+    [289] = "signalfd4",
+    [290] = "eventfd2",
+    [291] = "epoll_create1",
+    [292] = "dup3",
+    [293] = "pipe2",
+    [294] = "inotify_init1",
+    [295] = "preadv",
+    [296] = "pwritev",
+    [297] = "rt_tgsigqueueinfo",
+    [298] = "perf_event_open",
+    [299] = "recvmmsg",
+    [300] = "fanotify_init",
+    [301] = "fanotify_mark",
+    [302] = "prlimit64",
+    [303] = "name_to_handle_at",
+    [304] = "open_by_handle_at",
+    [305] = "clock_adjtime",
+    [306] = "syncfs",
+    [307] = "sendmmsg",
+    [308] = "setns",
+    [309] = "getcpu",
+    [310] = "process_vm_readv",
+    [311] = "process_vm_writev",
+    [312] = "kcmp",
+    [313] = "finit_module",
+    [314] = "sched_setattr",
+    [315] = "sched_getattr",
+    [316] = "renameat2",
+    [317] = "seccomp",
+    [318] = "getrandom",
+    [319] = "memfd_create",
+    [320] = "kexec_file_load",
+    [321] = "bpf",
+    [322] = "execveat",
+    [323] = "userfaultfd",
+    [324] = "membarrier",
+    [325] = "mlock2",
+    [326] = "copy_file_range",
+    [327] = "preadv2",
+    [328] = "pwritev2",
+    [329] = "pkey_mprotect",
+    [330] = "pkey_alloc",
+    [331] = "pkey_free",
+    [332] = "statx",
+    [333] = "io_pgetevents",
+    [334] = "rseq",
+    [424] = "pidfd_send_signal",
+    [425] = "io_uring_setup",
+    [426] = "io_uring_enter",
+    [427] = "io_uring_register",
+    [428] = "open_tree",
+    [429] = "move_mount",
+    [430] = "fsopen",
+    [431] = "fsconfig",
+    [432] = "fsmount",
+    [433] = "fspick",
+    [434] = "pidfd_open",
+    [435] = "clone3",
+    [436] = "close_range",
+    [437] = "openat2",
+    [438] = "pidfd_getfd",
+    [439] = "faccessat2",
+    [440] = "process_madvise",
+    [441] = "epoll_pwait2",
+    [442] = "mount_setattr",
+    [443] = "quotactl_fd",
+    [444] = "landlock_create_ruleset",
+    [445] = "landlock_add_rule",
+    [446] = "landlock_restrict_self",
+    [447] = "memfd_secret",
+    [448] = "process_mrelease",
+    [449] = "futex_waitv",
+    [450] = "set_mempolicy_home_node",
+};
+
+const char *hdx_syscall_name(long nr)
+{
+    if (nr < 0 || (size_t)nr >= sizeof syscall_names / sizeof syscall_names[0])
+        return NULL;
+    return syscall_names[nr];
+}
+
+/* ---- what another user's process hides ------------------------------- */
+
+int hdx_proc_uid(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    char *s = hdx_read_file(path, SMALL_FILE, NULL);
+    if (!s)
+        return -1;
+    char *u = strstr(s, "\nUid:");
+    int uid = u ? atoi(u + 5) : -1;
+    free(s);
+    return uid;
+}
+
+/* pid's /proc/PID/stat into sl (free sl->buf after); -1 when there is no such pid. */
+static int read_pid_stat(int pid, struct statline *sl)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    return pid <= 0 ? -1 : read_stat(path, sl);
+}
+
+char hdx_proc_state(int pid)
+{
+    struct statline sl;
+    if (read_pid_stat(pid, &sl) < 0)
+        return 0;
+    char st = stat_state(&sl);
+    free(sl.buf);
+    return st;
+}
+
+int hdx_proc_is_kernel_thread(int pid)
+{
+    struct statline sl;
+    if (read_pid_stat(pid, &sl) < 0)
+        return 0;
+    int k = (stat_u(&sl, 9) & 0x00200000ull) != 0; /* PF_KTHREAD, include/linux/sched.h */
+    free(sl.buf);
+    return k;
+}
+
+const char *hdx_proc_access_advice(void)
+{
+    return geteuid() == 0 ? "hangdx already runs as root, so /proc is restricted here (hidepid, a container's "
+                            "or a security module's policy): run hangdx where that process's /proc is readable"
+                          : "run hangdx as that user or as root";
+}
+
+/* 0 readable, 1 denied (EACCES/EPERM), -1 other (gone). */
+static int denied_open(const char *path, int read_too)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char c;
+        ssize_t n = read_too ? read(fd, &c, 1) : 0;
+        int e = errno;
+        close(fd);
+        return n < 0 && (e == EACCES || e == EPERM) ? 1 : 0;
+    }
+    return errno == EACCES || errno == EPERM ? 1 : -1;
+}
+
+static int denied_link(const char *path)
+{
+    char buf[PATH_MAX];
+    if (readlink(path, buf, sizeof buf) >= 0)
+        return 0;
+    return errno == EACCES || errno == EPERM ? 1 : -1;
+}
+
+int hdx_proc_denied(int pid, char *buf, size_t size)
+{
+    static const struct {
+        const char *file;
+        int kind; /* 0 open, 1 open and read, 2 link, 3 directory */
+        const char *costs;
+    } files[] = {
+        {"environ", 0, "rank variables unknown"},
+        {"exe", 2, NULL},
+        {"cwd", 2, NULL},
+        {"fd", 3, "no open files or locks"},
+        {"syscall", 1, "no system calls"},
+        {"wchan", -1, "wchan hidden"},
+        {"maps", 0, NULL},
+        {"mem", 0, "no native or Python stacks"},
+    };
+    char path[64];
+    const char *names[8], *costs[8];
+    int n = 0, nc = 0, syscall_denied = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (access(path, F_OK) != 0)
+        return -ESRCH;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        int d;
+        snprintf(path, sizeof path, "/proc/%d/%s", pid, files[i].file);
+        switch (files[i].kind) {
+        case 0: d = denied_open(path, 0); break;
+        case 1: d = denied_open(path, 1); break;
+        case 2: d = denied_link(path); break;
+        case 3: {
+            DIR *dd = opendir(path);
+            d = dd ? 0 : errno == EACCES || errno == EPERM ? 1 : -1;
+            if (dd)
+                closedir(dd);
+            break;
+        }
+        default: d = syscall_denied; break; /* wchan reads "0" when denied */
+        }
+        if (i == 4)
+            syscall_denied = d == 1;
+        if (d != 1)
+            continue;
+        names[n++] = files[i].file;
+        if (files[i].costs)
+            costs[nc++] = files[i].costs;
+    }
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ", names[i]);
+    if (n && at < size)
+        at += (size_t)snprintf(buf + at, size - at, " %s not readable", n == 1 ? "is" : "are");
+    for (int i = 0; i < nc && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", i == 0 ? ": " : ", ", costs[i]);
+    return n;
+}

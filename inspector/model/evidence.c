@@ -1,0 +1,870 @@
+#include "model/evidence.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/pool.h"
+#include "model/util.h"
+#include "hangdx/trace.h"
+
+static void hdx_evidence_index_free(hdx_evidence *ev);
+
+hdx_evidence *hdx_evidence_new(void)
+{
+    hdx_evidence *ev = calloc(1, sizeof *ev);
+    if (ev) {
+        ev->build_timeout_s = 1800;
+        ev->taken_ns = hdx_now_ns();
+    }
+    return ev;
+}
+
+void hdx_frame_clear(hdx_frame *f)
+{
+    if (!f)
+        return;
+    if (f->pooled) { /* the pool owns it all */
+        memset(f, 0, sizeof *f);
+        return;
+    }
+    free(f->function);
+    free(f->file);
+    free(f->module);
+    for (size_t j = 0; j < f->n_locals; j++) {
+        free(f->locals[j].name);
+        free(f->locals[j].s);
+        free(f->locals[j].pg);
+    }
+    free(f->locals);
+    memset(f, 0, sizeof *f);
+}
+
+void hdx_frames_free(hdx_frame *frames, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        hdx_frame_clear(&frames[i]);
+    free(frames);
+}
+
+void hdx_thread_clear(hdx_thread *t)
+{
+    if (!t)
+        return;
+    free(t->name);
+    free(t->wchan);
+    hdx_frames_free(t->frames, t->n_frames);
+    hdx_frames_free(t->py_frames, t->n_py_frames);
+    free(t->polled_path);
+    free(t->wait);
+    free(t->wait_op);
+    memset(t, 0, sizeof *t);
+}
+
+void hdx_process_clear(hdx_process *p)
+{
+    if (!p)
+        return;
+    free(p->host);
+    for (size_t i = 0; i < p->n_cmdline; i++)
+        free(p->cmdline[i]);
+    free(p->cmdline);
+    for (size_t i = 0; i < p->n_env; i++) {
+        free(p->env[i].name);
+        free(p->env[i].value);
+    }
+    free(p->env);
+    free(p->exe);
+    free(p->cwd);
+    free(p->python);
+    for (size_t i = 0; i < p->n_threads; i++)
+        hdx_thread_clear(&p->threads[i]);
+    free(p->threads);
+    memset(p, 0, sizeof *p);
+}
+
+void hdx_lock_clear(hdx_lock *l)
+{
+    if (!l)
+        return;
+    free(l->path);
+    free(l->job_path);
+    free(l->source);
+    free(l->holder_host);
+    for (size_t i = 0; i < l->n_waiters; i++) {
+        free(l->waiters[i].how);
+        free(l->waiters[i].host);
+    }
+    free(l->waiters);
+    memset(l, 0, sizeof *l);
+}
+
+void hdx_evidence_free(hdx_evidence *ev)
+{
+    if (!ev)
+        return;
+    free(ev->host);
+    for (size_t i = 0; i < ev->n_procs; i++)
+        hdx_process_clear(&ev->procs[i]);
+    free(ev->procs);
+    for (size_t i = 0; i < ev->n_locks; i++)
+        hdx_lock_clear(&ev->locks[i]);
+    free(ev->locks);
+    for (size_t i = 0; i < ev->n_notes; i++)
+        free(ev->notes[i]);
+    free(ev->notes);
+    for (size_t i = 0; i < ev->n_log_facts; i++)
+        hdx_log_fact_clear(&ev->log_facts[i]);
+    free(ev->log_facts);
+    for (size_t i = 0; i < ev->n_log_ranks; i++)
+        hdx_log_rank_clear(&ev->log_ranks[i]);
+    free(ev->log_ranks);
+    for (size_t i = 0; i < ev->n_pgroups; i++)
+        hdx_pgroup_clear(&ev->pgroups[i]);
+    free(ev->pgroups);
+    hdx_evidence_index_free(ev);
+    hdx_pool_free(ev->pool);
+    free(ev);
+}
+
+void hdx_log_fact_clear(hdx_log_fact *f)
+{
+    if (!f)
+        return;
+    free(f->pattern);
+    free(f->proves);
+    free(f->cls);
+    free(f->pg);
+    free(f->file);
+    free(f->text);
+    for (size_t i = 0; i < f->n_fields; i++) {
+        free(f->fields[i].name);
+        free(f->fields[i].value);
+    }
+    free(f->fields);
+    memset(f, 0, sizeof *f);
+}
+
+void hdx_log_rank_clear(hdx_log_rank *r)
+{
+    if (!r)
+        return;
+    free(r->file);
+    free(r->last_line);
+    free(r->last_time);
+    free(r->last_pattern);
+    free(r->seq_pg);
+    free(r->timed_out_op);
+    free(r->exit_cause);
+    free(r->rank_from);
+    memset(r, 0, sizeof *r);
+}
+
+hdx_process *hdx_evidence_add_process(hdx_evidence *ev)
+{
+    hdx_process *p = hdx_append((void **)&ev->procs, &ev->n_procs, sizeof *p);
+    if (p) {
+        p->pid = p->ppid = HDX_UNKNOWN;
+        p->rank = p->local_rank = p->world_size = HDX_UNKNOWN;
+        p->progressing = p->alive = p->stack_changed = HDX_UNKNOWN;
+        p->stopped_us = HDX_UNKNOWN;
+    }
+    return p;
+}
+
+hdx_thread *hdx_process_add_thread(hdx_process *p)
+{
+    hdx_thread *t = hdx_append((void **)&p->threads, &p->n_threads, sizeof *t);
+    if (t) {
+        t->tid = HDX_UNKNOWN;
+        t->syscall = HDX_SYSCALL_UNKNOWN;
+        t->wait_peer = HDX_UNKNOWN;
+        t->wait_frame = -1;
+    }
+    return t;
+}
+
+hdx_frame *hdx_thread_add_frame(hdx_thread *t)
+{
+    return hdx_append((void **)&t->frames, &t->n_frames, sizeof(hdx_frame));
+}
+
+void hdx_pgroup_clear(hdx_pgroup *g)
+{
+    free(g->name);
+    free(g->desc);
+    free(g->role);
+    free(g->ranks);
+    memset(g, 0, sizeof *g);
+}
+
+const hdx_pgroup *hdx_evidence_find_pgroup(const hdx_evidence *ev, const char *name)
+{
+    for (size_t i = 0; name && i < ev->n_pgroups; i++)
+        if (!strcmp(ev->pgroups[i].name, name))
+            return &ev->pgroups[i];
+    return NULL;
+}
+
+/* Set *dst to a copy of s when *dst is unset and s is given. 0 or -ENOMEM. */
+static int fill_str(char **dst, const char *s)
+{
+    if (*dst || !s)
+        return 0;
+    return (*dst = strdup(s)) ? 0 : -ENOMEM;
+}
+
+int hdx_evidence_add_pgroup(hdx_evidence *ev, const char *name, const int *ranks, size_t n, const char *desc,
+                            const char *role, int is_default)
+{
+    hdx_pgroup *g = (hdx_pgroup *)hdx_evidence_find_pgroup(ev, name);
+    if (g) {
+        if (g->n_ranks != n || (n && memcmp(g->ranks, ranks, n * sizeof *ranks)))
+            return -EEXIST;
+    } else {
+        if (!(g = hdx_append((void **)&ev->pgroups, &ev->n_pgroups, sizeof *g)))
+            return -ENOMEM;
+        g->name = strdup(name);
+        g->ranks = malloc((n ? n : 1) * sizeof *ranks);
+        if (!g->name || !g->ranks) {
+            hdx_pgroup_clear(g);
+            ev->n_pgroups--;
+            return -ENOMEM;
+        }
+        if (n)
+            memcpy(g->ranks, ranks, n * sizeof *ranks);
+        g->n_ranks = n;
+    }
+    g->is_default |= is_default;
+    return fill_str(&g->desc, desc) || fill_str(&g->role, is_default ? NULL : role) ? -ENOMEM : 0;
+}
+
+hdx_lock *hdx_evidence_add_lock(hdx_evidence *ev)
+{
+    hdx_lock *l = hdx_append((void **)&ev->locks, &ev->n_locks, sizeof *l);
+    if (l) {
+        l->exists = HDX_UNKNOWN;
+        l->mtime_ns = HDX_UNKNOWN;
+        l->holder_pid = HDX_UNKNOWN;
+        l->creator_pid = l->creator_rank = l->creator_alive = HDX_UNKNOWN;
+        l->created_ns = HDX_UNKNOWN;
+    }
+    return l;
+}
+
+hdx_waiter *hdx_lock_add_waiter(hdx_lock *l)
+{
+    hdx_waiter *w = hdx_append((void **)&l->waiters, &l->n_waiters, sizeof *w);
+    if (w) {
+        w->pid = w->tid = w->rank = HDX_UNKNOWN;
+        w->since_ns = HDX_UNKNOWN;
+    }
+    return w;
+}
+
+int hdx_evidence_note(hdx_evidence *ev, const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    int r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (r < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < ev->n_notes; i++) {
+        if (strcmp(ev->notes[i], s) == 0) { /* say each thing once */
+            free(s);
+            return 0;
+        }
+    }
+    char **slot = hdx_append((void **)&ev->notes, &ev->n_notes, sizeof *slot);
+    if (!slot) {
+        free(s);
+        return -ENOMEM;
+    }
+    *slot = s;
+    return 0;
+}
+
+/* ---- the process index -------------------------------------------------- */
+
+/* One open-addressing table for three kinds of key: (host, pid), pid, rank. A slot holds
+ * a key's hash and a position in procs; a hit is checked against the process itself, so
+ * a key may have several slots (pids repeat across hosts) and a stale one only misses. */
+struct hdx_proc_index {
+    const hdx_process *procs; /* the array and count it is current for */
+    size_t n;
+    size_t cap, used; /* slots, a power of two; slots in use */
+    uint64_t *keys;
+    uint32_t *pos; /* position + 1; 0 = empty */
+};
+
+enum { KEY_HOST_PID = 1, KEY_PID = 2, KEY_RANK = 3 };
+
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
+}
+
+static uint64_t host_hash(const char *host)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; host && *host; host++)
+        h = (h ^ (unsigned char)*host) * 1099511628211ULL;
+    return host ? h : 0;
+}
+
+static uint64_t key_of(int kind, const char *host, long long v)
+{
+    uint64_t k = mix(((uint64_t)kind << 56) ^ (uint64_t)(v & 0xffffffffffffLL) ^ mix(kind == KEY_HOST_PID ? host_hash(host) : 0));
+    return k ? k : 1;
+}
+
+static int index_put(struct hdx_proc_index *x, uint64_t key, size_t pos)
+{
+    size_t s = key & (x->cap - 1);
+    while (x->pos[s])
+        s = (s + 1) & (x->cap - 1);
+    x->keys[s] = key;
+    x->pos[s] = (uint32_t)pos + 1;
+    x->used++;
+    return 0;
+}
+
+static void index_add(struct hdx_proc_index *x, const hdx_process *p, size_t pos)
+{
+    if (p->pid != HDX_UNKNOWN) {
+        index_put(x, key_of(KEY_HOST_PID, p->host, p->pid), pos);
+        index_put(x, key_of(KEY_PID, NULL, p->pid), pos);
+    }
+    if (p->rank >= 0)
+        index_put(x, key_of(KEY_RANK, NULL, p->rank), pos);
+}
+
+static void hdx_evidence_index_free(hdx_evidence *ev)
+{
+    if (!ev || !ev->proc_index)
+        return;
+    free(ev->proc_index->keys);
+    free(ev->proc_index->pos);
+    free(ev->proc_index);
+    ev->proc_index = NULL;
+}
+
+/* Room for 3 keys per process at most half full; rehashes what is there. */
+static int index_reserve(struct hdx_proc_index *x, const hdx_process *procs, size_t n_keep, size_t n_total)
+{
+    size_t cap = 64;
+    while (cap < n_total * 6)
+        cap *= 2;
+    if (cap <= x->cap)
+        return 0;
+    uint64_t *keys = malloc(cap * sizeof *keys);
+    uint32_t *pos = calloc(cap, sizeof *pos);
+    if (!keys || !pos) {
+        free(keys);
+        free(pos);
+        return -ENOMEM;
+    }
+    free(x->keys);
+    free(x->pos);
+    x->keys = keys;
+    x->pos = pos;
+    x->cap = cap;
+    x->used = 0;
+    for (size_t i = 0; i < n_keep; i++)
+        index_add(x, &procs[i], i);
+    return 0;
+}
+
+int hdx_evidence_index_more(hdx_evidence *ev, size_t from)
+{
+    struct hdx_proc_index *x = ev->proc_index;
+    if (ev->n_procs >= UINT32_MAX / 2)
+        return -ENOMEM;
+    if (!x) {
+        if (!(x = calloc(1, sizeof *x)))
+            return -ENOMEM;
+        ev->proc_index = x;
+        from = 0;
+    } else if (from > x->n || from > ev->n_procs) {
+        from = 0;
+    }
+    if (!from) {
+        x->used = 0;
+        if (x->pos)
+            memset(x->pos, 0, x->cap * sizeof *x->pos);
+    }
+    if (index_reserve(x, ev->procs, from, ev->n_procs) < 0) {
+        hdx_evidence_index_free(ev);
+        return -ENOMEM;
+    }
+    for (size_t i = from; i < ev->n_procs; i++)
+        index_add(x, &ev->procs[i], i);
+    x->procs = ev->procs;
+    x->n = ev->n_procs;
+    return 0;
+}
+
+int hdx_evidence_index(hdx_evidence *ev)
+{
+    return hdx_evidence_index_more(ev, 0);
+}
+
+static const struct hdx_proc_index *current_index(const hdx_evidence *ev)
+{
+    const struct hdx_proc_index *x = ev->proc_index;
+    return x && x->procs == ev->procs && x->n == ev->n_procs ? x : NULL;
+}
+
+int hdx_evidence_indexed(const hdx_evidence *ev)
+{
+    return current_index(ev) != NULL;
+}
+
+static int same_host(const char *a, const char *b)
+{
+    return !a || !b || !strcmp(a, b);
+}
+
+/* The first process (lowest position) with this key that passes ok(), from the index. */
+static hdx_process *index_find(const hdx_evidence *ev, const struct hdx_proc_index *x, uint64_t key,
+                               int (*ok)(const hdx_process *, const void *), const void *arg)
+{
+    size_t best = SIZE_MAX;
+    for (size_t s = key & (x->cap - 1); x->pos[s]; s = (s + 1) & (x->cap - 1)) {
+        size_t at = x->pos[s] - 1;
+        if (x->keys[s] == key && at < ev->n_procs && at < best && ok(&ev->procs[at], arg))
+            best = at;
+    }
+    return best == SIZE_MAX ? NULL : &ev->procs[best];
+}
+
+struct want {
+    const char *host;
+    int pid, rank;
+};
+
+static int ok_pid(const hdx_process *p, const void *arg)
+{
+    const struct want *w = arg;
+    return p->pid == w->pid;
+}
+
+static int ok_host_pid(const hdx_process *p, const void *arg)
+{
+    const struct want *w = arg;
+    return p->pid == w->pid && same_host(p->host, w->host);
+}
+
+static int ok_pid_rank(const hdx_process *p, const void *arg)
+{
+    const struct want *w = arg;
+    return p->pid == w->pid && p->rank == w->rank;
+}
+
+static int ok_rank_elsewhere(const hdx_process *p, const void *arg)
+{
+    const struct want *w = arg;
+    return p->rank == w->rank && p->is_rank_process && p->host && w->host && strcmp(p->host, w->host) != 0;
+}
+
+static hdx_process *scan(const hdx_evidence *ev, int (*ok)(const hdx_process *, const void *), const void *arg)
+{
+    for (size_t i = 0; i < ev->n_procs; i++)
+        if (ok(&ev->procs[i], arg))
+            return &ev->procs[i];
+    return NULL;
+}
+
+hdx_process *hdx_evidence_find_process(const hdx_evidence *ev, int pid)
+{
+    struct want w = {.pid = pid};
+    const struct hdx_proc_index *x = current_index(ev);
+    if (pid == HDX_UNKNOWN)
+        return scan(ev, ok_pid, &w);
+    return x ? index_find(ev, x, key_of(KEY_PID, NULL, pid), ok_pid, &w) : scan(ev, ok_pid, &w);
+}
+
+hdx_process *hdx_evidence_find_process_on(const hdx_evidence *ev, const char *host, int pid)
+{
+    if (!host)
+        return hdx_evidence_find_process(ev, pid);
+    struct want w = {.host = host, .pid = pid};
+    const struct hdx_proc_index *x = current_index(ev);
+    if (!x || pid == HDX_UNKNOWN)
+        return scan(ev, ok_host_pid, &w);
+    /* Under its own host's key, or (a process that names no host) under the NULL host's. */
+    hdx_process *a = index_find(ev, x, key_of(KEY_HOST_PID, host, pid), ok_host_pid, &w);
+    hdx_process *b = index_find(ev, x, key_of(KEY_HOST_PID, NULL, pid), ok_host_pid, &w);
+    return !a ? b : !b ? a : a < b ? a : b;
+}
+
+hdx_process *hdx_evidence_find_waiter(const hdx_evidence *ev, const hdx_waiter *w)
+{
+    if (w->host)
+        return hdx_evidence_find_process_on(ev, w->host, w->pid);
+    if (w->rank >= 0) {
+        struct want k = {.pid = w->pid, .rank = w->rank};
+        const struct hdx_proc_index *x = current_index(ev);
+        hdx_process *p = x && w->pid != HDX_UNKNOWN ? index_find(ev, x, key_of(KEY_PID, NULL, w->pid), ok_pid_rank, &k)
+                                                    : scan(ev, ok_pid_rank, &k);
+        if (p)
+            return p;
+    }
+    return hdx_evidence_find_process(ev, w->pid);
+}
+
+hdx_process *hdx_evidence_find_holder(const hdx_evidence *ev, const hdx_lock *l)
+{
+    return hdx_evidence_find_process_on(ev, l->holder_host, l->holder_pid);
+}
+
+hdx_process *hdx_evidence_find_rank_elsewhere(const hdx_evidence *ev, int rank, const char *host)
+{
+    if (rank < 0 || !host)
+        return NULL;
+    struct want w = {.host = host, .rank = rank};
+    const struct hdx_proc_index *x = current_index(ev);
+    return x ? index_find(ev, x, key_of(KEY_RANK, NULL, rank), ok_rank_elsewhere, &w)
+             : scan(ev, ok_rank_elsewhere, &w);
+}
+
+hdx_lock *hdx_evidence_find_lock(const hdx_evidence *ev, const char *path)
+{
+    for (size_t i = 0; i < ev->n_locks; i++)
+        if (ev->locks[i].path && strcmp(ev->locks[i].path, path) == 0)
+            return &ev->locks[i];
+    return NULL;
+}
+
+/* Which env names give which rank variable, most specific first. */
+static const struct {
+    const char *name;
+    size_t field; /* offsetof into hdx_process */
+} rank_vars[] = {
+    {"RANK", offsetof(hdx_process, rank)},
+    {"OMPI_COMM_WORLD_RANK", offsetof(hdx_process, rank)},
+    {"PMI_RANK", offsetof(hdx_process, rank)},
+    {"SLURM_PROCID", offsetof(hdx_process, rank)},
+    {"LOCAL_RANK", offsetof(hdx_process, local_rank)},
+    {"SLURM_LOCALID", offsetof(hdx_process, local_rank)},
+    {"WORLD_SIZE", offsetof(hdx_process, world_size)},
+    {"OMPI_COMM_WORLD_SIZE", offsetof(hdx_process, world_size)},
+    {"PMI_SIZE", offsetof(hdx_process, world_size)},
+    {"SLURM_NTASKS", offsetof(hdx_process, world_size)},
+};
+
+static const char *const allowed_env[] = {HDX_TRACE_ENV_NAMES};
+
+static int env_priority(const char *name)
+{
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++)
+        if (strcmp(rank_vars[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *hdx_process_env(const hdx_process *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_env; i++)
+        if (strcmp(p->env[i].name, name) == 0)
+            return p->env[i].value;
+    return NULL;
+}
+
+int hdx_process_set_env(hdx_process *p, const char *name, const char *value)
+{
+    int allowed = 0;
+    for (size_t i = 0; allowed_env[i]; i++)
+        if (strcmp(allowed_env[i], name) == 0)
+            allowed = 1;
+    if (!allowed || hdx_process_env(p, name))
+        return 0;
+    hdx_env *e = hdx_append((void **)&p->env, &p->n_env, sizeof *e);
+    if (!e || !(e->name = strdup(name)) || !(e->value = strdup(value)))
+        return -ENOMEM;
+    /* Recompute the rank variables: the first listed name that is set wins. */
+    int idx = env_priority(name);
+    if (idx < 0)
+        return 0;
+    char *end;
+    long v = strtol(value, &end, 10);
+    if (end == value || *end || v < 0 || v > 1 << 24)
+        return 0;
+    int *field = (int *)((char *)p + rank_vars[idx].field);
+    for (size_t i = 0; i < (size_t)idx; i++) {
+        if (rank_vars[i].field == rank_vars[idx].field && hdx_process_env(p, rank_vars[i].name))
+            return 0; /* a more specific name already set it */
+    }
+    *field = (int)v;
+    return 0;
+}
+
+const char *hdx_lock_kind_name(enum hdx_lock_kind k)
+{
+    static const char *const n[] = {"baton", "flock", "posix", "ofd"};
+    return (unsigned)k < 4 ? n[k] : "baton";
+}
+
+const char *hdx_lock_state_name(enum hdx_lock_state s)
+{
+    static const char *const n[] = {"free", "held", "stale"};
+    return (unsigned)s < 3 ? n[s] : "free";
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+int hdx_python_name_matches(const char *have, const char *want)
+{
+    if (!strcmp(have, want))
+        return 1;
+    const char *dot = strrchr(want, '.'); /* qualified name wanted, plain name recorded (≤ 3.10) */
+    if (dot)
+        return !strchr(have, '.') && !strcmp(have, dot + 1);
+    dot = strrchr(have, '.'); /* a plain name wanted, a method's qualified name recorded (3.11+) */
+    return dot && !strcmp(dot + 1, want);
+}
+
+static const hdx_frame *find_in(const hdx_frame *frames, size_t n, const char *function, const char *file_suffix,
+                                size_t *from)
+{
+    for (size_t i = from ? *from : 0; i < n; i++) {
+        const hdx_frame *f = &frames[i];
+        if (f->kind != HDX_FRAME_PYTHON || !f->function || !f->file)
+            continue;
+        if (hdx_python_name_matches(f->function, function) && ends_with(f->file, file_suffix)) {
+            if (from)
+                *from = i;
+            return f;
+        }
+    }
+    return NULL;
+}
+
+const hdx_frame *hdx_thread_find_python(const hdx_thread *t, const char *function, const char *file_suffix,
+                                        size_t *from)
+{
+    if (t->unmerged)
+        return find_in(t->py_frames, t->n_py_frames, function, file_suffix, from);
+    return find_in(t->frames, t->n_frames, function, file_suffix, from);
+}
+
+const hdx_local *hdx_frame_local(const hdx_frame *f, const char *name)
+{
+    for (size_t i = 0; f && i < f->n_locals; i++)
+        if (!strcmp(f->locals[i].name, name))
+            return &f->locals[i];
+    return NULL;
+}
+
+static int is_python(const hdx_process *p)
+{
+    if (p->python)
+        return 1;
+    if (!p->n_cmdline || !p->cmdline[0])
+        return 0;
+    const char *base = strrchr(p->cmdline[0], '/');
+    return !strncmp(base ? base + 1 : p->cmdline[0], "python", 6);
+}
+
+static int same_host_proc(const hdx_process *a, const hdx_process *b)
+{
+    return same_host(a->host, b->host);
+}
+
+/* p's rank is PyTorch's own RANK, not a scheduler's task number (SLURM_PROCID, PMI_RANK, ...). */
+static int has_torch_rank(const hdx_process *p)
+{
+    return hdx_process_env(p, "RANK") != NULL;
+}
+
+/* A launch or container wrapper: it carries the rank's variables on to the rank, and is never a
+ * rank itself (a shell, env, chroot, unshare, srun and slurmstepd, enroot's, pyxis's and
+ * apptainer's helpers, runc, conmon, containerd's shim, init stand-ins). By argv[0]'s base name,
+ * else the thread name. */
+static int is_wrapper(const hdx_process *p)
+{
+    static const char *const names[] = {
+        "sh",          "bash",          "dash",    "zsh",       "env",      "chroot",      "unshare",
+        "nsenter",     "setsid",        "nohup",   "timeout",   "stdbuf",   "numactl",     "taskset",
+        "srun",        "slurmstepd",    "enroot",  "enroot-nsenter", "enroot-switchroot", "enroot-mount",
+        "enroot-aufs2ovlfs", "pyxis",   "starter", "starter-suid", "apptainer", "singularity", "runc",
+        "crun",        "conmon",        "containerd-shim", "containerd-shim-runc-v2", "tini", "dumb-init",
+        "runuser",     "su",            "sudo",    "hangdx",
+    };
+    const char *name = p->n_cmdline && p->cmdline[0] ? p->cmdline[0]
+                       : p->n_threads && p->threads[0].name ? p->threads[0].name
+                                                             : NULL;
+    if (!name)
+        return 0;
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(base, names[i]))
+            return 1;
+    return 0;
+}
+
+/* An ancestor of p (within the evidence, same host) with p's rank, not a wrapper; with want_python, a Python
+ * one. A rank that RANK gives is not inherited from an ancestor whose rank is a scheduler's task
+ * number: torchrun under srun has SLURM_PROCID = its node's index, its workers RANK. */
+static int ancestor_with_rank(const hdx_evidence *ev, const hdx_process *p, int want_python)
+{
+    const hdx_process *a = p;
+    for (int depth = 0; depth < 64 && (a = hdx_evidence_find_process_on(ev, a->host, a->ppid)); depth++)
+        if (a != p && a->rank == p->rank && same_host_proc(a, p) && (!want_python || is_python(a)) &&
+            !is_wrapper(a) && (!has_torch_rank(p) || has_torch_rank(a)))
+            return 1;
+    return 0;
+}
+
+/* A launcher: an ancestor (same host) of a process with RANK, whose own rank is only a
+ * scheduler's task number (srun's torchrun, one per node). Not a rank of the job. */
+static void unmark_launchers(hdx_evidence *ev)
+{
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        if (!has_torch_rank(p))
+            continue;
+        hdx_process *a = &ev->procs[i];
+        for (int depth = 0; depth < 64 && (a = hdx_evidence_find_process_on(ev, a->host, a->ppid)); depth++)
+            if (a->rank >= 0 && !has_torch_rank(a))
+                a->is_rank_process = 0;
+    }
+}
+
+struct python_rank {
+    const hdx_process *p;
+};
+
+static int ok_python_rank(const hdx_process *q, const void *arg)
+{
+    const hdx_process *p = ((const struct python_rank *)arg)->p;
+    return q->rank == p->rank && is_python(q) && same_host_proc(p, q);
+}
+
+void hdx_mark_rank_processes(hdx_evidence *ev)
+{
+    hdx_evidence_index(ev); /* without memory for it, the lookups scan */
+    const struct hdx_proc_index *x = current_index(ev);
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        hdx_process *p = &ev->procs[i];
+        p->is_rank_process = 0;
+        if (p->rank < 0 || is_wrapper(p))
+            continue;
+        if (is_python(p)) {
+            p->is_rank_process = !ancestor_with_rank(ev, p, 1);
+            continue;
+        }
+        /* Not Python: the rank's process only when no Python process has the rank. */
+        struct python_rank arg = {p};
+        int python_has_it = (x ? index_find(ev, x, key_of(KEY_RANK, NULL, p->rank), ok_python_rank, &arg)
+                               : scan(ev, ok_python_rank, &arg)) != NULL;
+        p->is_rank_process = !python_has_it && !ancestor_with_rank(ev, p, 0);
+    }
+    unmark_launchers(ev);
+}
+
+const char *hdx_process_part(const hdx_evidence *ev, const hdx_process *p)
+{
+    if (p->rank < 0)
+        return NULL;
+    if (p->is_rank_process)
+        return "rank";
+    for (const hdx_process *a = p; (a = hdx_evidence_find_process_on(ev, a->host, a->ppid)) && a != p;)
+        if (a->is_rank_process && a->rank == p->rank)
+            return "worker";
+    return "launcher";
+}
+
+int hdx_process_same_job(const hdx_process *a, const hdx_process *b)
+{
+    static const char *const keys[] = {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *x = hdx_process_env(a, keys[i]), *y = hdx_process_env(b, keys[i]);
+        if (x && y && strcmp(x, y))
+            return 0;
+    }
+    return 1;
+}
+
+int hdx_evidence_multi_host(const hdx_evidence *ev)
+{
+    const char *first = NULL;
+    for (size_t i = 0; ev && i < ev->n_procs; i++) {
+        const char *h = ev->procs[i].host;
+        if (!h)
+            continue;
+        if (!first)
+            first = h;
+        else if (h != first && strcmp(h, first))
+            return 1;
+    }
+    return 0;
+}
+
+size_t hdx_keep_largest_job(hdx_evidence *ev)
+{
+    const hdx_process *first = NULL;
+    int one_job = 1;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        hdx_process *p = &ev->procs[i];
+        p->set_aside = 0;
+        if (!p->is_rank_process)
+            continue;
+        if (!first)
+            first = p;
+        else if (!hdx_process_same_job(first, p))
+            one_job = 0;
+    }
+    if (one_job) /* the common case, in one pass even at 8192 ranks */
+        return 0;
+    /* The job of a process the user named; else the one with the most live rank processes
+     * (one whose ranks all exited is no hang to judge). */
+    const hdx_process *best = NULL;
+    size_t best_live = 0, best_n = 0, set_aside = 0;
+    int best_asked = 0;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        size_t n = 0, live = 0;
+        int asked = 0;
+        for (size_t k = 0; p->is_rank_process && k < ev->n_procs; k++) {
+            const hdx_process *q = &ev->procs[k];
+            if (q->is_rank_process && hdx_process_same_job(p, q)) {
+                n++;
+                live += q->alive != 0;
+                asked |= q->asked;
+            }
+        }
+        if (n && (!best || asked > best_asked ||
+                  (asked == best_asked && (live > best_live || (live == best_live && n > best_n))))) {
+            best_asked = asked;
+            best_live = live;
+            best_n = n;
+            best = p;
+        }
+    }
+    const hdx_process keep = *best; /* a copy: is_rank_process changes below */
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        hdx_process *p = &ev->procs[i];
+        if (p->rank < 0)
+            continue; /* no rank variables: no job's process */
+        if (hdx_process_same_job(&keep, p))
+            continue;
+        set_aside += p->is_rank_process != 0;
+        p->is_rank_process = 0;
+        p->set_aside = 1;
+    }
+    return set_aside;
+}

@@ -1,0 +1,185 @@
+#include "model/jsonout.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/evidence.h"
+#include "model/util.h"
+
+/* Integers a JSON number (a double) holds exactly: 2^53. */
+#define EXACT_MAX 9007199254740992.0
+
+cJSON *hdx_json_str(const char *s)
+{
+    return s ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+cJSON *hdx_json_int(long long v)
+{
+    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateNumber((double)v);
+}
+
+cJSON *hdx_json_bool(int v)
+{
+    return v == HDX_UNKNOWN ? cJSON_CreateNull() : cJSON_CreateBool(v != 0);
+}
+
+cJSON *hdx_json_char(char c)
+{
+    char s[2] = {c, 0};
+    return c ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+cJSON *hdx_json_hex(uint64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)v);
+    return cJSON_CreateString(buf);
+}
+
+cJSON *hdx_json_time(int64_t ns, int nanos)
+{
+    if (ns == HDX_UNKNOWN)
+        return cJSON_CreateNull();
+    int64_t s = ns / 1000000000, frac = ns % 1000000000;
+    if (frac < 0) {
+        frac += 1000000000;
+        s--;
+    }
+    time_t t = (time_t)s;
+    struct tm tm;
+    char date[40], buf[64];
+    if (!gmtime_r(&t, &tm) || !strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm))
+        return cJSON_CreateNull();
+    if (nanos)
+        snprintf(buf, sizeof buf, "%s.%09lldZ", date, (long long)frac);
+    else
+        snprintf(buf, sizeof buf, "%sZ", date);
+    return cJSON_CreateString(buf);
+}
+
+/* Python locals: ints, floats, bools, None and strings as themselves; other objects as
+ * {"type": name}; an int beyond 2^53 as {"int": "digits"} and an integral, infinite or
+ * NaN float as {"float": "text"}, so that they read back exactly. */
+static cJSON *local_json(const hdx_local *v)
+{
+    cJSON *o;
+    char buf[64];
+    switch (v->kind) {
+    case HDX_VAL_NONE: return cJSON_CreateNull();
+    case HDX_VAL_BOOL: return cJSON_CreateBool(v->i != 0);
+    case HDX_VAL_INT:
+        if (v->i >= -EXACT_MAX && v->i <= EXACT_MAX)
+            return cJSON_CreateNumber((double)v->i);
+        snprintf(buf, sizeof buf, "%lld", v->i);
+        o = cJSON_CreateObject();
+        if (o)
+            cJSON_AddStringToObject(o, "int", buf);
+        return o;
+    case HDX_VAL_FLOAT:
+        /* cJSON prints a double so that it parses back to the same double; an integral
+         * one would read back as an int, and inf/nan are not JSON. */
+        if (isfinite(v->f) && v->f != floor(v->f))
+            return cJSON_CreateNumber(v->f);
+        snprintf(buf, sizeof buf, "%.17g", v->f);
+        o = cJSON_CreateObject();
+        if (o)
+            cJSON_AddStringToObject(o, "float", buf);
+        return o;
+    case HDX_VAL_STR: return cJSON_CreateString(v->s ? v->s : "");
+    case HDX_VAL_OTHER: break;
+    }
+    o = cJSON_CreateObject();
+    if (o)
+        cJSON_AddItemToObject(o, "type", hdx_json_str(v->s));
+    if (o && v->pg)
+        cJSON_AddStringToObject(o, "pg", v->pg);
+    return o;
+}
+
+cJSON *hdx_json_pgroups(const hdx_evidence *ev)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < ev->n_pgroups; i++) {
+        const hdx_pgroup *g = &ev->pgroups[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(a, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(a);
+            return NULL;
+        }
+        cJSON_AddItemToObject(o, "name", hdx_json_str(g->name));
+        cJSON_AddItemToObject(o, "desc", hdx_json_str(g->desc));
+        cJSON_AddItemToObject(o, "role", hdx_json_str(g->role));
+        cJSON_AddItemToObject(o, "ranks", cJSON_CreateIntArray(g->ranks, (int)g->n_ranks));
+        cJSON_AddBoolToObject(o, "default", g->is_default);
+    }
+    return a;
+}
+
+cJSON *hdx_json_frame(const hdx_frame *f)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    int native = f->kind != HDX_FRAME_PYTHON;
+    cJSON_AddStringToObject(o, "kind", native ? "native" : "python");
+    cJSON_AddItemToObject(o, "function", hdx_json_str(f->function));
+    cJSON_AddItemToObject(o, "file", hdx_json_str(f->file));
+    cJSON_AddItemToObject(o, "line", f->line > 0 ? cJSON_CreateNumber(f->line) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "module", hdx_json_str(f->module));
+    cJSON_AddItemToObject(o, "offset", native || f->offset ? hdx_json_hex(f->offset) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "pc", native || f->pc ? hdx_json_hex(f->pc) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "locals", hdx_json_locals(f));
+    return o;
+}
+
+cJSON *hdx_json_locals(const hdx_frame *f)
+{
+    if (!f->locals)
+        return cJSON_CreateNull();
+    cJSON *l = cJSON_CreateObject();
+    for (size_t i = 0; l && i < f->n_locals; i++)
+        cJSON_AddItemToObject(l, f->locals[i].name ? f->locals[i].name : "?", local_json(&f->locals[i]));
+    return l;
+}
+
+cJSON *hdx_json_frames(const hdx_frame *frames, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++)
+        cJSON_AddItemToArray(a, hdx_json_frame(&frames[i]));
+    return a;
+}
+
+
+char *hdx_json_print(const cJSON *j, int formatted)
+{
+    char *s = formatted ? cJSON_Print(j) : cJSON_PrintUnformatted(j);
+    size_t bad = 0, len = 0;
+    uint32_t cp;
+    for (; s && s[len]; len++)
+        if (((unsigned char)s[len] & 0x80) && !hdx_utf8_next(s + len, &cp))
+            bad++;
+    if (!bad)
+        return s;
+    char *out = malloc(len + bad * 5 + 1), *w = out;
+    for (const char *q = s; out && *q;) {
+        int n = hdx_utf8_next(q, &cp);
+        if (n) {
+            memcpy(w, q, (size_t)n);
+            w += n;
+            q += n;
+        } else { /* only inside a string: cJSON writes nothing else above 0x7f */
+            w += sprintf(w, "\\u%04x", (unsigned char)*q++);
+        }
+    }
+    if (out)
+        *w = 0;
+    free(s);
+    return out;
+}

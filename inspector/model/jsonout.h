@@ -1,0 +1,47 @@
+/*
+ * Small cJSON constructors shared by every JSON writer (report, snapshot,
+ * locks): unknown values become null, never left out (design.md "Formats").
+ * Each returns a new item the caller adds to a tree (cJSON frees it with
+ * the tree), or NULL on ENOMEM.
+ */
+#ifndef HDX_JSONOUT_H
+#define HDX_JSONOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/evidence.h"
+
+struct cJSON;
+
+struct cJSON *hdx_json_str(const char *s);   /* NULL → null */
+struct cJSON *hdx_json_int(long long v);     /* HDX_UNKNOWN → null */
+struct cJSON *hdx_json_bool(int v);          /* HDX_UNKNOWN → null, else true/false */
+struct cJSON *hdx_json_char(char c);         /* 0 → null, else a one-letter string (a state) */
+struct cJSON *hdx_json_hex(uint64_t v);      /* "0x1f" */
+/* ns since the epoch (CLOCK_REALTIME) as RFC 3339 UTC, with nanoseconds when
+ * `nanos` ("2026-11-29T18:40:27.000123456Z") else whole seconds; HDX_UNKNOWN → null. */
+struct cJSON *hdx_json_time(int64_t ns, int nanos);
+
+/* A frame as design.md's `frame` object ("kind", "function", "file", "line",
+ * "module", "offset", "pc", "locals"). */
+struct cJSON *hdx_json_frame(const hdx_frame *f);
+/* A frame's "locals": an object {name: value} (values as design.md's frame; an int
+ * beyond ±2^53 as {"int": "digits"}, a float a JSON number would not give back as
+ * {"float": "repr"}, another object as {"type": name}), or null when f has none. */
+struct cJSON *hdx_json_locals(const hdx_frame *f);
+/* The process groups of ev as an array of {"name", "desc", "role", "ranks" (global, by group
+ * rank), "default"} (docs/design.md "Formats"), or NULL on ENOMEM. */
+struct cJSON *hdx_json_pgroups(const hdx_evidence *ev);
+/* An array of n frames, innermost first. */
+struct cJSON *hdx_json_frames(const hdx_frame *frames, size_t n);
+
+/*
+ * j as JSON text (cJSON_Print when formatted, else cJSON_PrintUnformatted), valid UTF-8 as
+ * RFC 8259 wants: a byte of a string that is no valid UTF-8 (a command line, a path or a
+ * thread name in another encoding) is written as \u00XX (the byte read as Latin-1). Heap
+ * string (free), or NULL on ENOMEM.
+ */
+char *hdx_json_print(const struct cJSON *j, int formatted);
+
+#endif

@@ -1,0 +1,224 @@
+/* Bulk memory with interned strings (pool.h). */
+#include "model/pool.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCK_MIN (64u * 1024)
+#define ALIGN 16u
+
+struct block {
+    struct block *next;
+    size_t size, used; /* bytes of data[] */
+    _Alignas(16) unsigned char data[];
+};
+
+struct hdx_pool {
+    struct block *blocks; /* the current block first */
+    size_t total;
+    /* Interned strings: open addressing, a power-of-two number of slots. */
+    char **slots;
+    uint64_t *hashes;
+    size_t *lens;
+    size_t cap, count;
+};
+
+hdx_pool *hdx_pool_new(void)
+{
+    return calloc(1, sizeof(hdx_pool));
+}
+
+static atomic_ulong epoch;
+
+unsigned long hdx_pool_epoch(void)
+{
+    return atomic_load_explicit(&epoch, memory_order_acquire);
+}
+
+static void free_blocks(struct block *b)
+{
+    if (b)
+        atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
+    while (b) {
+        struct block *next = b->next;
+        free(b);
+        b = next;
+    }
+}
+
+void hdx_pool_free(hdx_pool *pool)
+{
+    if (!pool)
+        return;
+    free_blocks(pool->blocks);
+    free(pool->slots);
+    free(pool->hashes);
+    free(pool->lens);
+    free(pool);
+}
+
+void *hdx_pool_alloc(hdx_pool *pool, size_t size)
+{
+    size_t need = (size + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    if (need < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (!need)
+        need = ALIGN;
+    struct block *b = pool->blocks;
+    if (!b || b->size - b->used < need) {
+        /* Blocks grow with the pool (1/8 of it), so a big pool needs few of them. */
+        size_t bs = pool->total / 8 > BLOCK_MIN ? pool->total / 8 : BLOCK_MIN;
+        if (bs < need)
+            bs = need;
+        if (bs > SIZE_MAX - sizeof *b) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        struct block *nb = malloc(sizeof *nb + bs);
+        if (!nb)
+            return NULL;
+        nb->size = bs;
+        nb->used = 0;
+        /* A large single allocation goes behind the current block, which keeps its room. */
+        if (b && need > BLOCK_MIN && b->size - b->used >= BLOCK_MIN / 4) {
+            nb->next = b->next;
+            b->next = nb;
+        } else {
+            nb->next = b;
+            pool->blocks = nb;
+        }
+        pool->total += bs;
+        b = nb;
+    }
+    void *p = b->data + b->used;
+    b->used += need;
+    return p;
+}
+
+static uint64_t hash_bytes(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int grow_table(hdx_pool *pool)
+{
+    size_t cap = pool->cap ? pool->cap * 2 : 256;
+    char **slots = calloc(cap, sizeof *slots);
+    uint64_t *hashes = malloc(cap * sizeof *hashes);
+    size_t *lens = malloc(cap * sizeof *lens);
+    if (!slots || !hashes || !lens) {
+        free(slots);
+        free(hashes);
+        free(lens);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < pool->cap; i++) {
+        if (!pool->slots[i])
+            continue;
+        size_t k = pool->hashes[i] & (cap - 1);
+        while (slots[k])
+            k = (k + 1) & (cap - 1);
+        slots[k] = pool->slots[i];
+        hashes[k] = pool->hashes[i];
+        lens[k] = pool->lens[i];
+    }
+    free(pool->slots);
+    free(pool->hashes);
+    free(pool->lens);
+    pool->slots = slots;
+    pool->hashes = hashes;
+    pool->lens = lens;
+    pool->cap = cap;
+    return 0;
+}
+
+char *hdx_pool_intern(hdx_pool *pool, const char *s, size_t len)
+{
+    if ((pool->count + 1) * 2 > pool->cap && grow_table(pool) < 0) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    uint64_t h = hash_bytes(s, len);
+    size_t k = h & (pool->cap - 1);
+    for (; pool->slots[k]; k = (k + 1) & (pool->cap - 1))
+        if (pool->hashes[k] == h && pool->lens[k] == len && !memcmp(pool->slots[k], s, len))
+            return pool->slots[k];
+    char *copy = hdx_pool_alloc(pool, len + 1);
+    if (!copy)
+        return NULL;
+    memcpy(copy, s, len);
+    copy[len] = 0;
+    pool->slots[k] = copy;
+    pool->hashes[k] = h;
+    pool->lens[k] = len;
+    pool->count++;
+    return copy;
+}
+
+void hdx_pool_absorb(hdx_pool *dst, hdx_pool *src)
+{
+    if (!dst || !src || dst == src || !src->blocks)
+        return;
+    /* src's blocks go behind dst's current one: dst keeps allocating where it was. */
+    struct block *last = src->blocks;
+    while (last->next)
+        last = last->next;
+    if (dst->blocks) {
+        last->next = dst->blocks->next;
+        dst->blocks->next = src->blocks;
+    } else {
+        dst->blocks = src->blocks;
+    }
+    dst->total += src->total;
+    src->blocks = NULL;
+    src->total = 0;
+    free(src->slots);
+    free(src->hashes);
+    free(src->lens);
+    src->slots = NULL;
+    src->hashes = NULL;
+    src->lens = NULL;
+    src->cap = src->count = 0;
+}
+
+size_t hdx_pool_size(const hdx_pool *pool)
+{
+    return pool ? pool->total : 0;
+}
+
+void hdx_pool_reset(hdx_pool *pool)
+{
+    if (!pool)
+        return;
+    struct block *keep = NULL, **link = &pool->blocks;
+    for (struct block *b = pool->blocks; b; b = b->next)
+        if (!keep || b->size > keep->size)
+            keep = b;
+    while (*link) {
+        struct block *b = *link;
+        if (b == keep) {
+            link = &b->next;
+            continue;
+        }
+        *link = b->next;
+        atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
+        free(b);
+    }
+    if (keep) {
+        keep->next = NULL;
+        keep->used = 0; /* reused: what it held is gone */
+        atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
+    }
+    pool->total = keep ? keep->size : 0;
+    if (pool->slots)
+        memset(pool->slots, 0, pool->cap * sizeof *pool->slots);
+    pool->count = 0;
+}

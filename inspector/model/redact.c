@@ -1,0 +1,211 @@
+#include "model/redact.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hangdx/trace.h"
+#include "model/util.h"
+
+#define MIN_SECRET 6
+
+static const char *const allowed_names[] = {HDX_TRACE_ENV_NAMES};
+
+static int is_allowed(const char *name, size_t len)
+{
+    for (size_t i = 0; allowed_names[i]; i++)
+        if (strlen(allowed_names[i]) == len && !memcmp(allowed_names[i], name, len))
+            return 1;
+    return 0;
+}
+
+struct secret {
+    char *label;  /* "$NAME" (an environment variable) or "--option" (the command line); heap */
+    char *value;  /* heap */
+    int inside;   /* also looked for inside longer strings ("Bearer <token>") */
+};
+
+/* Names that say their value is a secret: its copies inside longer strings are redacted too.
+ * Other values only where a string is exactly the value: a word such as a conda environment's
+ * name also appears in paths that the classifier needs (a build directory). name: upper case. */
+static int secret_name(const char *name)
+{
+    static const char *const words[] = {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "KEY", "CREDENTIAL",
+                                        "AUTH", "COOKIE", "SESSION", "PRIVATE", "SIGNATURE", "SAS", NULL};
+    for (size_t i = 0; words[i]; i++)
+        if (strstr(name, words[i]))
+            return 1;
+    return 0;
+}
+
+/* secret_name() of an identifier in any case ("--hf-token", "api_key", "password"): the first
+ * len bytes of s, '-' read as '_'. */
+static int secret_identifier(const char *s, size_t len)
+{
+    char name[64];
+    if (len >= sizeof name)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        name[i] = s[i] == '-' ? '_' : (char)toupper((unsigned char)s[i]);
+    name[len] = 0;
+    return secret_name(name);
+}
+
+static int worth_hiding(const char *v, const hdx_process *p)
+{
+    size_t l = strlen(v);
+    if (l < MIN_SECRET || v[0] == '/' || strspn(v, "0123456789") == l || !strncmp(v, "<redacted", 9))
+        return 0;
+    if (!strcmp(v, hdx_hostname()))
+        return 0;
+    for (size_t i = 0; i < p->n_env; i++)
+        if (p->env[i].value && !strcmp(p->env[i].value, v))
+            return 0;
+    return 1;
+}
+
+static int add_secret(struct secret **sec, size_t *n, const char *label, size_t label_len, const char *value,
+                      int inside)
+{
+    struct secret *e = hdx_append((void **)sec, n, sizeof *e);
+    if (!e)
+        return -ENOMEM;
+    e->label = strndup(label, label_len);
+    e->value = strdup(value);
+    e->inside = inside;
+    return e->label && e->value ? 0 : -ENOMEM;
+}
+
+/* The replacement for s, or NULL when s holds no secret (or on ENOMEM, *oom set). */
+static char *redacted(const char *s, const struct secret *sec, size_t n, int *oom)
+{
+    for (size_t i = 0; s && i < n; i++) {
+        if (sec[i].inside ? !strstr(s, sec[i].value) : strcmp(s, sec[i].value) != 0)
+            continue;
+        char *r = hdx_asprintf(strcmp(s, sec[i].value) ? "<redacted: holds the value of %s>"
+                                                        : "<redacted: value of %s>",
+                               sec[i].label);
+        if (!r)
+            *oom = 1;
+        return r;
+    }
+    return NULL;
+}
+
+/* Replace *s when it holds a secret; counts in *count. */
+static void redact_string(char **s, const struct secret *sec, size_t n, int *count, int *oom)
+{
+    char *r = redacted(*s, sec, n, oom);
+    if (r) {
+        free(*s);
+        *s = r;
+        (*count)++;
+    }
+}
+
+/* String locals: those that hold a secret, and those whose name says they are one. */
+static void redact_frames(hdx_frame *f, size_t nf, const hdx_process *p, const struct secret *sec, size_t n,
+                          int *count, int *oom)
+{
+    for (size_t i = 0; i < nf; i++) {
+        if (f[i].pooled)
+            continue;
+        for (size_t j = 0; j < f[i].n_locals; j++) {
+            hdx_local *v = &f[i].locals[j];
+            if (v->kind != HDX_VAL_STR || !v->s)
+                continue;
+            redact_string(&v->s, sec, n, count, oom);
+            if (v->name && secret_identifier(v->name, strlen(v->name)) && worth_hiding(v->s, p)) {
+                char *r = strdup("<redacted: its name says it is a secret>");
+                if (!r) {
+                    *oom = 1;
+                    continue;
+                }
+                free(v->s);
+                v->s = r;
+                (*count)++;
+            }
+        }
+    }
+}
+
+/* The values of p's environment variables outside the allowed names that are worth hiding
+ * (none when /proc/PID/environ cannot be read). 0 or -ENOMEM. */
+static int env_secrets(const hdx_process *p, struct secret **sec, size_t *n)
+{
+    char path[64];
+    size_t len = 0;
+    snprintf(path, sizeof path, "/proc/%d/environ", p->pid);
+    char *buf = hdx_read_file(path, 4 << 20, &len);
+    if (!buf)
+        return errno == ENOMEM ? -ENOMEM : 0;
+    int r = 0;
+    for (size_t i = 0; i < len && r == 0;) {
+        char *kv = buf + i;
+        size_t l = strnlen(kv, len - i);
+        i += l + 1;
+        char *eq = memchr(kv, '=', l);
+        if (!eq || is_allowed(kv, (size_t)(eq - kv)) || !worth_hiding(eq + 1, p))
+            continue;
+        char label[80];
+        int ll = snprintf(label, sizeof label, "$%.*s", (int)(eq - kv), kv);
+        *eq = 0;
+        r = add_secret(sec, n, label, ll < (int)sizeof label ? (size_t)ll : sizeof label - 1, eq + 1,
+                       secret_name(kv));
+    }
+    free(buf);
+    return r;
+}
+
+/* The values of command-line options whose names say they are secrets and that no environment
+ * value covered: each is replaced, and becomes a secret looked for in the locals. */
+static int option_secrets(hdx_process *p, struct secret **sec, size_t *n, int *count)
+{
+    for (size_t i = 0; i < p->n_cmdline; i++) {
+        const char *a = p->cmdline[i];
+        if (a[0] != '-')
+            continue;
+        const char *name = a + strspn(a, "-");
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        if (!len || !secret_identifier(name, len))
+            continue;
+        size_t at = eq ? i : i + 1;
+        const char *value = eq ? eq + 1 : at < p->n_cmdline ? p->cmdline[at] : NULL;
+        if (!value || (!eq && value[0] == '-') || !worth_hiding(value, p))
+            continue;
+        size_t opt_len = eq ? (size_t)(eq - a) : strlen(a);
+        char *r = eq ? hdx_asprintf("%.*s=<redacted>", (int)opt_len, a) : hdx_asprintf("<redacted: value of %s>", a);
+        if (!r || add_secret(sec, n, a, opt_len, value, 1) < 0) {
+            free(r);
+            return -ENOMEM;
+        }
+        free(p->cmdline[at]);
+        p->cmdline[at] = r;
+        (*count)++;
+    }
+    return 0;
+}
+
+int hdx_redact_secrets(hdx_process *p)
+{
+    struct secret *sec = NULL;
+    size_t n = 0;
+    int count = 0, oom = env_secrets(p, &sec, &n) < 0;
+    for (size_t i = 0; !oom && n && i < p->n_cmdline; i++)
+        redact_string(&p->cmdline[i], sec, n, &count, &oom);
+    if (!oom && option_secrets(p, &sec, &n, &count) < 0)
+        oom = 1;
+    for (size_t t = 0; !oom && t < p->n_threads; t++) {
+        redact_frames(p->threads[t].frames, p->threads[t].n_frames, p, sec, n, &count, &oom);
+        redact_frames(p->threads[t].py_frames, p->threads[t].n_py_frames, p, sec, n, &count, &oom);
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(sec[i].label);
+        free(sec[i].value);
+    }
+    free(sec);
+    return oom ? -ENOMEM : count;
+}

@@ -1,0 +1,240 @@
+#include "model/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void *hdx_grow(void **arr, size_t *n, size_t *cap, size_t elsize)
+{
+    if (*n >= *cap) {
+        size_t ncap = *cap ? *cap * 2 : 4;
+        void *p = realloc(*arr, ncap * elsize);
+        if (!p)
+            return NULL;
+        *arr = p;
+        *cap = ncap;
+    }
+    char *e = (char *)*arr + *n * elsize;
+    memset(e, 0, elsize);
+    (*n)++;
+    return e;
+}
+
+void *hdx_append(void **arr, size_t *n, size_t elsize)
+{
+    /* capacity is implied: 0, 4, 8, 16, ... */
+    size_t cap = 0;
+    if (*n) {
+        cap = 4;
+        while (cap < *n)
+            cap *= 2;
+    }
+    return hdx_grow(arr, n, &cap, elsize);
+}
+
+char *hdx_strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+char *hdx_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    int r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    return r < 0 ? NULL : s;
+}
+
+char *hdx_read_file(const char *path, size_t max, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 4096 < max ? 4096 : max, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf)
+        goto fail;
+    for (;;) {
+        if (n == cap) {
+            if (cap >= max)
+                break;
+            size_t ncap = cap * 2 < max ? cap * 2 : max;
+            char *nb = realloc(buf, ncap + 1);
+            if (!nb)
+                goto fail;
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            goto fail;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    if (len)
+        *len = n;
+    return buf;
+fail: {
+    int e = errno;
+    free(buf);
+    close(fd);
+    errno = e;
+    return NULL;
+}
+}
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t hdx_now_ns(void) { return clock_ns(CLOCK_REALTIME); }
+int64_t hdx_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+void hdx_format_time(int64_t ns, char *buf, size_t size)
+{
+    time_t s = (time_t)(ns / 1000000000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+const char *hdx_hostname(void)
+{
+    static char host[256];
+    if (!host[0] && gethostname(host, sizeof host - 1) != 0)
+        strcpy(host, "localhost");
+    return host;
+}
+
+void hdx_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int hdx_cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+void hdx_format_ranges(int *vals, size_t n, char *buf, size_t size)
+{
+    size_t used = 0;
+    if (size)
+        buf[0] = 0;
+    if (!n)
+        return;
+    qsort(vals, n, sizeof *vals, hdx_cmp_int);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && (vals[j + 1] == vals[j] || vals[j + 1] == vals[j] + 1))
+            j++;
+        char part[32];
+        if (vals[j] == vals[i])
+            snprintf(part, sizeof part, "%s%d", used ? "," : "", vals[i]);
+        else
+            snprintf(part, sizeof part, "%s%d-%d", used ? "," : "", vals[i], vals[j]);
+        size_t len = strlen(part);
+        if (used + len + 4 >= size) {
+            if (used + 4 < size)
+                strcpy(buf + used, "...");
+            return;
+        }
+        memcpy(buf + used, part, len + 1);
+        used += len;
+        i = j + 1;
+    }
+}
+
+void hdx_format_ranges_of(const int *vals, size_t n, char *buf, size_t size)
+{
+    int *copy = malloc((n ? n : 1) * sizeof *copy);
+    if (!copy) {
+        snprintf(buf, size, "?");
+        return;
+    }
+    if (n)
+        memcpy(copy, vals, n * sizeof *copy);
+    hdx_format_ranges(copy, n, buf, size);
+    free(copy);
+}
+
+int hdx_parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int hdx_utf8_next(const char *s, uint32_t *cp)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    int n = u[0] < 0x80 ? 1 : u[0] >= 0xc2 && u[0] <= 0xdf ? 2 : u[0] >= 0xe0 && u[0] <= 0xef ? 3
+                            : u[0] >= 0xf0 && u[0] <= 0xf4 ? 4 : 0;
+    if (n == 1)
+        *cp = u[0];
+    if (n <= 1)
+        return n;
+    uint32_t c = u[0] & (0xff >> (n + 1));
+    for (int i = 1; i < n; i++) {
+        if ((u[i] & 0xc0) != 0x80)
+            return 0;
+        c = c << 6 | (u[i] & 0x3f);
+    }
+    static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < least[n] || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
+        return 0;
+    *cp = c;
+    return n;
+}
+
+const char *hdx_self_exe(void)
+{
+    static char exe[PATH_MAX];
+    if (!exe[0]) {
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n <= 0) {
+            exe[0] = 0;
+            return NULL;
+        }
+        exe[n] = 0;
+    }
+    return exe;
+}
+
+const char *hdx_self_dir(void)
+{
+    static char dir[PATH_MAX];
+    if (!dir[0]) {
+        const char *exe = hdx_self_exe();
+        const char *slash = exe ? strrchr(exe, '/') : NULL;
+        if (slash && slash > exe)
+            snprintf(dir, sizeof dir, "%.*s", (int)(slash - exe), exe);
+        else
+            strcpy(dir, slash ? "/" : ".");
+    }
+    return dir;
+}

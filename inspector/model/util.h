@@ -1,0 +1,85 @@
+/*
+ * Small helpers shared by the inspector's modules: growing arrays, reading
+ * small files, time. No module-specific logic belongs here.
+ */
+#ifndef HDX_UTIL_H
+#define HDX_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Make room for one more element in a heap array of *n elements of elsize
+ * bytes with capacity *cap, doubling as needed. The new element (index *n) is
+ * zeroed and *n is incremented. Returns a pointer to it, or NULL (errno
+ * ENOMEM) leaving the array as it was.
+ */
+void *hdx_grow(void **arr, size_t *n, size_t *cap, size_t elsize);
+
+/* Arrays that grow one element at a time without a separate capacity: the
+ * capacity is the next power of two of *n. Same contract as hdx_grow(). */
+void *hdx_append(void **arr, size_t *n, size_t elsize);
+
+/* strdup that accepts NULL (returns NULL). */
+char *hdx_strdup(const char *s);
+
+/* printf into a new heap string; NULL on ENOMEM. Caller frees. */
+char *hdx_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Read a whole (small, e.g. /proc) file into a NUL-terminated heap buffer.
+ * Stops at max bytes. *len (may be NULL) gets the byte count. Returns NULL
+ * with errno set on failure. Caller frees.
+ */
+char *hdx_read_file(const char *path, size_t max, size_t *len);
+
+/* CLOCK_REALTIME / CLOCK_MONOTONIC in nanoseconds. */
+int64_t hdx_now_ns(void);
+int64_t hdx_mono_ns(void);
+
+/* Format ns since the epoch as RFC 3339 UTC ("2026-11-29T18:40:27Z") into buf. */
+void hdx_format_time(int64_t ns, char *buf, size_t size);
+
+/* This host's name (gethostname), in a static buffer. */
+const char *hdx_hostname(void);
+
+/* The path of the running binary (readlink of /proc/self/exe, proc(5)), read once into a
+ * static buffer; NULL when it cannot be read (errno set by readlink). Not thread-safe on the
+ * first call. */
+const char *hdx_self_exe(void);
+
+/* The directory of the running binary (hdx_self_exe without its last component), static
+ * buffer; "." when the binary's path cannot be read. */
+const char *hdx_self_dir(void);
+
+/* Sleep for ms milliseconds, resuming after signals. */
+void hdx_sleep_ms(int ms);
+
+
+
+/* qsort(3) comparison of two ints, ascending. */
+int hdx_cmp_int(const void *a, const void *b);
+
+/*
+ * Format a set of integers as compact ranges, sorted and deduplicated:
+ * {8,0,1,2,3} → "0-3,8". Writes at most size bytes (NUL-terminated; a "..."
+ * suffix marks truncation). vals may be reordered.
+ */
+void hdx_format_ranges(int *vals, size_t n, char *buf, size_t size);
+
+/* The same for vals left as they are (formats a copy; vals may be NULL when n is 0). Without
+ * memory for the copy, buf gets "?". */
+void hdx_format_ranges_of(const int *vals, size_t n, char *buf, size_t size);
+
+/* Parse a whole decimal integer in [min, max] into *out. 0, or -1 when s is
+ * not one. */
+int hdx_parse_long(const char *s, long min, long max, long *out);
+
+/*
+ * The length (1 to 4 bytes) of the valid UTF-8 sequence that s starts, its code point in *cp;
+ * 0 when s starts none: a stray continuation byte, a cut or overlong sequence, a surrogate,
+ * a code point past U+10FFFF (RFC 3629). s is NUL-terminated.
+ */
+int hdx_utf8_next(const char *s, uint32_t *cp);
+
+#endif

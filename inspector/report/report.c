@@ -1,0 +1,638 @@
+/* The report: hangdx.report/1 JSON and the short text form. */
+#include "report/report.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hangdx/report.h"
+#include "classify/groups.h"
+#include "model/jsonout.h"
+#include "gather/proc.h" /* hdx_syscall_name */
+#include "formats/snapshot.h"
+#include "model/util.h"
+#include "classify/waitsfor.h"
+
+/* Most frames a group's stack or a text report shows per thread. */
+#define TEXT_FRAMES_MAX 24
+
+static cJSON *int_array(const int *v, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    return a;
+}
+
+static const char *thread_syscall(const hdx_thread *t)
+{
+    if (t->syscall == HDX_SYSCALL_RUNNING)
+        return "running";
+    return t->syscall >= 0 ? hdx_syscall_name(t->syscall) : NULL;
+}
+
+static const char *const confidence_names[] = {"low", "medium", "high"};
+
+/* The report; its "processes" array stays empty unless with_procs (hdx_report_write
+ * prints them one by one, so that a job of thousands of ranks is never one tree). */
+/* At most this many ranks in one rank's "waits_for" (with "waits_for_count" the whole number). */
+#define MAX_WAITS_FOR_JSON 1024
+
+/* The verdict's process group as {"name", "role", "ranks"}, or null. */
+static cJSON *verdict_group_json(const hdx_evidence *ev, const hdx_verdict *v)
+{
+    const hdx_pgroup *g = hdx_evidence_find_pgroup(ev, v->group);
+    if (!g)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddItemToObject(o, "name", hdx_json_str(g->name));
+    cJSON_AddItemToObject(o, "desc", hdx_json_str(g->desc));
+    cJSON_AddItemToObject(o, "role", hdx_json_str(g->role));
+    cJSON_AddItemToObject(o, "ranks", int_array(g->ranks, g->n_ranks));
+    cJSON_AddBoolToObject(o, "default", g->is_default);
+    return o;
+}
+
+/* One rank's node of the waits-for graph: what it waits in, and for whom. */
+static cJSON *wait_json(const hdx_waitsfor *g, const hdx_wf_rank *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddNumberToObject(o, "rank", r->rank);
+    cJSON_AddStringToObject(o, "kind", hdx_wf_kind_name(r->kind));
+    cJSON_AddItemToObject(o, "op", hdx_json_str(r->op));
+    cJSON_AddItemToObject(o, "group", hdx_json_str(r->pgroup >= 0 ? g->ev->pgroups[r->pgroup].name : NULL));
+    cJSON *to = cJSON_AddArrayToObject(o, "waits_for"), *mis = cJSON_AddArrayToObject(o, "mismatch");
+    size_t n = 0;
+    if (r->call >= 0) {
+        const hdx_wf_call *c = &g->calls[r->call];
+        for (size_t k = 0; k < c->n_absent; k++, n++) {
+            if (n >= MAX_WAITS_FOR_JSON)
+                continue;
+            cJSON_AddItemToArray(to, cJSON_CreateNumber(c->absent[k]));
+            const hdx_wf_rank *b = hdx_waitsfor_rank(g, c->absent[k]);
+            if (b && b->kind == HDX_WF_COLLECTIVE && b->pgroup == c->pgroup && c->kind == HDX_WF_COLLECTIVE)
+                cJSON_AddItemToArray(mis, cJSON_CreateNumber(c->absent[k]));
+        }
+    }
+    for (size_t k = 0; k < r->n_ops; k++)
+        if (!r->ops[k].matched && r->ops[k].peer != HDX_UNKNOWN && ++n)
+            cJSON_AddItemToArray(to, cJSON_CreateNumber(r->ops[k].peer));
+    if (r->kind == HDX_WF_BUILD_LOCK && r->lock_holder != HDX_UNKNOWN && ++n)
+        cJSON_AddItemToArray(to, cJSON_CreateNumber(r->lock_holder));
+    cJSON_AddNumberToObject(o, "waits_for_count", (double)n);
+    if (r->n_ops) {
+        cJSON *ops = cJSON_AddArrayToObject(o, "p2p");
+        for (size_t k = 0; ops && k < r->n_ops; k++) {
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddStringToObject(x, "op", r->ops[k].send ? "send" : "recv");
+            cJSON_AddItemToObject(x, "peer", r->ops[k].peer >= 0 ? cJSON_CreateNumber(r->ops[k].peer) : cJSON_CreateNull());
+            cJSON_AddItemToObject(x, "tag", r->ops[k].tag >= 0 ? cJSON_CreateNumber(r->ops[k].tag) : cJSON_CreateNull());
+            cJSON_AddBoolToObject(x, "matched", r->ops[k].matched);
+            cJSON_AddItemToArray(ops, x);
+        }
+    }
+    cJSON_AddItemToObject(o, "state", r->culprit ? cJSON_CreateString(hdx_wf_state_name(r->state)) : cJSON_CreateNull());
+    cJSON_AddBoolToObject(o, "culprit", r->culprit);
+    cJSON_AddItemToObject(o, "depth", r->depth >= 0 ? cJSON_CreateNumber(r->depth) : cJSON_CreateNull());
+    return o;
+}
+
+static cJSON *waits_for_json(const hdx_waitsfor *g)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && g && i < g->n_ranks; i++)
+        if (g->ranks[i].kind != HDX_WF_NONE || g->ranks[i].culprit)
+            cJSON_AddItemToArray(a, wait_json(g, &g->ranks[i]));
+    return a;
+}
+
+static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with_procs)
+{
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return NULL;
+    cJSON_AddStringToObject(r, "schema", HDX_REPORT_SCHEMA);
+    cJSON *hosts = cJSON_AddArrayToObject(r, "hosts");
+    /* Each host once, in the order met. A host's processes usually come together, so the
+     * previous process's host is checked first; the list of hosts seen is a plain array
+     * (cJSON_GetArrayItem walks the list: quadratic in the hosts for each process). */
+    const char **seen_hosts = malloc((ev->n_procs ? ev->n_procs : 1) * sizeof *seen_hosts);
+    size_t n_seen = 0;
+    if (!seen_hosts) {
+        cJSON_Delete(r);
+        return NULL;
+    }
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const char *h = ev->procs[i].host;
+        if (!h || (i > 0 && ev->procs[i - 1].host && !strcmp(ev->procs[i - 1].host, h)))
+            continue;
+        int seen = 0;
+        for (size_t j = 0; !seen && j < n_seen; j++)
+            seen = !strcmp(seen_hosts[j], h);
+        if (!seen) {
+            seen_hosts[n_seen++] = h;
+            cJSON_AddItemToArray(hosts, cJSON_CreateString(h));
+        }
+    }
+    free(seen_hosts);
+    if (!cJSON_GetArraySize(hosts) && ev->host)
+        cJSON_AddItemToArray(hosts, cJSON_CreateString(ev->host));
+    cJSON_AddItemToObject(r, "taken_at", hdx_json_time(ev->taken_ns, 0));
+
+    cJSON *vo = cJSON_AddObjectToObject(r, "verdict");
+    cJSON_AddStringToObject(vo, "class", hdx_class_name(v->cls));
+    cJSON_AddItemToObject(vo, "summary", hdx_json_str(v->summary));
+    cJSON_AddItemToObject(vo, "culprit_ranks", int_array(v->culprit_ranks, v->n_culprit_ranks));
+    cJSON_AddItemToObject(vo, "culprit_pids", int_array(v->culprit_pids, v->n_culprit_pids));
+    cJSON_AddItemToObject(vo, "missing_ranks", int_array(v->missing_ranks, v->n_missing_ranks));
+    cJSON_AddItemToObject(vo, "missing_count", v->missing_count > 0 ? cJSON_CreateNumber(v->missing_count)
+                                               : v->n_missing_ranks ? cJSON_CreateNumber((double)v->n_missing_ranks)
+                                                                    : cJSON_CreateNull());
+    cJSON_AddItemToObject(vo, "remedy", hdx_json_str(v->remedy));
+    cJSON_AddStringToObject(vo, "confidence", confidence_names[v->confidence]);
+    cJSON_AddBoolToObject(vo, "culprit_working", v->culprit_working);
+    cJSON_AddItemToObject(vo, "group", verdict_group_json(ev, v));
+
+    cJSON_AddItemToObject(r, "process_groups", hdx_json_pgroups(ev));
+    cJSON_AddItemToObject(r, "waits_for", waits_for_json(v->graph));
+
+    cJSON *locks = cJSON_AddArrayToObject(r, "locks");
+    for (size_t i = 0; i < ev->n_locks; i++)
+        cJSON_AddItemToArray(locks, hdx_snapshot_lock_json(&ev->locks[i]));
+
+    cJSON *groups = cJSON_AddArrayToObject(r, "groups");
+    hdx_group *g = NULL;
+    size_t ng = 0;
+    if (hdx_groups_make(ev, &g, &ng) == 0) {
+        for (size_t i = 0; i < ng; i++) {
+            cJSON *o = cJSON_CreateObject();
+            char ranks[256];
+            hdx_format_ranges(g[i].ranks, g[i].n_ranks, ranks, sizeof ranks);
+            cJSON_AddItemToObject(o, "ranks", g[i].n_ranks ? cJSON_CreateString(ranks) : cJSON_CreateNull());
+            cJSON_AddItemToObject(o, "pids", int_array(g[i].pids, g[i].n_pids));
+            cJSON_AddNumberToObject(o, "count", (double)g[i].n_pids);
+            cJSON_AddItemToObject(o, "wait", hdx_json_str(g[i].key->wait));
+            cJSON_AddItemToObject(o, "diverges_at", g[i].diverges_at >= 0
+                                                        ? hdx_json_frame(&g[i].key->frames[g[i].diverges_at])
+                                                        : cJSON_CreateNull());
+            cJSON_AddItemToObject(o, "stack", hdx_json_frames(g[i].key->frames, g[i].key->n_frames));
+            cJSON_AddItemToArray(groups, o);
+        }
+    }
+    hdx_groups_free(g, ng);
+
+    cJSON *procs = cJSON_AddArrayToObject(r, "processes");
+    for (size_t i = 0; with_procs && i < ev->n_procs; i++)
+        cJSON_AddItemToArray(procs, hdx_snapshot_process_json(&ev->procs[i]));
+    cJSON *notes = cJSON_AddArrayToObject(r, "notes");
+    for (size_t i = 0; i < ev->n_notes; i++)
+        cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
+    return r;
+}
+
+cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
+{
+    return report_json(ev, v, 1);
+}
+
+/* Where the empty "processes" array of report_json(.., 0) is in its cJSON_Print text:
+ * a key at depth 1 starts a line, so a string value cannot hold this. */
+#define PROCS_EMPTY "\n\t\"processes\":\t[]"
+
+/* s (cJSON_Print of an object) as the element of an array at depth 2: each line after
+ * the first indented by two more tabs. 0 or -EIO. */
+static int put_indented(FILE *f, const char *s)
+{
+    /* One write of the re-indented copy: a line at a time was ~20 % of a large report. */
+    size_t len = 0, lines = 0;
+    for (; s[len]; len++) /* lines are short: a plain loop beats a memchr per line */
+        lines += s[len] == '\n';
+    char *out = malloc(len + 2 * lines + 1), *w = out;
+    if (!out) { /* the slow way, without memory */
+        for (const char *nl; (nl = strchr(s, '\n')); s = nl + 1)
+            if (fwrite(s, 1, (size_t)(nl - s), f) != (size_t)(nl - s) || fputs("\n\t\t", f) < 0)
+                return -EIO;
+        return fputs(s, f) < 0 ? -EIO : 0;
+    }
+    for (const char *q = s; *q; q++) {
+        *w++ = *q;
+        if (*q == '\n') {
+            *w++ = '\t';
+            *w++ = '\t';
+        }
+    }
+    int rc = fwrite(out, 1, (size_t)(w - out), f) == (size_t)(w - out) ? 0 : -EIO;
+    free(out);
+    return rc;
+}
+
+/* The JSON report, byte for byte cJSON_Print(hdx_report_json(ev, v)) (through hdx_json_print), printed one
+ * process at a time: the whole tree of 8192 ranks' stacks took ~5 GB. 0 or -errno. */
+static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
+{
+    cJSON *r = report_json(ev, v, 0);
+    char *s = r ? hdx_json_print(r, 1) : NULL;
+    cJSON_Delete(r);
+    if (!s)
+        return -ENOMEM;
+    int rc = 0;
+    char *at = strstr(s, PROCS_EMPTY);
+    if (!at) { /* cannot happen: print it whole */
+        free(s);
+        r = hdx_report_json(ev, v);
+        s = r ? hdx_json_print(r, 1) : NULL;
+        cJSON_Delete(r);
+        rc = !s ? -ENOMEM : fprintf(f, "%s\n", s) < 0 ? -EIO : 0;
+        free(s);
+        return rc;
+    }
+    size_t head = (size_t)(at - s) + strlen(PROCS_EMPTY) - 1; /* up to and with the '[' */
+    if (fwrite(s, 1, head, f) != head)
+        rc = -EIO;
+    /* Frames that ranks share (loaded from snapshots) are printed once: snapshot.h. */
+    hdx_frame_text_cache *cache = hdx_frame_text_cache_new();
+    for (size_t i = 0; !rc && i < ev->n_procs; i++) {
+        cJSON *p = hdx_snapshot_process_json_printed(&ev->procs[i], cache);
+        char *ps = p ? hdx_json_print(p, 1) : NULL;
+        cJSON_Delete(p);
+        if (!ps)
+            rc = -ENOMEM;
+        else if ((i && fputs(", ", f) < 0) || put_indented(f, ps) < 0)
+            rc = -EIO;
+        free(ps);
+    }
+    hdx_frame_text_cache_free(cache);
+    if (!rc && fprintf(f, "%s\n", s + head) < 0)
+        rc = -EIO;
+    free(s);
+    return rc;
+}
+
+/* Code points a terminal acts on: the C1 controls, and the marks that reorder text
+ * (Unicode bidirectional formatting: a right-to-left override hides what follows). */
+static int acting_code_point(uint32_t cp)
+{
+    return (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
+           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+void hdx_report_put_text(FILE *f, const char *s)
+{
+    while (*s) {
+        unsigned char c = (unsigned char)*s;
+        uint32_t cp = 0;
+        int n = c >= 0x80 ? hdx_utf8_next(s, &cp) : 1;
+        if (c >= 0x20 && c < 0x7f)
+            fputc(c, f);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c == '\r')
+            fputs("\\r", f);
+        else if (c < 0x80 || n == 0)
+            fprintf(f, "\\x%02x", c); /* a control byte, or no valid UTF-8 */
+        else if (acting_code_point(cp))
+            fprintf(f, "\\u%04x", (unsigned)cp);
+        else
+            fwrite(s, 1, (size_t)n, f);
+        s += n ? n : 1;
+    }
+}
+
+/* hdx_report_put_text between prefix and suffix (plain text of ours). */
+static void put_field(FILE *f, const char *prefix, const char *s, const char *suffix)
+{
+    fputs(prefix, f);
+    hdx_report_put_text(f, s);
+    fputs(suffix, f);
+}
+
+/* A pid or TID as text: "?" when unknown (a stack dump that names none). buf: 16 bytes. */
+static const char *id_text(int id, char *buf)
+{
+    if (id < 0)
+        return "?";
+    snprintf(buf, 16, "%d", id);
+    return buf;
+}
+
+/* "rank 1 pid 123" / "pid 123", with " on node3" when host is given (a multi-host job). */
+static void text_who(FILE *f, int pid, int rank, const char *host)
+{
+    char id[16];
+    if (rank >= 0)
+        fprintf(f, "rank %d pid %s", rank, id_text(pid, id));
+    else
+        fprintf(f, "pid %s", id_text(pid, id));
+    if (host)
+        put_field(f, " on ", host, "");
+}
+
+static void text_frame(FILE *f, size_t i, const hdx_frame *fr)
+{
+    const char *mod = fr->module ? strrchr(fr->module, '/') : NULL;
+    fprintf(f, "      #%-2zu ", i);
+    hdx_report_put_text(f, fr->function ? fr->function : "??");
+    if (fr->file && fr->line > 0) {
+        put_field(f, " (", fr->file, "");
+        fprintf(f, ":%d)", fr->line);
+    }
+    if (fr->kind == HDX_FRAME_NATIVE && (fr->module || fr->offset)) { /* a foreign dump may have neither */
+        put_field(f, " [", mod ? mod + 1 : (fr->module ? fr->module : "?"), "");
+        fprintf(f, "+0x%llx]", (unsigned long long)fr->offset);
+    }
+    fputc('\n', f);
+    for (size_t j = 0; j < fr->n_locals; j++) {
+        const hdx_local *v = &fr->locals[j];
+        put_field(f, j ? ", " : "          ", v->name, "=");
+        switch (v->kind) {
+        case HDX_VAL_NONE: fprintf(f, "None"); break;
+        case HDX_VAL_BOOL: fprintf(f, "%s", v->i ? "True" : "False"); break;
+        case HDX_VAL_INT: fprintf(f, "%lld", v->i); break;
+        case HDX_VAL_FLOAT: { /* as Python shows a float: 1.0, not 1 */
+            char num[40];
+            snprintf(num, sizeof num, "%g", v->f);
+            fprintf(f, "%s%s", num, num[strspn(num, "-0123456789")] ? "" : ".0");
+            break;
+        }
+        case HDX_VAL_STR: put_field(f, "'", v->s ? v->s : "", "'"); break;
+        case HDX_VAL_OTHER: put_field(f, "<", v->s ? v->s : "?", ">"); break;
+        }
+        if (j + 1 == fr->n_locals)
+            fputc('\n', f);
+    }
+}
+
+/* "(no stack...)" for a thread without frames: why, and what /proc still tells of it. */
+static void text_no_stack(FILE *f, const hdx_thread *t, const char *none)
+{
+    const char *why = t->stack_error == -ESRCH       ? "the thread ended while being read"
+                      : t->stack_error == -ETIMEDOUT ? "it did not stop"
+                      : t->stack_error == -EPERM     ? "ptrace not permitted"
+                      : t->stack_error == -EBUSY     ? "another tracer holds it"
+                      : t->stack_error               ? "it could not be read"
+                                                     : none;
+    fprintf(f, "      (no stack: %s; state %c, wchan %s", why, t->state ? t->state : '?',
+            t->wchan ? t->wchan : "unknown");
+    const char *sc = thread_syscall(t);
+    if (sc)
+        fprintf(f, ", %s%s", strcmp(sc, "running") ? "in " : "", sc);
+    fprintf(f, ")\n");
+}
+
+static void text_frames(FILE *f, const hdx_frame *frames, size_t n, size_t max)
+{
+    for (size_t j = 0; j < n && j < max; j++)
+        text_frame(f, j, &frames[j]);
+    if (n > max)
+        fprintf(f, "      ... %zu more frames\n", n - max);
+}
+
+int hdx_report_threads_text(FILE *f, const hdx_process *p)
+{
+    fprintf(f, "process %d", p->pid);
+    if (p->rank >= 0)
+        fprintf(f, " (rank %d)", p->rank);
+    fprintf(f, ":");
+    for (size_t j = 0; j < p->n_cmdline && j < 8; j++)
+        put_field(f, " ", p->cmdline[j], "");
+    fprintf(f, "\n  Python %s, threads stopped %lld us in all\n",
+            p->python                                                  ? p->python
+            : p->read_error == -EACCES || p->read_error == -EPERM ? "not readable (another user's process)"
+                                                                       : "not found",
+            (long long)(p->stopped_us == HDX_UNKNOWN ? 0 : p->stopped_us));
+    for (size_t i = 0; i < p->n_threads; i++) {
+        const hdx_thread *t = &p->threads[i];
+        const char *sc = thread_syscall(t);
+        char id[16];
+        fprintf(f, "  thread %s ", id_text(t->tid, id));
+        put_field(f, "(", t->name ? t->name : "?", ") ");
+        fprintf(f, "%c%s%s%s\n", t->state ? t->state : '?', sc ? ", in " : "", sc ? sc : "",
+                t->unmerged ? ", native and Python stacks not merged" : "");
+        text_frames(f, t->frames, t->n_frames, SIZE_MAX);
+        if (!t->n_frames)
+            text_no_stack(f, t, "none was taken");
+        if (t->unmerged) {
+            fprintf(f, "    Python frames:\n");
+            text_frames(f, t->py_frames, t->n_py_frames, SIZE_MAX);
+        }
+    }
+    return ferror(f) ? -EIO : 0;
+}
+
+/* The process groups in a few lines whatever their number: how many of each role (or
+ * plain groups) and of which sizes, then the group of the hang. */
+static void text_pgroups(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
+{
+    fprintf(f, "\nprocess groups:");
+    char *told = calloc(ev->n_pgroups, 1);
+    for (size_t i = 0; told && i < ev->n_pgroups; i++) {
+        if (told[i])
+            continue;
+        const hdx_pgroup *a = &ev->pgroups[i];
+        size_t n = 0, min = a->n_ranks, max = a->n_ranks;
+        for (size_t k = i; k < ev->n_pgroups; k++) {
+            const hdx_pgroup *b = &ev->pgroups[k];
+            if (told[k] || b->is_default != a->is_default || !!a->role != !!b->role || (a->role && strcmp(a->role, b->role)))
+                continue;
+            told[k] = 1;
+            n++;
+            min = b->n_ranks < min ? b->n_ranks : min;
+            max = b->n_ranks > max ? b->n_ranks : max;
+        }
+        const char *what = a->is_default ? "world" : a->role ? hdx_pgroup_role_label(a->role) : "other";
+        if (min == max)
+            fprintf(f, "%s %zu %s (%zu rank%s%s)", i ? "," : "", n, what, min, min == 1 ? "" : "s", n > 1 ? " each" : "");
+        else
+            fprintf(f, "%s %zu %s (%zu to %zu ranks)", i ? "," : "", n, what, min, max);
+    }
+    free(told);
+    fputc('\n', f);
+    const hdx_pgroup *g = hdx_evidence_find_pgroup(ev, v->group);
+    if (g) {
+        char text[256], ranks[256];
+        hdx_pgroup_text(ev, (int)(g - ev->pgroups), text, sizeof text);
+        hdx_format_ranges_of(g->ranks, g->n_ranks, ranks, sizeof ranks);
+        put_field(f, "  the hang is in ", text, "");
+        put_field(f, " (torch's name ", g->name, "");
+        fprintf(f, ", ranks %s)\n", ranks);
+    }
+}
+
+int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
+{
+    int hosts = hdx_evidence_multi_host(ev); /* then each pid is named with its host */
+    fprintf(f, "verdict: %s (confidence %s)\n", hdx_class_name(v->cls), confidence_names[v->confidence]);
+    if (v->summary)
+        put_field(f, "  ", v->summary, "\n");
+    if (v->n_culprit_ranks || v->n_culprit_pids) {
+        char buf[256];
+        int *tmp = malloc((v->n_culprit_ranks + 1) * sizeof *tmp);
+        if (tmp && v->n_culprit_ranks) {
+            memcpy(tmp, v->culprit_ranks, v->n_culprit_ranks * sizeof *tmp);
+            hdx_format_ranges(tmp, v->n_culprit_ranks, buf, sizeof buf);
+            fprintf(f, "  culprit ranks: %s\n", buf);
+        }
+        free(tmp);
+        if (v->n_culprit_pids) {
+            fprintf(f, "  culprit pids:");
+            for (size_t i = 0; i < v->n_culprit_pids; i++)
+                fprintf(f, " %d", v->culprit_pids[i]);
+            fputc('\n', f);
+        }
+    }
+    if (v->remedy)
+        put_field(f, "remedy: ", v->remedy, "\n");
+
+    if (ev->n_pgroups)
+        text_pgroups(f, ev, v);
+
+    if (ev->n_locks)
+        fprintf(f, "\nlocks:\n");
+    for (size_t i = 0; i < ev->n_locks; i++) {
+        const hdx_lock *l = &ev->locks[i];
+        char when[40] = "";
+        put_field(f, "  ", l->path, "");
+        fprintf(f, "  %s, %s", hdx_lock_kind_name(l->kind), hdx_lock_state_name(l->state));
+        if (l->holder_pid != HDX_UNKNOWN)
+            fprintf(f, ", held by pid %d", l->holder_pid);
+        if (l->has_creator) {
+            fprintf(f, ", created by ");
+            text_who(f, l->creator_pid, l->creator_rank, NULL);
+            fprintf(f, " (%s)", l->creator_alive == 1 ? "alive" : l->creator_alive == 0 ? "gone" : "alive?");
+            if (l->created_ns != HDX_UNKNOWN) {
+                hdx_format_time(l->created_ns, when, sizeof when);
+                fprintf(f, " at %s", when);
+            }
+        } else if (l->kind == HDX_LOCK_BATON) {
+            fprintf(f, ", creator unknown");
+            if (l->mtime_ns != HDX_UNKNOWN) {
+                hdx_format_time(l->mtime_ns, when, sizeof when);
+                fprintf(f, " (file written %s)", when);
+            }
+        }
+        if (l->source && !strcmp(l->source, "well-known place") && !l->n_waiters &&
+            l->holder_pid == HDX_UNKNOWN && !l->has_creator)
+            fprintf(f, " [found in a build directory near the processes (cwd, script directory, "
+                       "torch_extensions); none of them is known to use it]");
+        else if (l->source)
+            fprintf(f, " [found by %s]", l->source);
+        fputc('\n', f);
+        for (size_t j = 0; j < l->n_waiters; j++) {
+            fprintf(f, "    waiter: ");
+            text_who(f, l->waiters[j].pid, l->waiters[j].rank, hosts ? l->waiters[j].host : NULL);
+            if (l->waiters[j].how)
+                put_field(f, ", ", l->waiters[j].how, "");
+            if (l->waiters[j].since_ns != HDX_UNKNOWN) {
+                hdx_format_time(l->waiters[j].since_ns, when, sizeof when);
+                fprintf(f, ", since %s", when);
+            }
+            fputc('\n', f);
+        }
+    }
+
+    fprintf(f, "\nprocesses:\n");
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        fprintf(f, "  ");
+        text_who(f, p->pid, p->rank, hosts ? p->host : NULL);
+        fprintf(f, "  %c  cpu %.0f ms%s", p->state ? p->state : '?', p->cpu_ms,
+                p->progressing == 1 ? " (progressing)" : p->progressing == 0 ? " (no progress)" : "");
+        if (p->stopped_us != HDX_UNKNOWN) /* not its state: how long hangdx kept its threads stopped */
+            fprintf(f, "  hangdx held it %lld us", (long long)p->stopped_us);
+        if (p->alive == 0)
+            fprintf(f, "  gone");
+        if (p->set_aside)
+            fprintf(f, "  (another job: not judged)");
+        else if (p->rank >= 0 && !p->is_rank_process)
+            fprintf(f, "  (%s of rank %d, not the rank)", hdx_process_part(ev, p), p->rank);
+        fprintf(f, "  ");
+        for (size_t j = 0; j < p->n_cmdline && j < 6; j++)
+            put_field(f, j ? " " : "", p->cmdline[j], "");
+        if (p->n_cmdline > 6)
+            fprintf(f, " ...");
+        fputc('\n', f);
+        /* No stack of it could be read (another user's, another tracer's): its threads as /proc shows them. */
+        size_t with_frames = 0;
+        for (size_t j = 0; j < p->n_threads; j++)
+            with_frames += p->threads[j].n_frames > 0;
+        for (size_t j = 0; !with_frames && j < p->n_threads && j < 32; j++) {
+            const hdx_thread *t = &p->threads[j];
+            const char *sc = thread_syscall(t);
+            char id[16];
+            fprintf(f, "    thread %s ", id_text(t->tid, id));
+            put_field(f, "(", t->name ? t->name : "?", ") ");
+            fprintf(f, "%c, wchan %s%s%s\n", t->state ? t->state : '?', t->wchan ? t->wchan : "unknown", sc ? ", " : "",
+                    sc ? sc : "");
+        }
+        if (!with_frames && p->n_threads > 32)
+            fprintf(f, "    ... %zu more threads\n", p->n_threads - 32);
+    }
+
+    hdx_group *g = NULL;
+    size_t ng = 0;
+    if (hdx_groups_make(ev, &g, &ng) == 0 && ng) {
+        fprintf(f, "\nstacks, grouped (the thread that waits, else the main thread):\n");
+        for (size_t i = 0; i < ng; i++) {
+            char ranks[256] = "";
+            hdx_format_ranges(g[i].ranks, g[i].n_ranks, ranks, sizeof ranks);
+            fprintf(f, "  %zu process%s", g[i].n_pids, g[i].n_pids == 1 ? "" : "es");
+            if (g[i].n_ranks)
+                fprintf(f, ", ranks %s", ranks);
+            fprintf(f, ", pids");
+            char id[16];
+            for (size_t j = 0; j < g[i].n_pids && j < 8; j++)
+                fprintf(f, " %s", id_text(g[i].pids[j], id));
+            const hdx_thread *t = g[i].key;
+            fprintf(f, "; thread %s ", id_text(t->tid, id));
+            put_field(f, "(", t->name ? t->name : "?", ")");
+            fprintf(f, "%s%s\n", t->wait ? " " : ", ", t->wait ? t->wait : "no known wait");
+            if (g[i].diverges_at >= 0) {
+                fprintf(f, "      leaves the largest group at #%ld ", g[i].diverges_at);
+                put_field(f, "", t->frames[g[i].diverges_at].function ? t->frames[g[i].diverges_at].function : "??",
+                          "\n");
+            }
+            text_frames(f, t->frames, t->n_frames, TEXT_FRAMES_MAX);
+            if (!t->n_frames)
+                text_no_stack(f, t, "none was taken");
+            if (t->unmerged) {
+                fprintf(f, "      Python frames (not merged: the native eval frames and the Python activations differ in number):\n");
+                text_frames(f, t->py_frames, t->n_py_frames, TEXT_FRAMES_MAX);
+            }
+        }
+    }
+    hdx_groups_free(g, ng);
+
+    if (ev->n_notes) {
+        fprintf(f, "\nnotes:\n");
+        for (size_t i = 0; i < ev->n_notes; i++)
+            put_field(f, "  - ", ev->notes[i], "\n");
+    }
+    return ferror(f) ? -EIO : 0;
+}
+
+int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, int json, const char *path)
+{
+    int to_stdout = !path || !strcmp(path, "-");
+    FILE *f = to_stdout ? stdout : fopen(path, "w");
+    if (!f)
+        return -errno;
+    int rc = 0;
+    if (json) {
+        rc = report_json_write(f, ev, v);
+    } else {
+        rc = hdx_report_text(f, ev, v);
+    }
+    if (to_stdout)
+        fflush(f);
+    else if (fclose(f) != 0 && !rc)
+        rc = -errno;
+    return rc;
+}
