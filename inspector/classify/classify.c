@@ -547,6 +547,34 @@ static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
     return hdx_cls_set_text(&v->summary, "the processes are making progress (CPU time grows): %s", busy);
 }
 
+/* Every live rank (every live process when none has a rank) frozen by the cgroup freezer:
+ * the job is suspended (a scheduler's or a person's freeze), not hung; -ENOMEM, 1, or 0. */
+static int verdict_frozen(const hdx_evidence *ev, hdx_verdict *v)
+{
+    int any_rank = 0, frozen = 0;
+    for (size_t i = 0; i < ev->n_procs; i++)
+        any_rank |= ev->procs[i].is_rank_process;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        if ((any_rank && !p->is_rank_process) || p->alive == 0 || p->set_aside)
+            continue;
+        if (p->frozen != 1)
+            return 0;
+        frozen++;
+    }
+    if (!frozen)
+        return 0;
+    v->cls = HDX_CLASS_NOT_HUNG;
+    v->confidence = HDX_CONF_HIGH;
+    if (hdx_cls_set_text(&v->remedy, "thaw the cgroup (cgroup v2: echo 0 > cgroup.freeze; v1: echo THAWED > "
+                                     "freezer.state; Slurm: scontrol resume JOBID), and the job goes on"))
+        return -ENOMEM;
+    return hdx_cls_set_text(&v->summary, "every %s (%d) is frozen by its cgroup's freezer: the job is suspended, "
+                                         "not hung",
+                            any_rank ? "rank process" : "process", frozen)
+               ? -ENOMEM : 1;
+}
+
 /* The rules on stacks and CPU samples: 1 when one decided v, 0 when none did, -ENOMEM. */
 static int stack_rules(const hdx_evidence *ev, hdx_verdict *v, int any_progress)
 {
@@ -583,6 +611,9 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
         any_progress |= p->progressing == 1 && !p->set_aside;
     }
 
+    int fr = verdict_frozen(ev, v);
+    if (fr)
+        return fr < 0 ? fr : 0;
     const hdx_lock *l = deciding_lock(ev);
     if (l) {
         int rc = l->state == HDX_LOCK_STALE ? verdict_stale(ev, l, v) : verdict_held(ev, l, v);

@@ -117,7 +117,9 @@ static const char *env_of(const job *j, const char *name)
 static size_t tell_where(const job *j, const rank_view *r, char *buf, size_t size)
 {
     char where[256];
-    if (r->p->state == 'T' || r->p->state == 't' || waits_in(r, "stopped"))
+    if (r->p->frozen == 1)
+        snprintf(where, sizeof where, "frozen (cgroup freezer)");
+    else if (r->p->state == 'T' || r->p->state == 't' || waits_in(r, "stopped"))
         snprintf(where, sizeof where, "stopped (state T)");
     else {
         char at[240];
@@ -518,6 +520,9 @@ static void doing(const hdx_waitsfor *g, const hdx_wf_rank *r, char *buf, size_t
             snprintf(buf, size, "it runs a build in %s", where);
         break;
     case HDX_WF_STOPPED: snprintf(buf, size, "it is stopped (state T)"); break;
+    case HDX_WF_FROZEN:
+        snprintf(buf, size, "it is frozen by its cgroup's freezer (a suspended job): thaw it, and it goes on");
+        break;
     case HDX_WF_DSTATE: snprintf(buf, size, "it is in uninterruptible sleep (state D) in %s", where); break;
     case HDX_WF_GONE: snprintf(buf, size, "its process is gone (it exited or was killed)"); break;
     case HDX_WF_MISSING:

@@ -22,8 +22,8 @@ const char *hdx_wf_kind_name(enum hdx_wf_kind k)
 
 const char *hdx_wf_state_name(enum hdx_wf_state s)
 {
-    static const char *const names[] = {"waiting", "asleep",  "computing", "building",    "stopped",
-                                        "in D state", "gone", "missing",   "unknown peer"};
+    static const char *const names[] = {"waiting",    "asleep", "computing", "building",    "stopped", "frozen",
+                                        "in D state", "gone",   "missing",   "unknown peer"};
     return (unsigned)s <= HDX_WF_UNKNOWN_PEER ? names[s] : "waiting";
 }
 
@@ -296,9 +296,10 @@ static void plain_op(const hdx_evidence *ev, hdx_wf_rank *r)
     add_op(r, send, peer, tag);
 }
 
+/* Stopped by a signal or frozen by the cgroup freezer: it waits on whoever did it. */
 static int is_stopped(const hdx_process *p, const hdx_thread *t)
 {
-    return p->state == 'T' || p->state == 't' || (t && t->wait && !strcmp(t->wait, "stopped"));
+    return p->state == 'T' || p->state == 't' || p->frozen == 1 || (t && t->wait && !strcmp(t->wait, "stopped"));
 }
 
 /* The rank of the process holding the lock r's process waits on, or HDX_UNKNOWN. */
@@ -599,6 +600,8 @@ static enum hdx_wf_state root_state(const hdx_evidence *ev, hdx_wf_rank *r)
         return HDX_WF_MISSING;
     if (p->alive == 0)
         return HDX_WF_GONE;
+    if (p->frozen == 1)
+        return HDX_WF_FROZEN;
     if (is_stopped(p, r->t))
         return HDX_WF_STOPPED;
     if (p->state == 'D' || (r->t && r->t->state == 'D'))

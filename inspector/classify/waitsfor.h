@@ -41,6 +41,7 @@ enum hdx_wf_state {
     HDX_WF_COMPUTING,   /* its CPU time grows */
     HDX_WF_BUILDING,    /* runs a build (ninja, compilers under it, or cpp_extension frames) */
     HDX_WF_STOPPED,     /* state T */
+    HDX_WF_FROZEN,      /* its cgroup is frozen (the cgroup freezer: a suspended job) */
     HDX_WF_DSTATE,      /* uninterruptible sleep */
     HDX_WF_GONE,        /* its process exited */
     HDX_WF_MISSING,     /* no process of this rank was inspected */

@@ -176,10 +176,22 @@ int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture
     return 0;
 }
 
-int hdx_cli_capture_status(const hdx_evidence *ev, int failures)
+int hdx_cli_capture_status(const char *cmd, const hdx_evidence *ev, int failures)
 {
-    int partial = failures > 0;
+    size_t unread = 0;
     for (size_t i = 0; i < ev->n_procs; i++)
-        partial |= ev->procs[i].read_error != 0 && ev->procs[i].read_error != -ESRCH;
-    return partial ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
+        unread += ev->procs[i].read_error != 0 && ev->procs[i].read_error != -ESRCH;
+    if (!failures && !unread)
+        return HDX_EXIT_OK;
+    fprintf(stderr, "hangdx %s: partial result (exit status %d):", cmd, HDX_EXIT_PARTIAL);
+    for (size_t i = 0, told = 0; i < ev->n_procs && told < 8; i++) {
+        const hdx_process *p = &ev->procs[i];
+        if (p->read_error != 0 && p->read_error != -ESRCH)
+            fprintf(stderr, "%s pid %d could not be read whole (%s)", told++ ? ";" : "", p->pid, strerror(-p->read_error));
+    }
+    if (failures)
+        fprintf(stderr, "%s the stacks of %d process%s could not be read", unread ? ";" : "", failures,
+                failures == 1 ? "" : "es");
+    fprintf(stderr, "%s — the report's notes say what is missing and why\n", unread > 8 ? "; ..." : "");
+    return HDX_EXIT_PARTIAL;
 }

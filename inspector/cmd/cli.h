@@ -92,8 +92,10 @@ int hdx_cli_slurm_snapshots(const char *cmd, const hdx_cli_capture *o, const cha
  */
 int hdx_cli_write_frames(const hdx_evidence *ev);
 
-/* The exit status for a capture: HDX_EXIT_PARTIAL when some process could not be read. */
-int hdx_cli_capture_status(const hdx_evidence *ev, int failures);
+/* The exit status for a capture: HDX_EXIT_PARTIAL when some process could not be read whole
+ * (a read error other than its exit, or failures: how many processes' stacks could not be
+ * read), and then one line on stderr, prefixed "hangdx CMD:", that says which and why. */
+int hdx_cli_capture_status(const char *cmd, const hdx_evidence *ev, int failures);
 
 /*
  * Can command cmd write its `what` ("snapshot", "report") to path, before it captures

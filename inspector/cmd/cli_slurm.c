@@ -251,7 +251,7 @@ int hdx_cli_slurm_snapshots(const char *cmd, const hdx_cli_capture *o, const cha
             written, written == 1 ? "" : "s", procs, dir, dir);
     status = partial ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
     for (size_t i = 0; status == HDX_EXIT_OK && i < n; i++)
-        status = hdx_cli_capture_status(nodes[i], 0);
+        status = hdx_cli_capture_status(cmd, nodes[i], 0);
 out:
     for (size_t i = 0; i < n; i++) {
         if (names)

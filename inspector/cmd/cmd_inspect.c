@@ -97,7 +97,7 @@ int hdx_cmd_inspect(int argc, char **argv)
         fprintf(stderr, "hangdx inspect: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-rc));
         goto out;
     }
-    status = hdx_cli_capture_status(ev, failures);
+    status = hdx_cli_capture_status("inspect", ev, failures);
 out:
     hdx_cli_capture_clear(&o);
     hdx_verdict_clear(&v);

@@ -144,7 +144,8 @@ static size_t live_waiters(const hdx_lock *l, int *first)
 {
     size_t n = 0;
     for (size_t i = 0; i < l->n_waiters; i++) {
-        char st = l->waiters[i].host ? 0 : hdx_proc_state(l->waiters[i].pid);
+        const hdx_waiter *w = &l->waiters[i];
+        char st = w->host || w->elsewhere ? 0 : hdx_proc_state(w->pid);
         if (st && st != 'Z' && st != 'X' && !n++)
             *first = l->waiters[i].pid;
     }

@@ -111,7 +111,7 @@ int hdx_cmd_snapshot(int argc, char **argv)
     if (out)
         fprintf(stderr, "hangdx: snapshot of %zu process%s written to %s; 'hangdx analyze %s' gives the verdict\n",
                 ev->n_procs, ev->n_procs == 1 ? "" : "es", out, out);
-    status = hdx_cli_capture_status(ev, failures);
+    status = hdx_cli_capture_status("snapshot", ev, failures);
 out:
     hdx_cli_capture_clear(&o);
     hdx_evidence_free(ev);

@@ -301,6 +301,7 @@ static cJSON *process_json(const hdx_process *p, ftab *tab, hdx_frame_text_cache
     cJSON_AddItemToObject(o, "exe", hdx_json_str(p->exe));
     cJSON_AddItemToObject(o, "cwd", hdx_json_str(p->cwd));
     cJSON_AddItemToObject(o, "state", hdx_json_char(p->state));
+    cJSON_AddItemToObject(o, "frozen", hdx_json_bool(p->frozen));
     cJSON_AddItemToObject(o, "start_ticks", p->start_ticks ? cJSON_CreateNumber((double)p->start_ticks)
                                                            : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "age_s", num_or_null(p->age_s));
@@ -507,6 +508,8 @@ static cJSON *lock_json(const hdx_lock *l, const char *default_host)
         cJSON_AddItemToObject(e, "since", hdx_json_time(x->since_ns, 1));
         cJSON_AddItemToObject(e, "how", hdx_json_str(x->how));
         cJSON_AddItemToObject(e, "host", hdx_json_str(x->host ? x->host : default_host));
+        if (x->elsewhere) /* a gone container's pid: no process of the host */
+            cJSON_AddBoolToObject(e, "elsewhere", 1);
         cJSON_AddItemToArray(w, e);
     }
     return o;
@@ -1192,6 +1195,7 @@ static int read_process(rd *r, const cJSON *o, const char *host, hdx_evidence *e
     p->exe = get_str(r, o, "exe");
     p->cwd = get_str(r, o, "cwd");
     p->state = get_state(r, o, "state");
+    p->frozen = get_bool(r, o, "frozen");
     p->start_ticks = (uint64_t)get_int(r, o, "start_ticks", 0, (long long)EXACT_MAX, 0);
     p->age_s = get_num(r, o, "age_s", 0);
     p->cpu_ms = get_num(r, o, "cpu_ms", 0);
@@ -1294,6 +1298,7 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
             x->rank = (int)get_int(r, c, "rank", 0, 1 << 24, HDX_UNKNOWN);
             x->since_ns = get_time(r, c, "since");
             x->how = get_str(r, c, "how");
+            x->elsewhere = get_bool(r, c, "elsewhere") == 1;
             if (cJSON_GetObjectItemCaseSensitive(c, "host"))
                 x->host = get_str(r, c, "host");
             else if (r->host && !(x->host = strdup(r->host)))

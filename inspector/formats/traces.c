@@ -14,6 +14,7 @@
 
 #include "hangdx/trace.h"
 #include "gather/proc.h"
+#include "gather/nspath.h"
 #include "model/util.h"
 
 /* Longest line the reader keeps; the shim writes at most HDX_TRACE_LINE_MAX. */
@@ -651,7 +652,9 @@ typedef struct nsview {
     int foreign_pid;  /* its pid namespace is not hangdx's */
     int host_pid;     /* foreign_pid: its pid here while it lives, else 0 */
     int foreign_mnt;  /* its mount namespace is not hangdx's */
-    char *from, *to;  /* foreign_mnt: a path under from is to + the rest; from NULL: unmappable */
+    int live;         /* foreign_mnt: a live process of its mount namespace, or 0 */
+    char *from, *to;  /* foreign_mnt: by the trace directory, a path under from is to + the
+                         rest; from NULL: no such mapping */
 } nsview;
 
 /* The length of the longest common tail of paths a and b that begins at a component of both. */
@@ -674,9 +677,10 @@ static char *prefix_of(const char *s, size_t n)
     return strndup(s, n);
 }
 
-/* Paths of a foreign mount namespace: through a live process of it, exactly; else, when
- * the container is gone, by the trace directory seen from both sides (exact when the
- * directory lies in the container's root, a guess when it was bind-mounted from elsewhere). */
+/* Paths of a foreign mount namespace: through a live process of it, exactly
+ * (gather/nspath.h); and by the trace directory seen from both sides (exact when the
+ * directory lies in the container's root, a guess when it was bind-mounted from elsewhere),
+ * which is all there is once the container is gone. */
 static int view_of(const hdx_trace_set *set, const hdx_trace_image *img, nsview *v)
 {
     memset(v, 0, sizeof *v);
@@ -687,20 +691,13 @@ static int view_of(const hdx_trace_set *set, const hdx_trace_image *img, nsview 
     v->foreign_mnt = img->mnt_ns && own_mnt && img->mnt_ns != own_mnt;
     if (!v->foreign_mnt)
         return 0;
-    int live = hdx_proc_in_mnt_ns(img->mnt_ns);
+    v->live = hdx_proc_in_mnt_ns(img->mnt_ns);
     char host_dir[PATH_MAX];
-    if (live) {
-        v->from = strdup("");
-        v->to = hdx_asprintf("/proc/%d/root", live);
-    } else if (img->trace_dir && realpath(set->dir, host_dir)) {
-        size_t t = common_tail(host_dir, img->trace_dir);
-        if (!t)
-            return 0; /* unmappable */
-        v->from = prefix_of(img->trace_dir, strlen(img->trace_dir) - t);
-        v->to = prefix_of(host_dir, strlen(host_dir) - t);
-    } else {
-        return 0;
-    }
+    size_t t;
+    if (!img->trace_dir || !realpath(set->dir, host_dir) || !(t = common_tail(host_dir, img->trace_dir)))
+        return 0; /* no mapping by the trace directory */
+    v->from = prefix_of(img->trace_dir, strlen(img->trace_dir) - t);
+    v->to = prefix_of(host_dir, strlen(host_dir) - t);
     if (!v->from || !v->to) {
         free(v->from);
         free(v->to);
@@ -711,15 +708,21 @@ static int view_of(const hdx_trace_set *set, const hdx_trace_image *img, nsview 
 }
 
 /* The path of image's path p as seen here (heap), or NULL when it cannot be mapped; *same
- * says whether it is p itself. */
+ * says whether it is p itself. A live process of the namespace names it exactly; its
+ * /proc/PID/root name is the last resort, after the trace directory's mapping. */
 static char *path_here(const nsview *v, const char *p, int *same)
 {
     *same = !v->foreign_mnt;
     if (!v->foreign_mnt)
         return strdup(p);
+    char *live = v->live ? hdx_proc_path_here(v->live, p, same) : NULL;
+    if (live && strncmp(live, "/proc/", 6))
+        return live;
+    *same = 0;
     size_t lf = v->from ? strlen(v->from) : 0;
     if (!v->from || strncmp(p, v->from, lf) || (lf && p[lf] && p[lf] != '/'))
-        return NULL;
+        return live;
+    free(live);
     return hdx_asprintf("%s%s", v->to, p + lf);
 }
 
@@ -829,11 +832,11 @@ static enum hdx_lock_kind kind_of_op(const char *op)
     return HDX_LOCK_POSIX; /* "posix", "lockf" */
 }
 
-static int add_waiter(hdx_lock *l, int pid, int tid, int rank, int64_t since, const char *how)
+static int add_waiter(hdx_lock *l, int pid, int elsewhere, int tid, int rank, int64_t since, const char *how)
 {
     for (size_t i = 0; i < l->n_waiters; i++) {
         hdx_waiter *w = &l->waiters[i];
-        if (w->pid == pid && (w->tid == tid || w->tid == HDX_UNKNOWN || tid == HDX_UNKNOWN)) {
+        if (w->pid == pid && w->elsewhere == elsewhere && (w->tid == tid || w->tid == HDX_UNKNOWN || tid == HDX_UNKNOWN)) {
             if (since != HDX_UNKNOWN && (w->since_ns == HDX_UNKNOWN || since < w->since_ns))
                 w->since_ns = since;
             if (w->tid == HDX_UNKNOWN)
@@ -847,6 +850,7 @@ static int add_waiter(hdx_lock *l, int pid, int tid, int rank, int64_t since, co
     if (!w)
         return -ENOMEM;
     w->pid = pid;
+    w->elsewhere = elsewhere;
     w->tid = tid;
     w->rank = rank;
     w->since_ns = since;
@@ -941,8 +945,9 @@ static int emit_lock(const hdx_trace_set *set, const nsview *views, pstate *s, h
         const char *how = w->how;
         if (how && !strcmp(how, "stat"))
             how = "stat poll";
-        int r = add_waiter(l, pid_here(set, views, w->img), views[w->img].foreign_pid ? HDX_UNKNOWN : w->tid, wi->rank,
-                           w->since, how);
+        const nsview *v = &views[w->img];
+        int r = add_waiter(l, pid_here(set, views, w->img), v->foreign_pid && !v->host_pid,
+                           v->foreign_pid ? HDX_UNKNOWN : w->tid, wi->rank, w->since, how);
         if (r < 0)
             return r;
     }
@@ -994,7 +999,7 @@ int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_pr
         if (view_of(set, &set->images[i], &views[i]) < 0)
             goto nomem;
         foreign += views[i].foreign_mnt || views[i].foreign_pid;
-        unmapped += views[i].foreign_mnt && !views[i].from;
+        unmapped += views[i].foreign_mnt && !views[i].from && !views[i].live;
     }
     if (foreign)
         hdx_evidence_note(ev, "%s: %zu trace image%s of processes in other namespaces (a container): their pids and "

@@ -1,4 +1,5 @@
 #include "gather/capture.h"
+#include "gather/nspath.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -107,13 +108,22 @@ static int add_lock_holders(hdx_evidence *ev)
     return 0;
 }
 
-/* -d, else the first HANGDX_TRACE_DIR among the processes' environments. */
+/* -d, else the first HANGDX_TRACE_DIR among the processes' environments, named as that
+ * process names it (in a container, its own root: gather/nspath.h). */
 static int load_traces(hdx_evidence *ev, const char *dir)
 {
     char *found = NULL;
-    for (size_t i = 0; !dir && i < ev->n_procs; i++)
-        if ((found = hdx_proc_getenv(ev->procs[i].pid, HDX_TRACE_DIR_ENV)))
-            dir = found;
+    for (size_t i = 0; !dir && i < ev->n_procs; i++) {
+        char *theirs = hdx_proc_getenv(ev->procs[i].pid, HDX_TRACE_DIR_ENV);
+        int same;
+        if (theirs && theirs[0] == '/') {
+            found = hdx_proc_path_here(ev->procs[i].pid, theirs, &same);
+            free(theirs);
+        } else {
+            found = theirs;
+        }
+        dir = found;
+    }
     if (!dir)
         return 0; /* the lock resolver says what no trace leaves unknown */
     hdx_trace_set *set = NULL;

@@ -1,5 +1,6 @@
 /* Build-directory locks: what the processes wait on, and the state of each lock. */
 #include "gather/locks.h"
+#include "gather/nspath.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -204,6 +205,21 @@ static hdx_lock *lock_for(hdx_evidence *ev, const char *path, enum hdx_lock_kind
     return l;
 }
 
+/* The lock for the file that live process p names path (in its own root: a chroot or a
+ * container names it otherwise than hangdx, gather/nspath.h), added when missing; its
+ * job_path is path when that differs from the name here. NULL on ENOMEM. */
+static hdx_lock *lock_named_by(hdx_evidence *ev, const hdx_process *p, const char *path, enum hdx_lock_kind kind,
+                               const char *source)
+{
+    int same;
+    char *here = hdx_proc_path_here(p->pid, path, &same);
+    hdx_lock *l = here ? lock_for(ev, here, kind, source) : NULL;
+    free(here);
+    if (l && !same && !l->job_path && !(l->job_path = strdup(path)))
+        return NULL;
+    return l;
+}
+
 static int add_waiter(hdx_lock *l, const hdx_process *p, int tid, const char *how)
 {
     for (size_t i = 0; i < l->n_waiters; i++)
@@ -333,7 +349,7 @@ static int collect_python_lock(hdx_evidence *ev, hdx_process *p, hdx_thread *t)
     python_lock_wait w;
     if (!python_lock_path(p, t, path, sizeof path, &w))
         return 0;
-    hdx_lock *l = lock_for(ev, path, w.kind, "Python frame");
+    hdx_lock *l = lock_named_by(ev, p, path, w.kind, "Python frame");
     return l ? add_waiter(l, p, t->tid, w.how) : -ENOMEM;
 }
 
@@ -373,8 +389,11 @@ int hdx_locks_add_python_waiters(hdx_evidence *ev)
             char path[PATH_MAX];
             python_lock_wait w;
             for (size_t i = 0; r == 0 && i < p->n_threads; i++) {
-                hdx_lock *l = python_lock_path(p, &p->threads[i], path, sizeof path, &w)
-                                  ? hdx_evidence_find_lock(ev, path) : NULL;
+                int same;
+                char *here = python_lock_path(p, &p->threads[i], path, sizeof path, &w)
+                                 ? hdx_proc_path_here(p->pid, path, &same) : NULL;
+                hdx_lock *l = here ? hdx_evidence_find_lock(ev, here) : NULL;
+                free(here);
                 if (l && (r = add_waiter(l, p, p->threads[i].tid, w.how)) == 0)
                     added++;
             }
@@ -413,12 +432,15 @@ static int watch_thread(hdx_evidence *ev, hdx_process *p, hdx_thread *t, int ms,
             found = &hits[i];
     for (size_t i = 0; i < n && !found; i++) {
         struct stat st;
-        if (hits[i].use == HDX_WATCH_STAT && is_lock_name(hits[i].path) && stat(hits[i].path, &st) == 0)
+        char theirs[PATH_MAX + 32]; /* the path in the thread's own root */
+        snprintf(theirs, sizeof theirs, "/proc/%d/root%s", p->pid, hits[i].path);
+        if (hits[i].use == HDX_WATCH_STAT && is_lock_name(hits[i].path) && hits[i].path[0] == '/' &&
+            stat(theirs, &st) == 0)
             found = &hits[i];
     }
     if (found) {
         int retry = found->use == HDX_WATCH_LOCK_TRY;
-        hdx_lock *l = lock_for(ev, found->path, retry ? HDX_LOCK_FLOCK : HDX_LOCK_BATON, "syscall watch");
+        hdx_lock *l = lock_named_by(ev, p, found->path, retry ? HDX_LOCK_FLOCK : HDX_LOCK_BATON, "syscall watch");
         if (!l || add_waiter(l, p, t->tid, retry ? "lock retry" : "stat poll") < 0) {
             r = -ENOMEM;
             goto out;

@@ -455,6 +455,41 @@ static double thread_run_ms(int pid, int tid)
     return ok ? (double)ns / 1e6 : -1;
 }
 
+int hdx_proc_frozen(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
+    char *text = hdx_read_file(path, 1 << 16, NULL);
+    if (!text)
+        return HDX_UNKNOWN;
+    int frozen = 0;
+    /* Lines "ID:CONTROLLERS:PATH": cgroup v1's freezer hierarchy, or v2's one line "0::PATH". */
+    for (char *line = text, *next; line && *line && !frozen; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        char *c = strchr(line, ':'), *rel = c ? strchr(c + 1, ':') : NULL;
+        if (!rel)
+            continue;
+        *rel++ = 0;
+        char *state = NULL;
+        if (!strcmp(c + 1, "freezer")) {
+            char *f = hdx_asprintf("/sys/fs/cgroup/freezer%s/freezer.state", rel);
+            state = f ? hdx_read_file(f, 256, NULL) : NULL;
+            frozen = state && !strncmp(state, "FROZEN", 6);
+            free(f);
+        } else if (!c[1] && !strncmp(line, "0", 2)) {
+            char *f = hdx_asprintf("/sys/fs/cgroup%s/cgroup.events", rel);
+            state = f ? hdx_read_file(f, 4096, NULL) : NULL;
+            frozen = state && (!strncmp(state, "frozen 1", 8) || strstr(state, "\nfrozen 1"));
+            free(f);
+        }
+        free(state);
+    }
+    free(text);
+    return frozen;
+}
+
 int hdx_proc_sample(hdx_process *p)
 {
     char path[96];
@@ -475,6 +510,7 @@ int hdx_proc_sample(hdx_process *p)
         return -ESRCH;
     }
     p->alive = (p->state == 'Z' || p->state == 'X') ? 0 : 1;
+    p->frozen = hdx_proc_frozen(p->pid);
     double up = uptime_s();
     if (up >= 0)
         p->age_s = up - (double)start / (double)clk_tck();

@@ -49,6 +49,12 @@ int hdx_proc_sample(hdx_process *p);
  */
 int hdx_proc_alive(int pid, uint64_t start_ticks);
 
+/* 1 when pid's cgroup is frozen by the cgroup freezer (v1: the freezer hierarchy's
+ * freezer.state is FROZEN; v2: "frozen 1" in cgroup.events; cgroups(7)), 0 when not,
+ * HDX_UNKNOWN when /proc/PID/cgroup cannot be read. A frozen process shows state D (v1) or S
+ * (v2), never T: only this tells it from a blocked one. */
+int hdx_proc_frozen(int pid);
+
 /* Containers (docs/design.md "Containers"). */
 
 /* Task tid of pid's pid in its innermost pid namespace (the last NSpid field of its

@@ -170,6 +170,7 @@ hdx_process *hdx_evidence_add_process(hdx_evidence *ev)
         p->rank = p->local_rank = p->world_size = HDX_UNKNOWN;
         p->progressing = p->alive = p->stack_changed = HDX_UNKNOWN;
         p->stopped_us = HDX_UNKNOWN;
+        p->frozen = HDX_UNKNOWN;
     }
     return p;
 }

@@ -93,6 +93,8 @@ typedef struct hdx_process {
     char *exe;
     char *cwd;
     char state;            /* the main thread's state letter, 0 unknown */
+    int frozen;            /* 1: its cgroup is frozen (the cgroup freezer: a suspended job), 0 not,
+                              HDX_UNKNOWN (docs/design.md "Busy or blocked") */
     uint64_t start_ticks;  /* field 22 of /proc/PID/stat: clock ticks after boot */
     double age_s;          /* seconds since the process started, at the last sample */
     double cpu_ms_first;   /* utime+stime of all threads, ms, first sample */
@@ -131,6 +133,8 @@ typedef struct hdx_waiter {
     char *how;        /* "stat poll", "eexist", "flock", "fcntl", ... */
     char *host;       /* the host whose snapshot saw the wait (pids repeat across hosts), or NULL:
                          this host, or unknown (then the rank tells same-pid processes apart) */
+    int elsewhere;    /* 1: pid is another pid namespace's (a container's, by its trace) and no
+                         process of it lives here: it names no process of this host */
 } hdx_waiter;
 
 typedef struct hdx_lock {

@@ -40,6 +40,16 @@ static const char *const confidence_names[] = {"low", "medium", "high"};
 /* At most this many ranks in one rank's "waits_for" (with "waits_for_count" the whole number). */
 #define MAX_WAITS_FOR_JSON 1024
 
+/* o, p's JSON, with "part": what p is to its rank ("rank", "worker", "launcher", or null
+ * when it carries no rank; model/evidence.h hdx_process_part), so that a reader of the
+ * report tells a rank from a wrapper that carries its RANK. */
+static cJSON *with_part(const hdx_evidence *ev, const hdx_process *p, cJSON *o)
+{
+    if (o)
+        cJSON_AddItemToObject(o, "part", hdx_json_str(hdx_process_part(ev, p)));
+    return o;
+}
+
 /* The verdict's process group as {"name", "role", "ranks"}, or null. */
 static cJSON *verdict_group_json(const hdx_evidence *ev, const hdx_verdict *v)
 {
@@ -189,7 +199,7 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
 
     cJSON *procs = cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; with_procs && i < ev->n_procs; i++)
-        cJSON_AddItemToArray(procs, hdx_snapshot_process_json(&ev->procs[i]));
+        cJSON_AddItemToArray(procs, with_part(ev, &ev->procs[i], hdx_snapshot_process_json(&ev->procs[i])));
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
     for (size_t i = 0; i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
@@ -258,7 +268,7 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     /* Frames that ranks share (loaded from snapshots) are printed once: snapshot.h. */
     hdx_frame_text_cache *cache = hdx_frame_text_cache_new();
     for (size_t i = 0; !rc && i < ev->n_procs; i++) {
-        cJSON *p = hdx_snapshot_process_json_printed(&ev->procs[i], cache);
+        cJSON *p = with_part(ev, &ev->procs[i], hdx_snapshot_process_json_printed(&ev->procs[i], cache));
         char *ps = p ? hdx_json_print(p, 1) : NULL;
         cJSON_Delete(p);
         if (!ps)
@@ -549,6 +559,8 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             fprintf(f, "  hangdx held it %lld us", (long long)p->stopped_us);
         if (p->alive == 0)
             fprintf(f, "  gone");
+        else if (p->frozen == 1)
+            fprintf(f, "  frozen (cgroup freezer)");
         if (p->set_aside)
             fprintf(f, "  (another job: not judged)");
         else if (p->rank >= 0 && !p->is_rank_process)

@@ -11,6 +11,8 @@ CASE is one of:
   signals  SIGINT and SIGTERM to hangdx in the middle of a sample
   hundred  100 inspections of a computation: same result as without them
   perms    hangdx as an unprivileged user against root's process
+  frozen   two ranks frozen by the cgroup freezer: a suspended job, not a hang
+  parent   a rank whose parent is root's runuser, inspected as the rank's user
   env      only the design's environment variables leave the host
 
 After every hangdx run the target's threads must be neither traced
@@ -602,7 +604,8 @@ def case_perms(tmp):
         check(r.returncode == 1, "inspect of root's process as uid %d: status %d, want 1 (partial); stderr:\n%s"
               % (NOBODY, r.returncode, r.stderr))
         err = r.stderr
-        for want in ("cannot attach to %d: ptrace not permitted" % p.pid,
+        for want in ("partial result (exit status 1): pid %d could not be read whole" % p.pid,
+                     "cannot attach to %d: ptrace not permitted" % p.pid,
                      "it belongs to uid 0, hangdx runs as uid %d" % NOBODY,
                      "run hangdx as that user or as root",
                      "/proc/%d: environ, exe, cwd, fd, syscall, wchan, maps and mem are not readable" % p.pid):
@@ -632,6 +635,93 @@ def case_perms(tmp):
               "dump shows /proc's threads and says why no stack: %r / %r" % (r.stdout, r.stderr))
         assert_untraced(p.pid, "after hangdx as uid %d" % NOBODY)
         check_compute(p, "after the unprivileged inspections")
+    finally:
+        kill(p)
+
+
+def freezer_cgroup(tmp):
+    """A new cgroup that can be frozen, as (path, freeze(bool)); Skip where there is none."""
+    name = "hdx-hostile-%d" % os.getpid()
+    v1 = "/sys/fs/cgroup/freezer"
+    if os.path.isdir(v1):
+        path = os.path.join(v1, name)
+        state = lambda on: "FROZEN" if on else "THAWED"
+        knob = "freezer.state"
+    elif os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        path = os.path.join("/sys/fs/cgroup", name)
+        state = lambda on: "1" if on else "0"
+        knob = "cgroup.freeze"
+    else:
+        raise Skip("no cgroup freezer on this machine (neither cgroup v1's freezer nor cgroup v2)")
+    try:
+        os.mkdir(path)
+    except OSError as e:
+        raise Skip("cannot make a cgroup at %s: %s" % (path, e))
+
+    def freeze(on):
+        with open(os.path.join(path, knob), "w") as f:
+            f.write(state(on))
+    return path, freeze
+
+
+def case_frozen(tmp):
+    if os.geteuid() != 0:
+        raise Skip("needs root, to make and freeze a cgroup")
+    path, freeze = freezer_cgroup(tmp)
+    procs = []
+    try:
+        for rank in (0, 1):
+            env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
+            p, _ = start([TARGET, "compute"], env=env, cwd=tmp)
+            procs.append(p)
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(p.pid))
+        freeze(True)
+        time.sleep(0.5)
+        r = hangdx("inspect", "--json", procs[0].pid, procs[1].pid)
+        check(r.returncode == 0, "inspect of a frozen job: status %d; stderr:\n%s" % (r.returncode, r.stderr))
+        rep = json.loads(r.stdout)
+        v = rep["verdict"]
+        log("frozen: %s: %s | remedy: %s" % (v["class"], v["summary"], v["remedy"]))
+        check(v["class"] == "not_hung", "a frozen job is not hung: class %s" % v["class"])
+        check("frozen" in v["summary"] and "2" in v["summary"], "the summary says both ranks are frozen: %s" % v["summary"])
+        check(v["remedy"] and "thaw" in v["remedy"], "the remedy is to thaw: %s" % v["remedy"])
+        frozen = {p["pid"]: p.get("frozen") for p in rep["processes"]}
+        check(frozen == {procs[0].pid: True, procs[1].pid: True}, "each process is frozen: %s" % frozen)
+        r = hangdx("inspect", procs[0].pid, procs[1].pid)
+        check(r.stdout.count("frozen (cgroup freezer)") == 2, "the text names both frozen: %s" % r.stdout)
+        freeze(False)
+        for p in procs:
+            assert_untraced(p.pid, "after inspecting the frozen job")
+            check_compute(p, "after thawing")
+    finally:
+        for p in procs:
+            kill(p)
+        try:
+            freeze(False)
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+def case_parent(tmp):
+    if os.geteuid() != 0:
+        raise Skip("needs root, to start runuser")
+    os.chmod(tmp, 0o755)
+    env = dict(os.environ, RANK="3", WORLD_SIZE="4")
+    p, _ = start(["runuser", "-u", "nobody", "--", TARGET, "compute"], env=env, cwd=tmp)
+    try:
+        kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+        check(len(kids) == 1, "runuser started the rank: %s" % kids)
+        rank = int(kids[0])
+        r = hangdx("inspect", "--json", "--all", user=NOBODY)
+        check(r.returncode == 0, "inspect --all as the rank's user: status %d (root's runuser above it must not make "
+              "it partial); stderr:\n%s" % (r.returncode, r.stderr))
+        rep = json.loads(r.stdout)
+        ranks = [(q["pid"], q.get("part")) for q in rep["processes"] if q.get("rank") is not None]
+        log("inspect --all as uid %d: %s" % (NOBODY, ranks))
+        check((rank, "rank") in ranks, "the rank %d is the rank: %s" % (rank, ranks))
+        check(p.pid not in [pid for pid, _ in ranks], "root's runuser %d is not pulled in: %s" % (p.pid, ranks))
     finally:
         kill(p)
 
@@ -722,6 +812,8 @@ CASES = {
     "signals": case_signals,
     "hundred": case_hundred,
     "perms": case_perms,
+    "frozen": case_frozen,
+    "parent": case_parent,
     "env": case_env,
 }
 

@@ -133,6 +133,7 @@ static hdx_evidence *full_evidence(void)
     p->window_ms = 612;
     p->progressing = 0;
     p->stack_changed = 1;
+    p->frozen = 0;
     p->asked = 1;
     p->stopped_us = 5063;
     p->max_stop_us = 2100;
@@ -230,6 +231,7 @@ static hdx_evidence *full_evidence(void)
     w->how = sdup("stat poll");
     w = hdx_lock_add_waiter(l);
     w->pid = 4300;
+    w->elsewhere = 1; /* a gone container's pid */
 
     l = hdx_evidence_add_lock(ev);
     l->path = sdup("/work/job/other.lock");
@@ -313,6 +315,7 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
         CHECK(dbl_eq(p->cpu_ms_first, q->cpu_ms_first) && dbl_eq(p->cpu_ms, q->cpu_ms));
         CHECK(p->window_ms == q->window_ms && p->progressing == q->progressing);
         CHECK(p->stack_changed == q->stack_changed && p->max_stop_us == q->max_stop_us && p->asked == q->asked);
+        CHECK(p->frozen == q->frozen);
         CHECK(p->stopped_us == q->stopped_us && p->alive == q->alive && p->read_error == q->read_error);
         CHECK(streq(p->python, q->python));
         CHECK(p->n_threads == q->n_threads);
@@ -348,6 +351,7 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
             CHECK(w->pid == x->pid && w->tid == x->tid && w->rank == x->rank);
             CHECK(w->since_ns == x->since_ns && streq(w->how, x->how));
             CHECK(streq(w->host ? w->host : a->host, x->host ? x->host : b->host));
+            CHECK(w->elsewhere == x->elsewhere);
         }
     }
     CHECK(a->n_notes == b->n_notes);
@@ -746,7 +750,7 @@ static void test_model_unchanged(void)
         {"hdx_evidence", sizeof(hdx_evidence), 152}, {"hdx_process", sizeof(hdx_process), 208},
         {"hdx_thread", sizeof(hdx_thread), 184},     {"hdx_frame", sizeof(hdx_frame), 72},
         {"hdx_local", sizeof(hdx_local), 56},        {"hdx_lock", sizeof(hdx_lock), 112},
-        {"hdx_waiter", sizeof(hdx_waiter), 40},
+        {"hdx_waiter", sizeof(hdx_waiter), 48},
     };
     if (sizeof(void *) != 8)
         return; /* the sizes below are LP64's */
