@@ -25,6 +25,15 @@
 
 #include "hangdx/trace.h"
 
+/* dlsym at the version every glibc since 2.2.5 (x86-64) and 2.17 (aarch64) has, not at
+ * glibc 2.34's (where libdl moved into libc): the shim built here loads in an older root
+ * (Debian 11, glibc 2.31), where libdl.so.2 provides it (docs/design.md "Containers"). */
+#if defined(__GLIBC__) && defined(__x86_64__)
+__asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
+#elif defined(__GLIBC__) && defined(__aarch64__)
+__asm__(".symver dlsym,dlsym@GLIBC_2.17");
+#endif
+
 #define HDX_EXPORT __attribute__((visibility("default")))
 #define HDX_HIDDEN __attribute__((visibility("hidden")))
 

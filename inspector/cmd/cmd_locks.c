@@ -316,7 +316,10 @@ int hdx_cmd_locks(int argc, char **argv)
         char whybuf[192];
         struct stat st1, st2;
         if (l->foreign) { /* a same-named file here is not the container's lock */
-            say("not deleted: ", l->path, "it is a path of a container whose files could not be found from here");
+            snprintf(whybuf, sizeof whybuf, "it is a path in the container of mount namespace %llu, whose processes "
+                                            "are all gone and whose files could not be found from here",
+                     (unsigned long long)l->mnt_ns);
+            say("not deleted: ", l->path, whybuf);
             continue;
         }
         /* Only a regular file of the invoking user, with or without --force: a lock file of

@@ -478,6 +478,7 @@ static cJSON *lock_json(const hdx_lock *l, const char *default_host)
         return NULL;
     cJSON_AddItemToObject(o, "path", hdx_json_str(l->path));
     cJSON_AddItemToObject(o, "job_path", hdx_json_str(l->job_path));
+    cJSON_AddItemToObject(o, "mnt_ns", l->mnt_ns ? cJSON_CreateNumber((double)l->mnt_ns) : cJSON_CreateNull());
     cJSON_AddBoolToObject(o, "foreign", l->foreign);
     cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
     cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
@@ -1257,6 +1258,7 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
     if (!l || !(l->path = strdup(path->valuestring)))
         return fail(r, -ENOMEM, "out of memory");
     l->job_path = get_str(r, o, "job_path");
+    l->mnt_ns = (uint64_t)get_int(r, o, "mnt_ns", 0, (long long)EXACT_MAX, 0);
     l->foreign = get_bool(r, o, "foreign") == 1;
     if (k && (!cJSON_IsString(k) || lock_kind(k->valuestring, &l->kind)))
         return BAD(r, "\"kind\" should be \"baton\", \"flock\", \"posix\" or \"ofd\"");

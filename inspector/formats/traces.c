@@ -652,6 +652,7 @@ typedef struct nsview {
     int foreign_pid;  /* its pid namespace is not hangdx's */
     int host_pid;     /* foreign_pid: its pid here while it lives, else 0 */
     int foreign_mnt;  /* its mount namespace is not hangdx's */
+    uint64_t mnt_ns;  /* foreign_mnt: its mount namespace */
     int live;         /* foreign_mnt: a live process of its mount namespace, or 0 */
     char *from, *to;  /* foreign_mnt: by the trace directory, a path under from is to + the
                          rest; from NULL: no such mapping */
@@ -691,6 +692,7 @@ static int view_of(const hdx_trace_set *set, const hdx_trace_image *img, nsview 
     v->foreign_mnt = img->mnt_ns && own_mnt && img->mnt_ns != own_mnt;
     if (!v->foreign_mnt)
         return 0;
+    v->mnt_ns = img->mnt_ns;
     v->live = hdx_proc_in_mnt_ns(img->mnt_ns);
     char host_dir[PATH_MAX];
     size_t t;
@@ -730,6 +732,7 @@ typedef struct pstate {
     char *path;       /* the lock file as seen here (heap), or as the job saw it when foreign */
     const char *job_path; /* as the job saw it (borrowed from an event) when that differs, else NULL */
     int foreign;      /* its path is another mount namespace's and could not be mapped here */
+    uint64_t mnt_ns;  /* foreign: that namespace */
     int baton;        /* seen in acquire / wait / release */
     long creator;     /* image of the acquire not followed by a release, -1 */
     int64_t created;
@@ -760,6 +763,7 @@ static pstate *state_for(pstate **st, size_t *n, const nsview *v, const char *pa
     s->path = here;
     s->job_path = same ? NULL : path;
     s->foreign = foreign;
+    s->mnt_ns = foreign ? v->mnt_ns : 0;
     s->creator = s->taker = -1;
     return s;
 }
@@ -916,6 +920,7 @@ static int emit_lock(const hdx_trace_set *set, const nsview *views, pstate *s, h
             (s->job_path && !(l->job_path = strdup(s->job_path))))
             return -ENOMEM;
         l->foreign = s->foreign;
+        l->mnt_ns = s->mnt_ns;
         l->kind = HDX_LOCK_BATON;
         if (!s->baton) {
             for (size_t i = 0; i < s->n_waits; i++)

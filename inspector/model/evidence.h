@@ -143,6 +143,8 @@ typedef struct hdx_lock {
                          container) and that differs, else NULL */
     int foreign;      /* 1: path is another mount namespace's that could not be mapped to this
                          host's (its container gone, its traces telling nothing): not checked here */
+    uint64_t mnt_ns;  /* foreign: that mount namespace (the inode of /proc/PID/ns/mnt), which
+                         names the container once its processes are gone; else 0 */
     enum hdx_lock_kind kind;
     enum hdx_lock_state state;
     int exists;       /* the lock file exists now: 1, 0, HDX_UNKNOWN */

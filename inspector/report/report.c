@@ -510,6 +510,11 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
         const hdx_lock *l = &ev->locks[i];
         char when[40] = "";
         put_field(f, "  ", l->path, "");
+        if (l->foreign)
+            fprintf(f, " (a path in the container of mount namespace %llu, whose processes are all gone: not "
+                       "found from here)", (unsigned long long)l->mnt_ns);
+        else if (l->job_path)
+            put_field(f, " (as the job saw it: ", l->job_path, ")");
         fprintf(f, "  %s, %s", hdx_lock_kind_name(l->kind), hdx_lock_state_name(l->state));
         if (l->holder_pid != HDX_UNKNOWN)
             fprintf(f, ", held by pid %d", l->holder_pid);

@@ -243,6 +243,11 @@ static hdx_evidence *full_evidence(void)
     l->exists = 0;
     l->has_creator = 1; /* known to exist, every detail unknown */
 
+    l = hdx_evidence_add_lock(ev);
+    l->path = sdup("/workspace/gone.lock"); /* a gone container's path, not found here */
+    l->foreign = 1;
+    l->mnt_ns = 4026532801u;
+
     hdx_evidence_note(ev, "a bounded syscall watch ran");
     hdx_evidence_note(ev, "ünïcode \"note\"\n");
     return ev;
@@ -336,7 +341,7 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
     for (size_t i = 0; i < a->n_locks && i < b->n_locks; i++) {
         const hdx_lock *l = &a->locks[i], *m = &b->locks[i];
         CHECK(streq(l->path, m->path) && l->kind == m->kind && l->state == m->state);
-        CHECK(streq(l->job_path, m->job_path) && l->foreign == m->foreign);
+        CHECK(streq(l->job_path, m->job_path) && l->foreign == m->foreign && l->mnt_ns == m->mnt_ns);
         CHECK(l->exists == m->exists && l->mtime_ns == m->mtime_ns && l->holder_pid == m->holder_pid &&
               l->unchecked == m->unchecked);
         CHECK(l->has_creator == m->has_creator && l->creator_pid == m->creator_pid);
@@ -749,7 +754,7 @@ static void test_model_unchanged(void)
          * carry: logs are an input of analyze, read again each time (evidence.h). */
         {"hdx_evidence", sizeof(hdx_evidence), 152}, {"hdx_process", sizeof(hdx_process), 208},
         {"hdx_thread", sizeof(hdx_thread), 184},     {"hdx_frame", sizeof(hdx_frame), 72},
-        {"hdx_local", sizeof(hdx_local), 56},        {"hdx_lock", sizeof(hdx_lock), 112},
+        {"hdx_local", sizeof(hdx_local), 56},        {"hdx_lock", sizeof(hdx_lock), 128},
         {"hdx_waiter", sizeof(hdx_waiter), 48},
     };
     if (sizeof(void *) != 8)

@@ -12,6 +12,7 @@
 #include "gather/proc.h"
 #include "formats/traces.h"
 #include "model/util.h"
+#include "report/report.h"
 
 #include "../check.h"
 
@@ -250,6 +251,43 @@ static void test_to_evidence(void)
     clear_dir();
 }
 
+/* A container whose processes are all gone, with a trace directory that was bind-mounted from
+ * a path that shares nothing with the one read here: its lock cannot be found here, and is
+ * named by the container's mount namespace. */
+static void test_gone_container(void)
+{
+    char *t = hdx_asprintf(
+        "{\"schema\":\"hangdx.trace/1\",\"type\":\"header\",\"t\":1700000000000000000,\"pid\":1,\"ppid\":0,"
+        "\"host\":\"%s\",\"boot_id\":\"%s\",\"pid_ns\":4026532800,\"mnt_ns\":4026532801,"
+        "\"trace_dir\":\"/qq-unmapped/zz\",\"start_time\":5,\"argv\":[\"python3\"],\"env\":{\"RANK\":\"0\"}}\n"
+        "{\"type\":\"acquire\",\"t\":1700000001000000000,\"tid\":1,\"path\":\"/workspace/b/lock\",\"fd\":5}\n",
+        hdx_hostname(), hdx_proc_boot_id());
+    write_file("n-1-ns4026532800.jsonl", t);
+    free(t);
+    hdx_trace_set *set = NULL;
+    CHECK(hdx_trace_load_dir(tmpdir, &set, NULL) == 0);
+    hdx_evidence *ev = hdx_evidence_new();
+    CHECK(set && hdx_trace_to_evidence(set, ev, 0) == 0);
+    CHECK(ev->n_locks == 1);
+    if (ev->n_locks == 1) {
+        const hdx_lock *l = &ev->locks[0];
+        CHECK(l->foreign == 1 && l->mnt_ns == 4026532801u);
+        CHECK(strcmp(l->path, "/workspace/b/lock") == 0);
+        hdx_verdict v = {0};
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        CHECK(hdx_report_text(f, ev, &v) == 0);
+        fclose(f);
+        CHECK(text && strstr(text, "/workspace/b/lock (a path in the container of mount namespace 4026532801, whose "
+                                   "processes are all gone"));
+        free(text);
+    }
+    hdx_evidence_free(ev);
+    hdx_trace_set_free(set);
+    clear_dir();
+}
+
 static void test_kernel_locks_and_remote(void)
 {
     /* Rank 0 took a flock and stays; rank 1 blocks on it (lock_start, no lock_end).
@@ -296,6 +334,7 @@ int main(void)
     test_load_dir();
     test_to_evidence();
     test_kernel_locks_and_remote();
+    test_gone_container();
     rmdir(tmpdir);
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
