@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "classify/groups.h"
 #include "hangdx/trace.h"
 #include "gather/locks.h"
 #include "gather/proc.h"

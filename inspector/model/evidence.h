@@ -397,6 +397,18 @@ size_t hdx_keep_largest_job(hdx_evidence *ev);
  * their host to be found), else 0. Scans until the second host. */
 int hdx_evidence_multi_host(const hdx_evidence *ev);
 
+/* A hash of t's wait and frames (function names; Python file and line too):
+ * equal stacks give equal hashes. */
+uint64_t hdx_stack_hash(const hdx_thread *t);
+
+/* The value of field name of f (borrowed), or NULL. */
+const char *hdx_log_fact_field(const hdx_log_fact *f, const char *name);
+/* The same as an integer; def when absent or not a number. */
+long long hdx_log_fact_int(const hdx_log_fact *f, const char *name, long long def);
+
+/* The summary of rank in ev (borrowed), or NULL. */
+const hdx_log_rank *hdx_evidence_log_rank(const hdx_evidence *ev, int rank);
+
 /* Release what a process / thread / lock owns (not the struct itself). */
 void hdx_process_clear(hdx_process *p);
 void hdx_thread_clear(hdx_thread *t);
