@@ -20,7 +20,7 @@
 #include "model/pool.h"
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
-#include "gather/proc.h" /* hdx_syscall_name */
+#include "model/syscalls.h"
 #include "model/util.h"
 
 /* Integers that a JSON number (a double) holds exactly. */

@@ -51,10 +51,6 @@ int hdx_proc_alive(int pid, uint64_t start_ticks);
 
 /* Containers (docs/design.md "Containers"). */
 
-/* Task tid of pid's pid in its innermost pid namespace (the last NSpid field of its
- * status, proc(5)), or HDX_UNKNOWN when unreadable. */
-int hdx_proc_ns_pid(int pid, int tid);
-
 /* The inode of /proc/PID/ns/NAME ("pid", "mnt"; pid <= 0: hangdx's own), 0 when unreadable. */
 uint64_t hdx_proc_ns(int pid, const char *name);
 
@@ -125,12 +121,6 @@ int hdx_proc_find_ranks_filtered(const hdx_rank_filter *f, int **pids, size_t *n
  * cannot be read (ENOENT: gone; EACCES: not ours).
  */
 int hdx_proc_read_syscall(int pid, int tid, long *nr, uint64_t args[6]);
-
-/* x86-64 syscall name for nr ("newfstatat"), or NULL. */
-const char *hdx_syscall_name(long nr);
-
-/* The real uid of pid (the first Uid of /proc/PID/status, readable by anyone), or -1. */
-int hdx_proc_uid(int pid);
 
 /* 1 when pid is a kernel thread (PF_KTHREAD in field 9 of /proc/PID/stat): no user-space
  * stacks, no command line; 0 otherwise, or when there is no such pid. */

@@ -12,7 +12,6 @@
 #include <sys/user.h>
 #include <unistd.h>
 
-#include "gather/proc.h"
 #include "native/ptrace_registry.h"
 #include "python/python.h" /* hdx_pymaps_read */
 #include "native/symbols.h"
@@ -941,4 +940,38 @@ out:
 void hdx_stacks_emergency_detach(void)
 {
     hdx_ptrace_detach_all();
+}
+
+/* ---- facts of a live thread (proc(5)) ---- */
+
+int hdx_proc_ns_pid(int pid, int tid)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", pid, tid);
+    char *s = hdx_read_file(path, 8192, NULL);
+    if (!s)
+        return HDX_UNKNOWN;
+    int v = HDX_UNKNOWN;
+    char *l = strstr(s, "\nNSpid:");
+    for (char *q = l ? l + 7 : NULL, *end; q; q = end) {
+        long x = strtol(q, &end, 10);
+        if (end == q)
+            break;
+        v = (int)x;
+    }
+    free(s);
+    return v;
+}
+
+int hdx_proc_uid(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    char *s = hdx_read_file(path, (1 << 16), NULL);
+    if (!s)
+        return -1;
+    char *u = strstr(s, "\nUid:");
+    int uid = u ? atoi(u + 5) : -1;
+    free(s);
+    return uid;
 }

@@ -89,4 +89,13 @@ int hdx_stacks_release_orphans(void);
  */
 void hdx_stacks_emergency_detach(void);
 
+/* ---- Facts of a live thread that the stack readers need (proc(5)) ---- */
+
+/* Task tid of pid's pid in its innermost pid namespace (the last NSpid field of its
+ * status, proc(5)), or HDX_UNKNOWN when unreadable. */
+int hdx_proc_ns_pid(int pid, int tid);
+
+/* The real uid of pid (the first Uid of /proc/PID/status, readable by anyone), or -1. */
+int hdx_proc_uid(int pid);
+
 #endif

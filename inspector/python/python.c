@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gather/proc.h" /* hdx_proc_ns_pid */
+#include "native/stacks.h" /* hdx_proc_ns_pid */
 #include "python/pyimpl.h"
 #include "model/util.h"
 

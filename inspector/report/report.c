@@ -10,7 +10,7 @@
 #include "hangdx/report.h"
 #include "classify/groups.h"
 #include "model/jsonout.h"
-#include "gather/proc.h" /* hdx_syscall_name */
+#include "model/syscalls.h"
 #include "formats/snapshot.h"
 #include "model/util.h"
 #include "classify/waitsfor.h"
