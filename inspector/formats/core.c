@@ -22,7 +22,6 @@
 
 #include "python/merge.h"
 #include "python/python.h"
-#include "gather/sample.h"
 #include "formats/snapshot.h"
 #include "native/symbols.h"
 #include "model/util.h"

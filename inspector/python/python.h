@@ -324,6 +324,14 @@ int hdx_py_read_pgroups(hdx_pyproc *p, hdx_py_pgroups *out);
 /* Release what out owns and zero it. Accepts NULL. */
 void hdx_py_pgroups_clear(hdx_py_pgroups *g);
 
+/*
+ * The process groups of a torch.distributed rank (docs/design.md "Process groups"), read
+ * through py (a live process or a core): into ev->pgroups (merged by name), and each local of
+ * p's frames whose object is one of them gets its name (hdx_local.pg). Returns 0 (also
+ * when it has none, or they could not be read: a note in ev says which) or -ENOMEM.
+ */
+int hdx_sample_pgroups(hdx_pyproc *py, hdx_process *p, hdx_evidence *ev);
+
 /* ------------------------------------------------- line tables (§2.3) */
 
 /*
