@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "native/ptrace_registry.h"
-#include "python/python.h" /* hdx_pymaps_read */
+#include "native/maps.h"
 #include "native/symbols.h"
 #include "native/unwind_tables.h"
 #include "model/util.h"
@@ -45,7 +45,7 @@ struct unwind_ctx {
     size_t stack_len;
     /* the mappings (from /proc/PID/maps, read before any stop), to end a
      * stack copy where the stack's writable mapping ends */
-    hdx_pymap *maps;
+    hdx_map *maps;
     size_t n_maps;
     /* small direct-mapped cache of other target pages (text, unwind tables) */
     struct {
@@ -274,7 +274,7 @@ static unw_accessors_t accessors = {
 
 static void read_maps(struct unwind_ctx *c)
 {
-    if (hdx_pymaps_read(c->pid, &c->maps, &c->n_maps) < 0) {
+    if (hdx_maps_read(c->pid, &c->maps, &c->n_maps) < 0) {
         c->maps = NULL; /* no bound but STACK_COPY */
         c->n_maps = 0;
     }
@@ -930,7 +930,7 @@ out:
     if (as)
         unw_destroy_addr_space(as);
     hdx_unwind_tables_free(ctx.tables);
-    hdx_pymaps_free(ctx.maps, ctx.n_maps);
+    hdx_maps_free(ctx.maps, ctx.n_maps);
     free(ctx.cache);
     free(ctx.stack);
     free(raw);
