@@ -11,7 +11,7 @@
 #include "classify/groups.h"
 #include "model/jsonout.h"
 #include "model/syscalls.h"
-#include "formats/snapshot.h"
+#include "model/evidence_json.h"
 #include "model/util.h"
 #include "classify/waitsfor.h"
 
