@@ -119,7 +119,7 @@ static int load_traces(hdx_evidence *ev, const char *dir)
     char *err = NULL;
     int rc = hdx_trace_load_dir(dir, &set, &err);
     if (rc == 0) {
-        rc = hdx_trace_to_evidence(set, ev, 0);
+        rc = hdx_trace_to_evidence(set, ev, 0, hdx_proc_trace_host());
     } else {
         hdx_evidence_note(ev, "traces not read: %s", err ? err : strerror(-rc));
         rc = 0;

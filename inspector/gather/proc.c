@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "formats/traces.h" /* hdx_trace_host */
 #include "model/util.h"
 #include "native/stacks.h" /* hdx_proc_ns_pid */
 
@@ -929,4 +930,56 @@ int hdx_proc_denied(int pid, char *buf, size_t size)
     for (int i = 0; i < nc && at < size; i++)
         at += (size_t)snprintf(buf + at, size - at, "%s%s", i == 0 ? ": " : ", ", costs[i]);
     return n;
+}
+
+/* ---- this host, for the trace reader ---------------------------------- */
+
+static int live_alive(int pid, uint64_t start_ticks, void *ctx)
+{
+    (void)ctx;
+    return hdx_proc_alive(pid, start_ticks);
+}
+
+static const char *live_boot_id(void *ctx)
+{
+    (void)ctx;
+    return hdx_proc_boot_id();
+}
+
+static const char *live_hostname(void *ctx)
+{
+    (void)ctx;
+    return hdx_hostname();
+}
+
+static uint64_t live_own_ns(const char *name, void *ctx)
+{
+    (void)ctx;
+    return hdx_proc_ns(0, name);
+}
+
+static int live_pid_in_ns(uint64_t pid_ns, int nspid, uint64_t start_ticks, void *ctx)
+{
+    (void)ctx;
+    return hdx_proc_pid_in_ns(pid_ns, nspid, start_ticks);
+}
+
+static int live_in_mnt_ns(uint64_t mnt_ns, void *ctx)
+{
+    (void)ctx;
+    return hdx_proc_in_mnt_ns(mnt_ns);
+}
+
+const struct hdx_trace_host *hdx_proc_trace_host(void)
+{
+    static const hdx_trace_host live = {
+        .alive = live_alive,
+        .boot_id = live_boot_id,
+        .hostname = live_hostname,
+        .own_ns = live_own_ns,
+        .pid_in_ns = live_pid_in_ns,
+        .in_mnt_ns = live_in_mnt_ns,
+        .ctx = NULL,
+    };
+    return &live;
 }

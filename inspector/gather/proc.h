@@ -65,6 +65,12 @@ int hdx_proc_in_mnt_ns(uint64_t mnt_ns);
 /* This boot's id (/proc/sys/kernel/random/boot_id), static buffer, "" if unreadable. */
 const char *hdx_proc_boot_id(void);
 
+/* This host, live, for the trace reader (formats/traces.h, hdx_trace_to_evidence): alive is
+ * hdx_proc_alive, boot_id hdx_proc_boot_id, hostname hdx_hostname, own_ns hdx_proc_ns(0, name),
+ * pid_in_ns hdx_proc_pid_in_ns, in_mnt_ns hdx_proc_in_mnt_ns. A static object; never NULL. */
+struct hdx_trace_host;
+const struct hdx_trace_host *hdx_proc_trace_host(void);
+
 /*
  * The value of any environment variable of pid (e.g. HANGDX_TRACE_DIR),
  * for use on this host only; it never goes into evidence. Heap string, or
