@@ -64,6 +64,8 @@
  * Evidence → JSON → evidence → JSON gives the same JSON. Environment variables
  * outside HDX_TRACE_ENV_NAMES are never written, and are dropped on reading.
  * A holder or waiter with no host is written with the evidence's host.
+ *
+ * Stage rule: formats may include model, native, python. (docs/design.md "Stages")
  */
 #ifndef HDX_SNAPSHOT_H
 #define HDX_SNAPSHOT_H

@@ -6,6 +6,8 @@
  * and array is heap memory, but what pooled frames borrow from ev->pool);
  * hdx_evidence_free() releases it all. Integers use
  * HDX_UNKNOWN (-1) for "not known"; strings use NULL.
+ *
+ * Stage rule: model may include nothing. (docs/design.md "Stages")
  */
 #ifndef HDX_EVIDENCE_H
 #define HDX_EVIDENCE_H

@@ -4,6 +4,8 @@
  * are stopped (PTRACE_SEIZE + PTRACE_INTERRUPT) for their registers and a copy
  * of their stack, and let go; then unwind with libunwind from the copy and
  * symbolize (symbols.h).
+ *
+ * Stage rule: native may include model. (docs/design.md "Stages")
  */
 #ifndef HDX_STACKS_H
 #define HDX_STACKS_H

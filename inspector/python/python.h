@@ -18,6 +18,8 @@
  * (or blocked) and robust when it is not: every read is checked, every list
  * is bounded and cycle-checked, and a read that fails half way gives a partial
  * stack marked as such, never a crash or a hang.
+ *
+ * Stage rule: python may include model, native. (docs/design.md "Stages")
  */
 #ifndef HDX_PYTHON_H
 #define HDX_PYTHON_H
