@@ -10,7 +10,8 @@
  * How it fits together:
  *   hdx_pymem      a memory backend (live: process_vm_readv, /proc/PID/mem
  *                  fallback; a core-file backend plugs in the same way)
- *   hdx_map      the target's mappings (/proc/PID/maps, or a core's NT_FILE)
+ *   hdx_map        the target's mappings (/proc/PID/maps, or a core's NT_FILE;
+ *                  native/maps.h)
  *   hdx_py_attach  finds the interpreter (_PyRuntime) and its version once
  *   hdx_py_read    walks interpreters → thread states → frames, each time
  *

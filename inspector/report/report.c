@@ -255,7 +255,7 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     size_t head = (size_t)(at - s) + strlen(PROCS_EMPTY) - 1; /* up to and with the '[' */
     if (fwrite(s, 1, head, f) != head)
         rc = -EIO;
-    /* Frames that ranks share (loaded from snapshots) are printed once: snapshot.h. */
+    /* Frames that ranks share (loaded from snapshots) are printed once: model/evidence_json.h. */
     hdx_frame_text_cache *cache = hdx_frame_text_cache_new();
     for (size_t i = 0; !rc && i < ev->n_procs; i++) {
         cJSON *p = hdx_snapshot_process_json_printed(&ev->procs[i], cache);
