@@ -22,7 +22,6 @@
 
 #include "classify/classify_impl.h"
 #include "classify/groups.h"
-#include "formats/logs.h"
 #include "model/util.h"
 #include "classify/waits.h"
 #include "classify/waitsfor.h"

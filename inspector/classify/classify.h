@@ -1,6 +1,8 @@
 /*
  * The classifier: evidence in, verdict out. Pure: no I/O, no ptrace, no
- * clock; tested on recorded evidence alone (design.md "Data flow").
+ * clock; tested on recorded evidence alone (docs/design.md "Stages").
+ *
+ * Stage rule: classify may include model. (docs/design.md "Stages")
  */
 #ifndef HDX_CLASSIFY_H
 #define HDX_CLASSIFY_H

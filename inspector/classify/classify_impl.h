@@ -49,4 +49,14 @@ void hdx_cls_where(const hdx_thread *t, char *buf, size_t size);
  */
 int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v);
 
+/*
+ * The log rules (classify_logs.c), run by hdx_classify after the lock and
+ * stack rules. With may_decide (no stack rule decided), a decisive log rule
+ * fills v and returns 1; so does a log that decides nothing when no thread
+ * has frames (v says the logs decide nothing). Without may_decide it only adds
+ * a note to ev saying what the logs alone would say, and returns 0. 0 also
+ * when the logs decide nothing and stacks are there to judge; -ENOMEM.
+ */
+int hdx_cls_logs(hdx_evidence *ev, hdx_verdict *v, int may_decide);
+
 #endif

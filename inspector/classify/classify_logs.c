@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "classify/classify_impl.h"
-#include "formats/logs.h"
 #include "model/util.h"
 #include "classify/waitsfor.h"
 

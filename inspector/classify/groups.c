@@ -29,24 +29,6 @@ static int same_frame(const hdx_frame *a, const hdx_frame *b)
     return a->kind != HDX_FRAME_PYTHON || (a->line == b->line && same_str(a->file, b->file));
 }
 
-static uint64_t hash_str(uint64_t h, const char *s)
-{
-    for (; s && *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return (h ^ 0xff) * 1099511628211ULL;
-}
-
-uint64_t hdx_stack_hash(const hdx_thread *t)
-{
-    uint64_t h = hash_str(1469598103934665603ULL, t->wait);
-    for (size_t i = 0; i < t->n_frames; i++) {
-        h = hash_str(h, t->frames[i].function);
-        if (t->frames[i].kind == HDX_FRAME_PYTHON)
-            h = hash_str(h, t->frames[i].file) ^ (uint64_t)t->frames[i].line * 31;
-    }
-    return h;
-}
-
 static int same_stack(const hdx_thread *a, const hdx_thread *b)
 {
     if (a->n_frames != b->n_frames || !same_str(a->wait, b->wait))

@@ -26,10 +26,6 @@ typedef struct hdx_group {
     long diverges_at;
 } hdx_group;
 
-/* A hash of t's wait and frames (function names; Python file and line too):
- * equal stacks give equal hashes. */
-uint64_t hdx_stack_hash(const hdx_thread *t);
-
 /* The key thread of p: its first thread whose wait label is set and is not a
  * background one (hdx_wait_is_background), else its main thread; NULL without threads. */
 const hdx_thread *hdx_key_thread(const hdx_process *p);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "model/pool.h" /* hdx_pool_epoch */
-#include "gather/proc.h" /* hdx_syscall_name: a table, no I/O */
+#include "model/syscalls.h"
 
 /*
  * Frame signatures, most telling first. Python rows match the function

@@ -2,6 +2,8 @@
  * The subcommands. Each takes the arguments after its name (argv[0] is the
  * subcommand's name), parses them with getopt_long, and returns the process
  * exit status (include/hangdx/report.h HDX_EXIT_*).
+ *
+ * Stage rule: cmd may include every stage. (docs/design.md "Stages")
  */
 #ifndef HDX_CMD_H
 #define HDX_CMD_H

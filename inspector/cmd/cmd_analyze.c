@@ -23,6 +23,7 @@
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
 #include "gather/locks.h"
+#include "gather/proc.h" /* hdx_proc_trace_host */
 #include "formats/logs.h"
 #include "report/report.h"
 #include "gather/slurm.h"
@@ -529,7 +530,7 @@ static int add_trace_dir(hdx_evidence *ev, const char *dir, char **hosts_seen, c
         hdx_trace_set_free(set);
         return -ENODATA;
     }
-    r = hdx_trace_to_evidence(set, ev, 1);
+    r = hdx_trace_to_evidence(set, ev, 1, hdx_proc_trace_host());
     /* One host for all traces: the evidence's host. Several: none. */
     for (size_t i = 0; r == 0 && i < set->n_images; i++) {
         const char *h = set->images[i].host;

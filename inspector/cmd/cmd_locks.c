@@ -290,7 +290,7 @@ int hdx_cmd_locks(int argc, char **argv)
             fprintf(stderr, "hangdx locks: %s\n", err ? err : strerror(-r));
             goto out;
         }
-        if ((r = hdx_trace_to_evidence(set, ev, 0)) < 0)
+        if ((r = hdx_trace_to_evidence(set, ev, 0, hdx_proc_trace_host())) < 0)
             goto nomem;
     }
     for (int i = optind; i < argc; i++)

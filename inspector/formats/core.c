@@ -22,7 +22,6 @@
 
 #include "python/merge.h"
 #include "python/python.h"
-#include "gather/sample.h"
 #include "formats/snapshot.h"
 #include "native/symbols.h"
 #include "model/util.h"
@@ -740,13 +739,13 @@ out:
 
 static int python_frames(struct core *c, hdx_process *p, hdx_evidence *ev)
 {
-    hdx_pymap *maps = NULL;
+    hdx_map *maps = NULL;
     size_t n = 0;
     int rc = 0;
     /* Every segment, with the path and offset of the file it maps. */
     for (size_t i = 0; i < c->n_segs; i++) {
         const struct seg *s = &c->segs[i];
-        hdx_pymap *m = hdx_append((void **)&maps, &n, sizeof *m);
+        hdx_map *m = hdx_append((void **)&maps, &n, sizeof *m);
         if (!m) {
             rc = -ENOMEM;
             goto out;
@@ -820,7 +819,7 @@ static int python_frames(struct core *c, hdx_process *p, hdx_evidence *ev)
     hdx_py_detach(py);
     rc = r == -ENOMEM || !p->python ? -ENOMEM : 0;
 out:
-    hdx_pymaps_free(maps, n);
+    hdx_maps_free(maps, n);
     return rc;
 }
 

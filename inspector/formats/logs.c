@@ -263,33 +263,6 @@ static stream *stream_of(reader *rd, int rank)
     return &rd->streams[i];
 }
 
-const char *hdx_log_fact_field(const hdx_log_fact *f, const char *name)
-{
-    for (size_t i = 0; f && i < f->n_fields; i++)
-        if (!strcmp(f->fields[i].name, name))
-            return f->fields[i].value;
-    return NULL;
-}
-
-long long hdx_log_fact_int(const hdx_log_fact *f, const char *name, long long def)
-{
-    const char *s = hdx_log_fact_field(f, name);
-    if (!s || !*s)
-        return def;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    return errno || *end ? def : v;
-}
-
-const hdx_log_rank *hdx_evidence_log_rank(const hdx_evidence *ev, int rank)
-{
-    for (size_t i = 0; i < ev->n_log_ranks; i++)
-        if (ev->log_ranks[i].rank == rank)
-            return &ev->log_ranks[i];
-    return NULL;
-}
-
 static hdx_log_rank *log_rank_get(hdx_evidence *ev, int rank, const char *from)
 {
     for (size_t i = 0; i < ev->n_log_ranks; i++)

@@ -12,7 +12,6 @@
 
 #include <stddef.h>
 
-#include "classify/classify.h"
 #include "model/evidence.h"
 
 typedef struct hdx_log_patterns hdx_log_patterns;
@@ -74,23 +73,5 @@ int hdx_log_load(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev,
  * HDX_UNKNOWN when they name none or several. only_rank may be NULL.
  */
 int hdx_log_load_ranked(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, int *only_rank, char **err);
-
-/* The value of field name of f (borrowed), or NULL. */
-const char *hdx_log_fact_field(const hdx_log_fact *f, const char *name);
-/* The same as an integer; def when absent or not a number. */
-long long hdx_log_fact_int(const hdx_log_fact *f, const char *name, long long def);
-
-/* The summary of rank in ev (borrowed), or NULL. */
-const hdx_log_rank *hdx_evidence_log_rank(const hdx_evidence *ev, int rank);
-
-/*
- * The log rules (classify_logs.c), run by hdx_classify after the lock and
- * stack rules. With may_decide (no stack rule decided), a decisive log rule
- * fills v and returns 1; so does a log that decides nothing when no thread
- * has frames (v says the logs decide nothing). Without may_decide it only adds
- * a note to ev saying what the logs alone would say, and returns 0. 0 also
- * when the logs decide nothing and stacks are there to judge; -ENOMEM.
- */
-int hdx_cls_logs(hdx_evidence *ev, hdx_verdict *v, int may_decide);
 
 #endif

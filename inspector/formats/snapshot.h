@@ -64,6 +64,8 @@
  * Evidence → JSON → evidence → JSON gives the same JSON. Environment variables
  * outside HDX_TRACE_ENV_NAMES are never written, and are dropped on reading.
  * A holder or waiter with no host is written with the evidence's host.
+ *
+ * Stage rule: formats may include model, native, python. (docs/design.md "Stages")
  */
 #ifndef HDX_SNAPSHOT_H
 #define HDX_SNAPSHOT_H
@@ -71,6 +73,7 @@
 #include <stddef.h>
 
 #include "model/evidence.h"
+#include "model/evidence_json.h" /* the writer: hdx_snapshot_json, hdx_snapshot_process_json ... */
 
 struct cJSON;
 
@@ -86,38 +89,6 @@ enum hdx_snapshot_kind {
     HDX_INPUT_REPORT,        /* hangdx.report/1 */
     HDX_INPUT_OTHER_SCHEMA,  /* a JSON object with another or no "schema" in its first 4 KiB */
 };
-
-/* One process with its threads, frames and locals, as in a snapshot and in a report's
- * "processes" (a report carries the same, so that analyze of a report decides as the
- * snapshot would). Caller frees with cJSON_Delete. NULL on ENOMEM. */
-struct cJSON *hdx_snapshot_process_json(const hdx_process *p);
-
-/*
- * The same object for cJSON_Print only, faster for many ranks: frames loaded from a
- * snapshot (pooled) are printed once per distinct frame and kept in c, and each
- * thread's "frames" and "python_frames" hold them as raw items, indented as cJSON_Print
- * of this process object (at the top level) would indent the frame objects; other
- * frames stay objects. cJSON_Print of the result is byte for byte cJSON_Print of
- * hdx_snapshot_process_json(p) (printed unformatted, or nested deeper, it would not
- * be). The result borrows texts from c: delete it before hdx_frame_text_cache_free.
- * c NULL: plain hdx_snapshot_process_json. The cache's keys are the frames' pointers:
- * use one cache while the evidence does not change, and free it then. It stops
- * growing at 64 MiB of text. NULL on ENOMEM.
- */
-typedef struct hdx_frame_text_cache hdx_frame_text_cache;
-hdx_frame_text_cache *hdx_frame_text_cache_new(void); /* NULL on ENOMEM */
-void hdx_frame_text_cache_free(hdx_frame_text_cache *c); /* accepts NULL */
-struct cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_text_cache *c);
-
-/* One lock (design.md's lock object, with exists, mtime and source), as in a snapshot, a
- * report's "locks" and `hangdx locks --json`. Caller frees with cJSON_Delete. NULL on ENOMEM. */
-struct cJSON *hdx_snapshot_lock_json(const hdx_lock *l);
-
-/*
- * The whole of ev as a hangdx.snapshot/2 object. The caller frees it with
- * cJSON_Delete. NULL (errno ENOMEM) on failure.
- */
-struct cJSON *hdx_snapshot_json(const hdx_evidence *ev);
 
 /*
  * Write hdx_snapshot_json(ev) to path (created or truncated; written to a

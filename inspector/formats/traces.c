@@ -13,8 +13,6 @@
 #include <unistd.h>
 
 #include "hangdx/trace.h"
-#include "gather/proc.h"
-#include "gather/nspath.h"
 #include "model/util.h"
 
 /* Longest line the reader keeps; the shim writes at most HDX_TRACE_LINE_MAX. */
@@ -652,6 +650,7 @@ typedef struct nsview {
     int foreign_pid;  /* its pid namespace is not hangdx's */
     int host_pid;     /* foreign_pid: its pid here while it lives, else 0 */
     int foreign_mnt;  /* its mount namespace is not hangdx's */
+    const hdx_trace_host *host; /* foreign_mnt: what names its paths here (borrowed) */
     uint64_t mnt_ns;  /* foreign_mnt: its mount namespace */
     int live;         /* foreign_mnt: a live process of its mount namespace, or 0 */
     char *from, *to;  /* foreign_mnt: by the trace directory, a path under from is to + the
@@ -678,22 +677,65 @@ static char *prefix_of(const char *s, size_t n)
     return strndup(s, n);
 }
 
+/* ---- the host the traces are checked against (hdx_trace_host; NULL: none) ---- */
+
+static uint64_t host_own_ns(const hdx_trace_host *h, const char *name)
+{
+    return h && h->own_ns ? h->own_ns(name, h->ctx) : 0;
+}
+
+static int host_pid_in_ns(const hdx_trace_host *h, uint64_t pid_ns, int nspid, uint64_t start_ticks)
+{
+    return h && h->pid_in_ns ? h->pid_in_ns(pid_ns, nspid, start_ticks, h->ctx) : 0;
+}
+
+static int host_in_mnt_ns(const hdx_trace_host *h, uint64_t mnt_ns)
+{
+    return h && h->in_mnt_ns ? h->in_mnt_ns(mnt_ns, h->ctx) : 0;
+}
+
+static int host_alive(const hdx_trace_host *h, int pid, uint64_t start_ticks)
+{
+    return h && h->alive ? h->alive(pid, start_ticks, h->ctx) : 0;
+}
+
+/* The host's boot id, "" when there is no host or it is unknown. */
+static const char *host_boot_id(const hdx_trace_host *h)
+{
+    const char *b = h && h->boot_id ? h->boot_id(h->ctx) : NULL;
+    return b ? b : "";
+}
+
+/* The host's name for messages, or NULL when there is no host. */
+static const char *host_name(const hdx_trace_host *h)
+{
+    return h && h->hostname ? h->hostname(h->ctx) : NULL;
+}
+
+/* A path that live process pid of another mount namespace names, as the host names it
+ * (host->path_here); NULL when there is no host or on ENOMEM. */
+static char *host_path_here(const hdx_trace_host *h, int pid, const char *path, int *same)
+{
+    return h && h->path_here ? h->path_here(pid, path, same, h->ctx) : NULL;
+}
+
 /* Paths of a foreign mount namespace: through a live process of it, exactly
- * (gather/nspath.h); and by the trace directory seen from both sides (exact when the
- * directory lies in the container's root, a guess when it was bind-mounted from elsewhere),
- * which is all there is once the container is gone. */
-static int view_of(const hdx_trace_set *set, const hdx_trace_image *img, nsview *v)
+ * (hdx_trace_host's path_here); and by the trace directory seen from both sides (exact when
+ * the directory lies in the container's root, a guess when it was bind-mounted from
+ * elsewhere), which is all there is once the container is gone. */
+static int view_of(const hdx_trace_set *set, const hdx_trace_image *img, const hdx_trace_host *host, nsview *v)
 {
     memset(v, 0, sizeof *v);
-    uint64_t own_pid = hdx_proc_ns(0, "pid"), own_mnt = hdx_proc_ns(0, "mnt");
+    uint64_t own_pid = host_own_ns(host, "pid"), own_mnt = host_own_ns(host, "mnt");
     v->foreign_pid = img->pid_ns && own_pid && img->pid_ns != own_pid;
     if (v->foreign_pid)
-        v->host_pid = hdx_proc_pid_in_ns(img->pid_ns, img->pid, img->start_ticks);
+        v->host_pid = host_pid_in_ns(host, img->pid_ns, img->pid, img->start_ticks);
     v->foreign_mnt = img->mnt_ns && own_mnt && img->mnt_ns != own_mnt;
     if (!v->foreign_mnt)
         return 0;
+    v->host = host;
     v->mnt_ns = img->mnt_ns;
-    v->live = hdx_proc_in_mnt_ns(img->mnt_ns);
+    v->live = host_in_mnt_ns(host, img->mnt_ns);
     char host_dir[PATH_MAX];
     size_t t;
     if (!img->trace_dir || !realpath(set->dir, host_dir) || !(t = common_tail(host_dir, img->trace_dir)))
@@ -717,7 +759,7 @@ static char *path_here(const nsview *v, const char *p, int *same)
     *same = !v->foreign_mnt;
     if (!v->foreign_mnt)
         return strdup(p);
-    char *live = v->live ? hdx_proc_path_here(v->live, p, same) : NULL;
+    char *live = v->live ? host_path_here(v->host, v->live, p, same) : NULL;
     if (live && strncmp(live, "/proc/", 6))
         return live;
     *same = 0;
@@ -807,23 +849,30 @@ static size_t last_image_of(const hdx_trace_set *set, size_t i)
 }
 
 /* Is the process of image i alive now? 1, 0, HDX_UNKNOWN; notes why not known. */
-static int image_alive(const hdx_trace_set *set, const nsview *views, size_t i, hdx_evidence *ev)
+static int image_alive(const hdx_trace_set *set, const nsview *views, size_t i, const hdx_trace_host *host,
+                       hdx_evidence *ev)
 {
     const hdx_trace_image *img = &set->images[i];
     if (views[i].foreign_pid) /* a container's process: alive when its NSpid and start time are found */
         return views[i].host_pid != 0;
-    const char *boot = hdx_proc_boot_id();
+    const char *boot = host_boot_id(host), *here = host_name(host);
     const hdx_trace_image *last = &set->images[last_image_of(set, i)];
     if (img->boot_id && boot[0] && strcmp(img->boot_id, boot) == 0)
-        return hdx_proc_alive(img->pid, img->start_ticks);
-    if (img->host && img->boot_id && boot[0] && strcmp(img->host, hdx_hostname()) == 0)
+        return host_alive(host, img->pid, img->start_ticks);
+    if (img->host && img->boot_id && boot[0] && here && strcmp(img->host, here) == 0)
         return 0; /* this host has rebooted since */
     if (image_has_exit(last))
         return 0;
-    hdx_evidence_note(ev, "traces from host %s%s%s: whether their processes are alive cannot be "
-                          "checked from this host (%s); run hangdx there to check",
-                      img->host ? img->host : "(unknown)", img->boot_id ? ", boot " : "",
-                      img->boot_id ? img->boot_id : "", hdx_hostname());
+    if (!here)
+        hdx_evidence_note(ev, "traces from host %s%s%s: whether their processes are alive was not checked "
+                              "(read without a live host); run hangdx on that host to check",
+                          img->host ? img->host : "(unknown)", img->boot_id ? ", boot " : "",
+                          img->boot_id ? img->boot_id : "");
+    else
+        hdx_evidence_note(ev, "traces from host %s%s%s: whether their processes are alive cannot be "
+                              "checked from this host (%s); run hangdx there to check",
+                          img->host ? img->host : "(unknown)", img->boot_id ? ", boot " : "",
+                          img->boot_id ? img->boot_id : "", here);
     return HDX_UNKNOWN;
 }
 
@@ -883,15 +932,16 @@ static int started_by(const hdx_trace_set *set, size_t i, int pid)
 /* A dead builder's children that still run (ninja, a compiler), counted in
  * l->creator_children and named in a note: they may still write into the build directory,
  * so they must be stopped before the lock goes. */
-static int note_leftovers(const hdx_trace_set *set, size_t creator, hdx_lock *l, hdx_evidence *ev)
+static int note_leftovers(const hdx_trace_set *set, size_t creator, hdx_lock *l, const hdx_trace_host *host,
+                          hdx_evidence *ev)
 {
-    const char *boot = hdx_proc_boot_id();
+    const char *boot = host_boot_id(host);
     char list[512] = "";
     size_t used = 0, n = 0;
     for (size_t i = 0; i < set->n_images; i++) {
         const hdx_trace_image *img = &set->images[i];
         if (i != last_image_of(set, i) || !img->boot_id || !boot[0] || strcmp(img->boot_id, boot) ||
-            !started_by(set, i, set->images[creator].pid) || hdx_proc_alive(img->pid, img->start_ticks) != 1)
+            !started_by(set, i, set->images[creator].pid) || host_alive(host, img->pid, img->start_ticks) != 1)
             continue;
         const char *name = img->argc && img->argv[0] ? strrchr(img->argv[0], '/') : NULL;
         name = name ? name + 1 : img->argc && img->argv[0] ? img->argv[0] : "?";
@@ -907,7 +957,8 @@ static int note_leftovers(const hdx_trace_set *set, size_t creator, hdx_lock *l,
                              l->path, set->images[creator].pid, n, n == 1 ? "" : "es", n == 1 ? "s" : "", list);
 }
 
-static int emit_lock(const hdx_trace_set *set, const nsview *views, pstate *s, hdx_evidence *ev)
+static int emit_lock(const hdx_trace_set *set, const nsview *views, pstate *s, const hdx_trace_host *host,
+                     hdx_evidence *ev)
 {
     int any_wait = 0;
     for (size_t i = 0; i < s->n_waits; i++)
@@ -938,8 +989,8 @@ static int emit_lock(const hdx_trace_set *set, const nsview *views, pstate *s, h
         l->creator_pid = pid_here(set, views, (size_t)creator);
         l->creator_rank = ci->rank;
         l->created_ns = created;
-        l->creator_alive = image_alive(set, views, (size_t)creator, ev);
-        if (l->creator_alive == 0 && note_leftovers(set, (size_t)creator, l, ev) < 0)
+        l->creator_alive = image_alive(set, views, (size_t)creator, host, ev);
+        if (l->creator_alive == 0 && note_leftovers(set, (size_t)creator, l, host, ev) < 0)
             return -ENOMEM;
     }
     for (size_t i = 0; i < s->n_waits; i++) {
@@ -959,13 +1010,14 @@ static int emit_lock(const hdx_trace_set *set, const nsview *views, pstate *s, h
     return 0;
 }
 
-static int add_process(const hdx_trace_set *set, const nsview *views, size_t i, hdx_evidence *ev)
+static int add_process(const hdx_trace_set *set, const nsview *views, size_t i, const hdx_trace_host *host,
+                       hdx_evidence *ev)
 {
     const hdx_trace_image *img = &set->images[i];
     int pid = pid_here(set, views, i);
     if (hdx_evidence_find_process_on(ev, img->host, pid))
         return 0; /* live inspection already read it (pids repeat across hosts: this host's) */
-    int alive = image_alive(set, views, i, ev);
+    int alive = image_alive(set, views, i, host, ev);
     hdx_process *p = hdx_evidence_add_process(ev);
     if (!p)
         return -ENOMEM;
@@ -987,7 +1039,7 @@ static int add_process(const hdx_trace_set *set, const nsview *views, size_t i, 
     return 0;
 }
 
-int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_processes)
+int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_processes, const hdx_trace_host *host)
 {
     ref *refs = NULL;
     size_t n_refs = 0, seq = 0;
@@ -1001,7 +1053,7 @@ int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_pr
         return -ENOMEM;
     size_t foreign = 0, unmapped = 0;
     for (size_t i = 0; i < set->n_images; i++) {
-        if (view_of(set, &set->images[i], &views[i]) < 0)
+        if (view_of(set, &set->images[i], host, &views[i]) < 0)
             goto nomem;
         foreign += views[i].foreign_mnt || views[i].foreign_pid;
         unmapped += views[i].foreign_mnt && !views[i].from && !views[i].live;
@@ -1107,12 +1159,12 @@ int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_pr
             for (size_t k = 0; k < st[s].n_waits; k++)
                 if (st[s].waits[k].active && set->images[st[s].waits[k].img].pid == set->images[st[s].taker].pid)
                     st[s].taker = -1;
-        if ((r = emit_lock(set, views, &st[s], ev)) < 0)
+        if ((r = emit_lock(set, views, &st[s], host, ev)) < 0)
             goto out;
     }
     if (add_processes) {
         for (size_t i = 0; i < set->n_images; i++)
-            if (last_image_of(set, i) == i && (r = add_process(set, views, i, ev)) < 0)
+            if (last_image_of(set, i) == i && (r = add_process(set, views, i, host, ev)) < 0)
                 goto out;
     }
     for (size_t i = 0; i < set->n_notes; i++)

@@ -106,6 +106,34 @@ void hdx_trace_image_clear(hdx_trace_image *img);
 void hdx_trace_set_free(hdx_trace_set *set);
 
 /*
+ * What the trace reader asks of the host it runs on (docs/design.md "Stages": formats/
+ * reads files and does no live lookups; the caller passes the host, gather/ implements
+ * the live one). Each member may be NULL (as if it answered "unknown"); ctx is passed
+ * back to each. Pids and namespaces are the host's, read from /proc by the live one:
+ *   alive      1 when the process that had start_ticks (field 22 of its stat; 0: any)
+ *              still runs under pid, else 0 (gone, zombie, or the pid reused);
+ *   boot_id    this boot's id (/proc/sys/kernel/random/boot_id), "" or NULL unknown;
+ *   hostname   the host's name, or NULL;
+ *   own_ns     the inode of the reader's own namespace `name` ("pid", "mnt"), 0 unknown;
+ *   pid_in_ns  the pid here of the live process whose pid is nspid in pid namespace
+ *              pid_ns and that started at start_ticks (0: any), or 0 when none;
+ *   in_mnt_ns  a live process of mount namespace mnt_ns, or 0 when none;
+ *   path_here  the host's name (heap) of the file that live process pid names path in its
+ *              own root, *same set when it is path itself; NULL on ENOMEM.
+ * Strings returned are borrowed (valid until the next call on this host).
+ */
+typedef struct hdx_trace_host {
+    int (*alive)(int pid, uint64_t start_ticks, void *ctx);
+    const char *(*boot_id)(void *ctx);
+    const char *(*hostname)(void *ctx);
+    uint64_t (*own_ns)(const char *name, void *ctx);
+    int (*pid_in_ns)(uint64_t pid_ns, int nspid, uint64_t start_ticks, void *ctx);
+    int (*in_mnt_ns)(uint64_t mnt_ns, void *ctx);
+    char *(*path_here)(int pid, const char *path, int *same, void *ctx);
+    void *ctx;
+} hdx_trace_host;
+
+/*
  * Add what the traces prove to ev:
  *  - one hdx_lock per baton path seen in acquire/wait events (creator from
  *    the acquire not followed by a release, with its pid, rank, time and
@@ -121,11 +149,16 @@ void hdx_trace_set_free(hdx_trace_set *set);
  *  Events of all images are replayed in time order. Locks already in ev
  *  (same path) are completed, not duplicated.
  *  - with add_processes, one hdx_process per image (the last image of each
- *    pid; alive from hdx_proc_alive when the boot id is this host's), with
+ *    pid; alive from host->alive when the boot id is the host's), with
  *    its rank variables and argv. Live inspection passes 0: it reads the
  *    processes from /proc.
+ * What is alive now, and which namespaces are foreign, is asked of host (borrowed; the
+ * live one is gather/proc.h's hdx_proc_trace_host). With host NULL (post-mortem: nothing
+ * of this machine is consulted) no image shares the host's boot, so no process is
+ * alive by its trace: alive is 0 where the trace shows its exit, else HDX_UNKNOWN with a
+ * note; namespaces are taken as the host's own (paths and pids as the traces give them).
  * Returns 0 or a negative errno.
  */
-int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_processes);
+int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_processes, const hdx_trace_host *host);
 
 #endif

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "classify/groups.h"
 #include "hangdx/trace.h"
 #include "gather/locks.h"
 #include "gather/proc.h"
@@ -130,7 +129,7 @@ static int load_traces(hdx_evidence *ev, const char *dir)
     char *err = NULL;
     int rc = hdx_trace_load_dir(dir, &set, &err);
     if (rc == 0) {
-        rc = hdx_trace_to_evidence(set, ev, 0);
+        rc = hdx_trace_to_evidence(set, ev, 0, hdx_proc_trace_host());
     } else {
         hdx_evidence_note(ev, "traces not read: %s", err ? err : strerror(-rc));
         rc = 0;

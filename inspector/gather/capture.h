@@ -2,6 +2,8 @@
  * Live capture, shared by inspect and snapshot: discover the processes, read
  * /proc, traces, stacks (native + Python, with locals) and the locks they
  * wait on, over N samples. No classification.
+ *
+ * Stage rule: gather may include model, native, python, formats. (docs/design.md "Stages")
  */
 #ifndef HDX_CAPTURE_H
 #define HDX_CAPTURE_H

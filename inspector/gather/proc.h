@@ -57,10 +57,6 @@ int hdx_proc_frozen(int pid);
 
 /* Containers (docs/design.md "Containers"). */
 
-/* Task tid of pid's pid in its innermost pid namespace (the last NSpid field of its
- * status, proc(5)), or HDX_UNKNOWN when unreadable. */
-int hdx_proc_ns_pid(int pid, int tid);
-
 /* The inode of /proc/PID/ns/NAME ("pid", "mnt"; pid <= 0: hangdx's own), 0 when unreadable. */
 uint64_t hdx_proc_ns(int pid, const char *name);
 
@@ -74,6 +70,12 @@ int hdx_proc_in_mnt_ns(uint64_t mnt_ns);
 
 /* This boot's id (/proc/sys/kernel/random/boot_id), static buffer, "" if unreadable. */
 const char *hdx_proc_boot_id(void);
+
+/* This host, live, for the trace reader (formats/traces.h, hdx_trace_to_evidence): alive is
+ * hdx_proc_alive, boot_id hdx_proc_boot_id, hostname hdx_hostname, own_ns hdx_proc_ns(0, name),
+ * pid_in_ns hdx_proc_pid_in_ns, in_mnt_ns hdx_proc_in_mnt_ns. A static object; never NULL. */
+struct hdx_trace_host;
+const struct hdx_trace_host *hdx_proc_trace_host(void);
 
 /*
  * The value of any environment variable of pid (e.g. HANGDX_TRACE_DIR),
@@ -131,12 +133,6 @@ int hdx_proc_find_ranks_filtered(const hdx_rank_filter *f, int **pids, size_t *n
  * cannot be read (ENOENT: gone; EACCES: not ours).
  */
 int hdx_proc_read_syscall(int pid, int tid, long *nr, uint64_t args[6]);
-
-/* x86-64 syscall name for nr ("newfstatat"), or NULL. */
-const char *hdx_syscall_name(long nr);
-
-/* The real uid of pid (the first Uid of /proc/PID/status, readable by anyone), or -1. */
-int hdx_proc_uid(int pid);
 
 /* 1 when pid is a kernel thread (PF_KTHREAD in field 9 of /proc/PID/stat): no user-space
  * stacks, no command line; 0 otherwise, or when there is no such pid. */

@@ -21,50 +21,6 @@ static hdx_thread *thread_of(hdx_process *p, int tid)
     return NULL;
 }
 
-/* Name the locals of p that hold group g (by object identity). 0 or -ENOMEM. */
-static int name_group_locals(hdx_process *p, const hdx_py_pgroup *g, const char *name)
-{
-    for (size_t i = 0; i < p->n_threads; i++)
-        for (size_t k = 0; k < p->threads[i].n_frames; k++) {
-            hdx_frame *f = &p->threads[i].frames[k];
-            for (size_t j = 0; !f->pooled && j < f->n_locals; j++)
-                if (f->locals[j].addr == g->obj && !f->locals[j].pg && !(f->locals[j].pg = strdup(name)))
-                    return -ENOMEM;
-        }
-    return 0;
-}
-
-int hdx_sample_pgroups(hdx_pyproc *py, hdx_process *p, hdx_evidence *ev)
-{
-    hdx_py_pgroups gs = {0};
-    int rc = hdx_py_read_pgroups(py, &gs);
-    if (rc && rc != -ENOMEM)
-        hdx_evidence_note(ev, "pid %d: its process groups could not be read (%s): collectives are taken on the "
-                              "world group",
-                          p->pid, strerror(-rc));
-    else if (!rc && gs.partial)
-        hdx_evidence_note(ev, "pid %d: some of its process groups could not be read (the process changed while it "
-                              "was read)",
-                          p->pid);
-    for (size_t i = 0; !rc && i < gs.n; i++) {
-        const hdx_py_pgroup *g = &gs.groups[i];
-        char *name = g->name ? strdup(g->name) : hdx_asprintf("at 0x%llx", (unsigned long long)g->obj);
-        if (!name) {
-            rc = -ENOMEM;
-            break;
-        }
-        int r = hdx_evidence_add_pgroup(ev, name, g->ranks, g->n_ranks, g->desc, g->role, g->is_default);
-        if (r == -EEXIST)
-            hdx_evidence_note(ev, "pid %d: process group %s has other ranks than another rank saw (a torn read, or "
-                                  "two jobs): the first is kept",
-                              p->pid, name);
-        rc = r == -ENOMEM ? r : name_group_locals(p, g, name);
-        free(name);
-    }
-    hdx_py_pgroups_clear(&gs);
-    return rc == -ENOMEM ? rc : 0;
-}
-
 static int add_python(hdx_process *p, hdx_evidence *ev, unsigned flags)
 {
     char *err = NULL;

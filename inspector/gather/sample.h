@@ -22,13 +22,4 @@
  */
 int hdx_sample_stacks(hdx_process *p, hdx_evidence *ev, unsigned flags);
 
-/*
- * The process groups of a torch.distributed rank (docs/design.md "Process groups"), read
- * through py (a live process or a core): into ev->pgroups (merged by name), and each local of
- * p's frames whose object is one of them gets its name (hdx_local.pg). Returns 0 (also
- * when it has none, or they could not be read: a note in ev says which) or -ENOMEM.
- */
-struct hdx_pyproc;
-int hdx_sample_pgroups(struct hdx_pyproc *py, hdx_process *p, hdx_evidence *ev);
-
 #endif

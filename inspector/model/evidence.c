@@ -869,3 +869,48 @@ size_t hdx_keep_largest_job(hdx_evidence *ev)
     }
     return set_aside;
 }
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL;
+}
+
+uint64_t hdx_stack_hash(const hdx_thread *t)
+{
+    uint64_t h = hash_str(1469598103934665603ULL, t->wait);
+    for (size_t i = 0; i < t->n_frames; i++) {
+        h = hash_str(h, t->frames[i].function);
+        if (t->frames[i].kind == HDX_FRAME_PYTHON)
+            h = hash_str(h, t->frames[i].file) ^ (uint64_t)t->frames[i].line * 31;
+    }
+    return h;
+}
+
+const char *hdx_log_fact_field(const hdx_log_fact *f, const char *name)
+{
+    for (size_t i = 0; f && i < f->n_fields; i++)
+        if (!strcmp(f->fields[i].name, name))
+            return f->fields[i].value;
+    return NULL;
+}
+
+long long hdx_log_fact_int(const hdx_log_fact *f, const char *name, long long def)
+{
+    const char *s = hdx_log_fact_field(f, name);
+    if (!s || !*s)
+        return def;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    return errno || *end ? def : v;
+}
+
+const hdx_log_rank *hdx_evidence_log_rank(const hdx_evidence *ev, int rank)
+{
+    for (size_t i = 0; i < ev->n_log_ranks; i++)
+        if (ev->log_ranks[i].rank == rank)
+            return &ev->log_ranks[i];
+    return NULL;
+}

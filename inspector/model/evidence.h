@@ -6,6 +6,8 @@
  * and array is heap memory, but what pooled frames borrow from ev->pool);
  * hdx_evidence_free() releases it all. Integers use
  * HDX_UNKNOWN (-1) for "not known"; strings use NULL.
+ *
+ * Stage rule: model may include nothing. (docs/design.md "Stages")
  */
 #ifndef HDX_EVIDENCE_H
 #define HDX_EVIDENCE_H
@@ -402,6 +404,18 @@ size_t hdx_keep_largest_job(hdx_evidence *ev);
 /* 1 when ev's processes name more than one host (a multi-host job: pids then need
  * their host to be found), else 0. Scans until the second host. */
 int hdx_evidence_multi_host(const hdx_evidence *ev);
+
+/* A hash of t's wait and frames (function names; Python file and line too):
+ * equal stacks give equal hashes. */
+uint64_t hdx_stack_hash(const hdx_thread *t);
+
+/* The value of field name of f (borrowed), or NULL. */
+const char *hdx_log_fact_field(const hdx_log_fact *f, const char *name);
+/* The same as an integer; def when absent or not a number. */
+long long hdx_log_fact_int(const hdx_log_fact *f, const char *name, long long def);
+
+/* The summary of rank in ev (borrowed), or NULL. */
+const hdx_log_rank *hdx_evidence_log_rank(const hdx_evidence *ev, int rank);
 
 /* Release what a process / thread / lock owns (not the struct itself). */
 void hdx_process_clear(hdx_process *p);

@@ -12,9 +12,8 @@
 #include <sys/user.h>
 #include <unistd.h>
 
-#include "gather/proc.h"
 #include "native/ptrace_registry.h"
-#include "python/python.h" /* hdx_pymaps_read */
+#include "native/maps.h"
 #include "native/symbols.h"
 #include "native/unwind_tables.h"
 #include "model/util.h"
@@ -46,7 +45,7 @@ struct unwind_ctx {
     size_t stack_len;
     /* the mappings (from /proc/PID/maps, read before any stop), to end a
      * stack copy where the stack's writable mapping ends */
-    hdx_pymap *maps;
+    hdx_map *maps;
     size_t n_maps;
     /* small direct-mapped cache of other target pages (text, unwind tables) */
     struct {
@@ -275,7 +274,7 @@ static unw_accessors_t accessors = {
 
 static void read_maps(struct unwind_ctx *c)
 {
-    if (hdx_pymaps_read(c->pid, &c->maps, &c->n_maps) < 0) {
+    if (hdx_maps_read(c->pid, &c->maps, &c->n_maps) < 0) {
         c->maps = NULL; /* no bound but STACK_COPY */
         c->n_maps = 0;
     }
@@ -931,7 +930,7 @@ out:
     if (as)
         unw_destroy_addr_space(as);
     hdx_unwind_tables_free(ctx.tables);
-    hdx_pymaps_free(ctx.maps, ctx.n_maps);
+    hdx_maps_free(ctx.maps, ctx.n_maps);
     free(ctx.cache);
     free(ctx.stack);
     free(raw);
@@ -941,4 +940,38 @@ out:
 void hdx_stacks_emergency_detach(void)
 {
     hdx_ptrace_detach_all();
+}
+
+/* ---- facts of a live thread (proc(5)) ---- */
+
+int hdx_proc_ns_pid(int pid, int tid)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", pid, tid);
+    char *s = hdx_read_file(path, 8192, NULL);
+    if (!s)
+        return HDX_UNKNOWN;
+    int v = HDX_UNKNOWN;
+    char *l = strstr(s, "\nNSpid:");
+    for (char *q = l ? l + 7 : NULL, *end; q; q = end) {
+        long x = strtol(q, &end, 10);
+        if (end == q)
+            break;
+        v = (int)x;
+    }
+    free(s);
+    return v;
+}
+
+int hdx_proc_uid(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    char *s = hdx_read_file(path, (1 << 16), NULL);
+    if (!s)
+        return -1;
+    char *u = strstr(s, "\nUid:");
+    int uid = u ? atoi(u + 5) : -1;
+    free(s);
+    return uid;
 }

@@ -4,6 +4,8 @@
  * are stopped (PTRACE_SEIZE + PTRACE_INTERRUPT) for their registers and a copy
  * of their stack, and let go; then unwind with libunwind from the copy and
  * symbolize (symbols.h).
+ *
+ * Stage rule: native may include model. (docs/design.md "Stages")
  */
 #ifndef HDX_STACKS_H
 #define HDX_STACKS_H
@@ -88,5 +90,14 @@ int hdx_stacks_release_orphans(void);
  * stopped when hangdx is interrupted.
  */
 void hdx_stacks_emergency_detach(void);
+
+/* ---- Facts of a live thread that the stack readers need (proc(5)) ---- */
+
+/* Task tid of pid's pid in its innermost pid namespace (the last NSpid field of its
+ * status, proc(5)), or HDX_UNKNOWN when unreadable. */
+int hdx_proc_ns_pid(int pid, int tid);
+
+/* The real uid of pid (the first Uid of /proc/PID/status, readable by anyone), or -1. */
+int hdx_proc_uid(int pid);
 
 #endif

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "python/python.h" /* hdx_pymap_file */
+#include "native/maps.h"
 #include "model/util.h"
 
 /* From the C++ runtime (libstdc++), declared here to keep this file C. */
@@ -82,7 +82,7 @@ struct hdx_symbolizer {
     struct proc_mod *mods;
     struct sym_entry *cache; /* open addressing, cap a power of two */
     size_t n_cache, cap_cache;
-    hdx_pymap *maps;  /* the target's mappings, read when a module's file is first looked for */
+    hdx_map *maps;  /* the target's mappings, read when a module's file is first looked for */
     size_t n_maps;
     int maps_read;
 };
@@ -95,7 +95,7 @@ static _Thread_local hdx_symbolizer *cur_sym;
  * /usr/lib/debug (by build id first: /usr/lib/debug/.build-id/xx/yyyy.debug). */
 static char *debuginfo_path = NULL;
 
-/* Open the module's file as the target maps it (hdx_pymap_file: its device and inode,
+/* Open the module's file as the target maps it (hdx_map_file: its device and inode,
  * through /proc/PID/map_files, /proc/PID/root or the path as seen here), so that a
  * container's binaries and a chroot's resolve and a namesake on this host never stands
  * in; fall back to libdwfl's own lookup (which also handles the vDSO). */
@@ -106,9 +106,9 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_A
     if (s && name && name[0] == '/') {
         if (!s->maps_read) {
             s->maps_read = 1;
-            hdx_pymaps_read(s->pid, &s->maps, &s->n_maps);
+            hdx_maps_read(s->pid, &s->maps, &s->n_maps);
         }
-        const hdx_pymap *m = NULL;
+        const hdx_map *m = NULL;
         for (size_t i = 0; i < s->n_maps && !m; i++)
             if (s->maps[i].path && !strcmp(s->maps[i].path, name) && s->maps[i].start == base)
                 m = &s->maps[i];
@@ -117,8 +117,8 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_A
                 m = &s->maps[i];
         char root[64], path[PATH_MAX + 64];
         snprintf(root, sizeof root, "/proc/%d/root", s->pid);
-        hdx_pymap guess = {.start = base, .path = (char *)name};
-        if (hdx_pymap_file(s->pid, root, m ? m : &guess, path, sizeof path) == 0) {
+        hdx_map guess = {.start = base, .path = (char *)name};
+        if (hdx_map_file(s->pid, root, m ? m : &guess, path, sizeof path) == 0) {
             int fd = open(path, O_RDONLY | O_CLOEXEC);
             if (fd >= 0) {
                 *file_name = strdup(path);
@@ -525,7 +525,7 @@ void hdx_symbolizer_free(hdx_symbolizer *s)
     if (!s)
         return;
     dwfl_end(s->dwfl);
-    hdx_pymaps_free(s->maps, s->n_maps);
+    hdx_maps_free(s->maps, s->n_maps);
     while (s->mods) {
         struct proc_mod *next = s->mods->next;
         free(s->mods);

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "python/python.h"
+#include "native/maps.h"
 #include "model/util.h"
 
 /* libunwind's binary search of an .eh_frame_hdr table (src/dwarf/Gfind_proc_info-lsb.c),
@@ -30,14 +30,14 @@ struct image {
 
 struct hdx_unwind_tables {
     int pid;
-    const hdx_pymap *maps; /* borrowed; sorted by address, as /proc lists them */
+    const hdx_map *maps; /* borrowed; sorted by address, as /proc lists them */
     size_t n_maps;
     struct image *images;
     size_t n_images;
     size_t fallbacks;
 };
 
-hdx_unwind_tables *hdx_unwind_tables_new(int pid, const hdx_pymap *maps, size_t n_maps)
+hdx_unwind_tables *hdx_unwind_tables_new(int pid, const hdx_map *maps, size_t n_maps)
 {
     hdx_unwind_tables *t = calloc(1, sizeof *t);
     if (!t)
@@ -71,7 +71,7 @@ size_t hdx_unwind_tables_images(const hdx_unwind_tables *t)
     return t ? t->n_images : 0;
 }
 
-static const hdx_pymap *map_of(const hdx_unwind_tables *t, uint64_t ip)
+static const hdx_map *map_of(const hdx_unwind_tables *t, uint64_t ip)
 {
     size_t lo = 0, hi = t->n_maps;
     while (lo < hi) {
@@ -166,13 +166,13 @@ int hdx_unwind_table_locate(Elf *elf, uint64_t map_start, uint64_t map_offset, u
     return 0;
 }
 
-/* The table of the image that m maps (ip inside it), from its file as hdx_pymap_file finds
+/* The table of the image that m maps (ip inside it), from its file as hdx_map_file finds
  * it (a container's through /proc/PID/root, a chroot's by the path the maps show). 0 or -ENOENT. */
-static int locate_table(const hdx_unwind_tables *t, const hdx_pymap *m, uint64_t ip, unw_dyn_info_t *di)
+static int locate_table(const hdx_unwind_tables *t, const hdx_map *m, uint64_t ip, unw_dyn_info_t *di)
 {
     char path[PATH_MAX + 64], root[64];
     snprintf(root, sizeof root, "/proc/%d/root", t->pid);
-    if (hdx_pymap_file(t->pid, root, m, path, sizeof path))
+    if (hdx_map_file(t->pid, root, m, path, sizeof path))
         return -ENOENT;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -185,7 +185,7 @@ static int locate_table(const hdx_unwind_tables *t, const hdx_pymap *m, uint64_t
 }
 
 /* The image of m that holds ip, located the first time; NULL on ENOMEM. */
-static const struct image *image_of(hdx_unwind_tables *t, const hdx_pymap *m, uint64_t ip)
+static const struct image *image_of(hdx_unwind_tables *t, const hdx_map *m, uint64_t ip)
 {
     for (size_t i = 0; i < t->n_images; i++) {
         const struct image *im = &t->images[i];
@@ -210,7 +210,7 @@ static const struct image *image_of(hdx_unwind_tables *t, const hdx_pymap *m, ui
 int hdx_unwind_tables_find(hdx_unwind_tables *t, unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
                            int need_unwind_info, void *upt)
 {
-    const hdx_pymap *m = t ? map_of(t, ip) : NULL;
+    const hdx_map *m = t ? map_of(t, ip) : NULL;
     if (m && !m->path)
         return -UNW_ENOINFO; /* anonymous memory: no ELF image, as _UPT_find_proc_info finds */
     const struct image *im = NULL;

@@ -22,18 +22,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "python/python.h" /* hdx_pymap */
+#include "native/maps.h"
 
 typedef struct hdx_unwind_tables hdx_unwind_tables;
 
 /*
  * The unwind tables of live process pid over its mappings maps[0..n_maps)
- * (hdx_pymaps_read, sorted as /proc lists them), which t borrows: they must
+ * (hdx_maps_read, sorted as /proc lists them), which t borrows: they must
  * outlive t. n_maps 0 sends every lookup to _UPT_find_proc_info. The caller
  * owns the result (hdx_unwind_tables_free). NULL with errno set: ENOMEM, EIO
  * (libelf unusable).
  */
-hdx_unwind_tables *hdx_unwind_tables_new(int pid, const hdx_pymap *maps, size_t n_maps);
+hdx_unwind_tables *hdx_unwind_tables_new(int pid, const hdx_map *maps, size_t n_maps);
 
 /*
  * libunwind's find_proc_info (unw_accessors_t) for ip in t's process: fills

@@ -134,13 +134,13 @@ out:
     return rc;
 }
 
-int hdx_pyfind_runtime(const hdx_pymap *maps, size_t n, int pid, const char *root, hdx_pyfound *f)
+int hdx_pyfind_runtime(const hdx_map *maps, size_t n, int pid, const char *root, hdx_pyfound *f)
 {
     memset(f, 0, sizeof *f);
     if (elf_version(EV_CURRENT) == EV_NONE)
         return -ENOEXEC;
     for (size_t i = 0; i < n; i++) {
-        const hdx_pymap *m = &maps[i];
+        const hdx_map *m = &maps[i];
         if (!m->path || m->path[0] != '/' || m->offset != 0 || !strstr(base_name(m->path), "python"))
             continue;
         /* Only the first offset-0 mapping of each file. */
@@ -150,7 +150,7 @@ int hdx_pyfind_runtime(const hdx_pymap *maps, size_t n, int pid, const char *roo
         if (seen)
             continue;
         char path[PATH_MAX];
-        if (hdx_pymap_file(pid, root, m, path, sizeof path))
+        if (hdx_map_file(pid, root, m, path, sizeof path))
             continue;
         elf_hit h;
         if (analyze_elf(path, &h) || !h.found)

@@ -221,10 +221,10 @@ typedef struct hdx_pyfound {
 /*
  * Look through the mappings for an ELF whose base name contains "python"
  * and that defines _PyRuntime (§1.1, §1.2), each file opened as
- * hdx_pymap_file(pid, root, ...) finds it (pid <= 0: a core). Returns 0, -ENOENT
+ * hdx_map_file(pid, root, ...) finds it (pid <= 0: a core). Returns 0, -ENOENT
  * when none, or -ENOMEM. f->path is heap (caller frees).
  */
-int hdx_pyfind_runtime(const hdx_pymap *maps, size_t n, int pid, const char *root, hdx_pyfound *f);
+int hdx_pyfind_runtime(const hdx_map *maps, size_t n, int pid, const char *root, hdx_pyfound *f);
 
 /* "python3.X" / "libpython3.X…" in a path's base name → 0x030X, else 0. */
 int hdx_pyversion_from_name(const char *path);
@@ -239,6 +239,6 @@ int hdx_pyversion_from_text(const uint8_t *buf, size_t len);
  */
 void hdx_py_set_tid_offset(hdx_pyproc *p, int off);
 int hdx_py_tid_offset(const hdx_pyproc *p);
-int hdx_py_scan_version(hdx_pyproc *p, const hdx_pymap *maps, size_t n);
+int hdx_py_scan_version(hdx_pyproc *p, const hdx_map *maps, size_t n);
 
 #endif

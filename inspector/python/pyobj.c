@@ -2,7 +2,8 @@
  * The Python object reader: types, ints, strs, lists, tuples, dicts, modules
  * and attributes of a live target, read through python.c's readers and the
  * version's offsets table; and on top of it the process groups that
- * torch.distributed (and Megatron-LM) keep. Every layout fact is in
+ * torch.distributed (and Megatron-LM) keep, and how they enter the evidence
+ * (hdx_sample_pgroups). Every layout fact is in
  * docs/python-objects.md with how it was measured; see pyimpl.h and
  * python.h for the contracts.
  *
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/util.h"
 #include "python/pyimpl.h"
 
 /* Py_TPFLAGS_* bits (Include/object.h), measured the same in 3.8–3.13
@@ -755,4 +757,48 @@ int hdx_py_read_pgroups(hdx_pyproc *p, hdx_py_pgroups *out)
     }
     out->partial = partial ? partial : rc;
     return 0;
+}
+
+/* Name the locals of p that hold group g (by object identity). 0 or -ENOMEM. */
+static int name_group_locals(hdx_process *p, const hdx_py_pgroup *g, const char *name)
+{
+    for (size_t i = 0; i < p->n_threads; i++)
+        for (size_t k = 0; k < p->threads[i].n_frames; k++) {
+            hdx_frame *f = &p->threads[i].frames[k];
+            for (size_t j = 0; !f->pooled && j < f->n_locals; j++)
+                if (f->locals[j].addr == g->obj && !f->locals[j].pg && !(f->locals[j].pg = strdup(name)))
+                    return -ENOMEM;
+        }
+    return 0;
+}
+
+int hdx_sample_pgroups(hdx_pyproc *py, hdx_process *p, hdx_evidence *ev)
+{
+    hdx_py_pgroups gs = {0};
+    int rc = hdx_py_read_pgroups(py, &gs);
+    if (rc && rc != -ENOMEM)
+        hdx_evidence_note(ev, "pid %d: its process groups could not be read (%s): collectives are taken on the "
+                              "world group",
+                          p->pid, strerror(-rc));
+    else if (!rc && gs.partial)
+        hdx_evidence_note(ev, "pid %d: some of its process groups could not be read (the process changed while it "
+                              "was read)",
+                          p->pid);
+    for (size_t i = 0; !rc && i < gs.n; i++) {
+        const hdx_py_pgroup *g = &gs.groups[i];
+        char *name = g->name ? strdup(g->name) : hdx_asprintf("at 0x%llx", (unsigned long long)g->obj);
+        if (!name) {
+            rc = -ENOMEM;
+            break;
+        }
+        int r = hdx_evidence_add_pgroup(ev, name, g->ranks, g->n_ranks, g->desc, g->role, g->is_default);
+        if (r == -EEXIST)
+            hdx_evidence_note(ev, "pid %d: process group %s has other ranks than another rank saw (a torn read, or "
+                                  "two jobs): the first is kept",
+                              p->pid, name);
+        rc = r == -ENOMEM ? r : name_group_locals(p, g, name);
+        free(name);
+    }
+    hdx_py_pgroups_clear(&gs);
+    return rc == -ENOMEM ? rc : 0;
 }

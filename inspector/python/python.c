@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gather/proc.h" /* hdx_proc_ns_pid */
+#include "native/stacks.h" /* hdx_proc_ns_pid */
 #include "python/pyimpl.h"
 #include "model/util.h"
 
@@ -987,7 +987,7 @@ static int set_spans(hdx_pyproc *p)
 
 /* Scan the image's writable data and the anonymous mappings after it for
  * the Py_GetVersion() string (§1.3, 3.8–3.10 with an unusual file name). */
-static int version_from_data(hdx_pyproc *p, const hdx_pymap *maps, size_t n)
+static int version_from_data(hdx_pyproc *p, const hdx_map *maps, size_t n)
 {
     size_t budget = 64u << 20;
     uint8_t *buf = malloc(1 << 16);
@@ -997,7 +997,7 @@ static int version_from_data(hdx_pyproc *p, const hdx_pymap *maps, size_t n)
     uint64_t prev_end = 0;
     int in_image = 0;
     for (size_t i = 0; i < n && !v && budget; i++) {
-        const hdx_pymap *m = &maps[i];
+        const hdx_map *m = &maps[i];
         int ours = m->path && !strcmp(m->path, p->binary);
         int follows = !m->path && in_image && m->start == prev_end;
         in_image = ours || follows;
@@ -1017,7 +1017,7 @@ static int version_from_data(hdx_pyproc *p, const hdx_pymap *maps, size_t n)
     return v;
 }
 
-hdx_pyproc *hdx_py_attach_mem(int pid, hdx_pymem *mem, const hdx_pymap *maps, size_t n_maps,
+hdx_pyproc *hdx_py_attach_mem(int pid, hdx_pymem *mem, const hdx_map *maps, size_t n_maps,
                               const char *root, char **err)
 {
     if (err)
@@ -1116,9 +1116,9 @@ hdx_pyproc *hdx_py_attach(int pid, char **err)
 {
     if (err)
         *err = NULL;
-    hdx_pymap *maps = NULL;
+    hdx_map *maps = NULL;
     size_t n = 0;
-    int rc = hdx_pymaps_read(pid, &maps, &n);
+    int rc = hdx_maps_read(pid, &maps, &n);
     if (rc == -ESRCH)
         return fail(NULL, err, ESRCH, "no process %d", pid);
     if (rc == -EACCES || rc == -EPERM)
@@ -1129,14 +1129,14 @@ hdx_pyproc *hdx_py_attach(int pid, char **err)
         return fail(NULL, err, -rc, "cannot read /proc/%d/maps: %s", pid, strerror(-rc));
     hdx_pymem mem;
     if (hdx_pymem_live(pid, &mem)) {
-        hdx_pymaps_free(maps, n);
+        hdx_maps_free(maps, n);
         return fail(NULL, err, ENOMEM, "out of memory");
     }
     char root[64];
     snprintf(root, sizeof root, "/proc/%d/root", pid);
     hdx_pyproc *p = hdx_py_attach_mem(pid, &mem, maps, n, root, err);
     int e = errno;
-    hdx_pymaps_free(maps, n);
+    hdx_maps_free(maps, n);
     errno = e;
     return p;
 }
@@ -1181,7 +1181,7 @@ int hdx_py_tid_offset(const hdx_pyproc *p)
     return p->tid_off;
 }
 
-int hdx_py_scan_version(hdx_pyproc *p, const hdx_pymap *maps, size_t n)
+int hdx_py_scan_version(hdx_pyproc *p, const hdx_map *maps, size_t n)
 {
     return version_from_data(p, maps, n);
 }

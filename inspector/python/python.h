@@ -10,7 +10,8 @@
  * How it fits together:
  *   hdx_pymem      a memory backend (live: process_vm_readv, /proc/PID/mem
  *                  fallback; a core-file backend plugs in the same way)
- *   hdx_pymap      the target's mappings (/proc/PID/maps, or a core's NT_FILE)
+ *   hdx_map        the target's mappings (/proc/PID/maps, or a core's NT_FILE;
+ *                  native/maps.h)
  *   hdx_py_attach  finds the interpreter (_PyRuntime) and its version once
  *   hdx_py_read    walks interpreters → thread states → frames, each time
  *
@@ -18,6 +19,8 @@
  * (or blocked) and robust when it is not: every read is checked, every list
  * is bounded and cycle-checked, and a read that fails half way gives a partial
  * stack marked as such, never a crash or a hang.
+ *
+ * Stage rule: python may include model, native. (docs/design.md "Stages")
  */
 #ifndef HDX_PYTHON_H
 #define HDX_PYTHON_H
@@ -26,6 +29,7 @@
 #include <stdint.h>
 
 #include "model/evidence.h"
+#include "native/maps.h"
 
 /* ---------------------------------------------------------------- memory */
 
@@ -60,49 +64,6 @@ int hdx_pymem_read(const hdx_pymem *m, uint64_t addr, void *buf, size_t len);
 
 /* Release m's context; m may be NULL or already closed. */
 void hdx_pymem_close(hdx_pymem *m);
-
-/* -------------------------------------------------------------- mappings */
-
-/* One mapping of the target, as in proc(5) /proc/PID/maps. */
-typedef struct hdx_pymap {
-    uint64_t start, end; /* [start, end) in the target */
-    uint64_t offset;     /* file offset of start, bytes */
-    char perms[5];       /* "r-xp" ... */
-    char *path;          /* file path (" (deleted)" kept), "[heap]", or NULL when anonymous */
-    unsigned dev_major, dev_minor; /* the file's device, as the maps line gives it (0:0 unknown) */
-    uint64_t ino;        /* its inode, 0 unknown (a core's NT_FILE note has none) */
-} hdx_pymap;
-
-/*
- * The path to open for the file that m maps in process pid, into path (size bytes):
- * the first of these whose device and inode are the maps line's, never a namesake:
- *   /proc/PID/map_files/START-END (live, pid > 0; where permitted: root, or the
- *   process's own user with ptrace access), root + m->path (root: "/proc/PID/root"
- *   live, so that a container's files resolve; a sysroot or "" for a core), and
- *   m->path as seen from here (a plain chroot, whose maps show the host's paths).
- * A trailing " (deleted)" is not part of the path. When none matches (overlayfs shows
- * another inode than the maps line), map_files when it opens, else root + m->path
- * when it exists. Without a device and inode (a core), root + m->path.
- * Returns 0, or -ENOENT (no file found), -ENAMETOOLONG.
- */
-int hdx_pymap_file(int pid, const char *root, const hdx_pymap *m, char *path, size_t size);
-
-/*
- * Parse the text of a /proc/PID/maps file (proc(5): "start-end perms offset
- * dev inode [path]" a line, hex numbers) into a new array (*maps, *n); lines
- * that do not parse are skipped. The caller frees it with hdx_pymaps_free().
- * text is a C string. 0 or -ENOMEM (then *maps is NULL, *n 0).
- */
-int hdx_pymaps_parse(const char *text, hdx_pymap **maps, size_t *n);
-
-/*
- * Read /proc/PID/maps and parse it (hdx_pymaps_parse). Returns 0, or -ESRCH
- * (no such process), -errno of the read (EACCES...) or -ENOMEM.
- */
-int hdx_pymaps_read(int pid, hdx_pymap **maps, size_t *n);
-
-/* Free what hdx_pymaps_read() returned. Accepts NULL. */
-void hdx_pymaps_free(hdx_pymap *maps, size_t n);
 
 /* ------------------------------------------------------------ attaching */
 
@@ -149,7 +110,7 @@ hdx_pyproc *hdx_py_attach(int pid, char **err);
  * of a PID namespace through NSpid; pid <= 0 skips both. Errors as
  * hdx_py_attach().
  */
-hdx_pyproc *hdx_py_attach_mem(int pid, hdx_pymem *mem, const hdx_pymap *maps, size_t n_maps,
+hdx_pyproc *hdx_py_attach_mem(int pid, hdx_pymem *mem, const hdx_map *maps, size_t n_maps,
                               const char *root, char **err);
 
 /* Release the handle, its backend and caches. Accepts NULL. */
@@ -323,6 +284,14 @@ int hdx_py_read_pgroups(hdx_pyproc *p, hdx_py_pgroups *out);
 
 /* Release what out owns and zero it. Accepts NULL. */
 void hdx_py_pgroups_clear(hdx_py_pgroups *g);
+
+/*
+ * The process groups of a torch.distributed rank (docs/design.md "Process groups"), read
+ * through py (a live process or a core): into ev->pgroups (merged by name), and each local of
+ * p's frames whose object is one of them gets its name (hdx_local.pg). Returns 0 (also
+ * when it has none, or they could not be read: a note in ev says which) or -ENOMEM.
+ */
+int hdx_sample_pgroups(hdx_pyproc *py, hdx_process *p, hdx_evidence *ev);
 
 /* ------------------------------------------------- line tables (§2.3) */
 

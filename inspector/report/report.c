@@ -10,8 +10,8 @@
 #include "hangdx/report.h"
 #include "classify/groups.h"
 #include "model/jsonout.h"
-#include "gather/proc.h" /* hdx_syscall_name */
-#include "formats/snapshot.h"
+#include "model/syscalls.h"
+#include "model/evidence_json.h"
 #include "model/util.h"
 #include "classify/waitsfor.h"
 
@@ -265,7 +265,7 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     size_t head = (size_t)(at - s) + strlen(PROCS_EMPTY) - 1; /* up to and with the '[' */
     if (fwrite(s, 1, head, f) != head)
         rc = -EIO;
-    /* Frames that ranks share (loaded from snapshots) are printed once: snapshot.h. */
+    /* Frames that ranks share (loaded from snapshots) are printed once: model/evidence_json.h. */
     hdx_frame_text_cache *cache = hdx_frame_text_cache_new();
     for (size_t i = 0; !rc && i < ev->n_procs; i++) {
         cJSON *p = with_part(ev, &ev->procs[i], hdx_snapshot_process_json_printed(&ev->procs[i], cache));

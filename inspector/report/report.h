@@ -1,6 +1,8 @@
 /*
  * The report: hangdx.report/1 JSON (cJSON) and the short text form
  * (verdict first, then evidence, then the stacks grouped).
+ *
+ * Stage rule: report may include model, classify. (docs/design.md "Stages")
  */
 #ifndef HDX_REPORT_H
 #define HDX_REPORT_H

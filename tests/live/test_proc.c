@@ -4,6 +4,7 @@
 
 #include "live_util.h"
 #include "gather/proc.h"
+#include "model/syscalls.h"
 
 int main(int argc, char **argv)
 {

@@ -45,9 +45,9 @@ static int check_process(int pid, const char *what)
     ours.find_proc_info = find_proc_info;
     unw_addr_space_t as_upt = unw_create_addr_space(&_UPT_accessors, 0);
     unw_addr_space_t as_ours = unw_create_addr_space(&ours, 0);
-    hdx_pymap *maps = NULL;
+    hdx_map *maps = NULL;
     size_t n_maps = 0;
-    CHECK(hdx_pymaps_read(pid, &maps, &n_maps) == 0 && n_maps > 0, "%s: the maps of %d", what, pid);
+    CHECK(hdx_maps_read(pid, &maps, &n_maps) == 0 && n_maps > 0, "%s: the maps of %d", what, pid);
     cur_tables = hdx_unwind_tables_new(pid, maps, n_maps);
     CHECK(as_upt && as_ours && cur_tables, "%s: address spaces and tables of %d", what, pid);
     char path[64];
@@ -92,7 +92,7 @@ static int check_process(int pid, const char *what)
     CHECK(live_untraced(pid) == 0, "%s: untraced afterwards", what);
     hdx_unwind_tables_free(cur_tables);
     cur_tables = NULL;
-    hdx_pymaps_free(maps, n_maps);
+    hdx_maps_free(maps, n_maps);
     if (as_upt)
         unw_destroy_addr_space(as_upt);
     if (as_ours)
@@ -109,9 +109,9 @@ int main(int argc, char **argv)
     hdx_unwind_tables_free(NULL);
     CHECK(hdx_unwind_tables_fallbacks(NULL) == 0 && hdx_unwind_tables_images(NULL) == 0, "NULL counts 0");
     errno = 0;
-    hdx_pymap *none = NULL;
+    hdx_map *none = NULL;
     size_t n_none = 0;
-    CHECK(hdx_pymaps_read(999999999, &none, &n_none) == -ESRCH && !none && !n_none, "no such process: no maps");
+    CHECK(hdx_maps_read(999999999, &none, &n_none) == -ESRCH && !none && !n_none, "no such process: no maps");
 
     char dir[] = "/tmp/hdx-live-unwind-XXXXXX";
     if (!mkdtemp(dir))

@@ -279,9 +279,9 @@ static const hdx_pymem_ops chaos_ops = { chaos_read, chaos_close };
 /* Reads through the chaos backend: every one returns, none crashes or hangs. */
 static int test_chaos(const pyinterp *py, pid_t pid)
 {
-    hdx_pymap *maps;
+    hdx_map *maps;
     size_t n;
-    if (hdx_pymaps_read(pid, &maps, &n))
+    if (hdx_maps_read(pid, &maps, &n))
         return -1;
     chaos c = { .seed = 777 };
     hdx_pymem_live(pid, &c.live);
@@ -289,7 +289,7 @@ static int test_chaos(const pyinterp *py, pid_t pid)
     char root[64], *err = NULL;
     snprintf(root, sizeof root, "/proc/%d/root", pid);
     hdx_pyproc *p = hdx_py_attach_mem(pid, &m, maps, n, root, &err);
-    hdx_pymaps_free(maps, n);
+    hdx_maps_free(maps, n);
     if (!p) {
         printf("FAIL %s: attach through a custom backend: %s\n", py->label, err);
         free(err);
@@ -464,11 +464,11 @@ static int test_interp(const pyinterp *py)
 
     /* The Py_GetVersion() string scan (§1.3), the fallback for 3.8–3.10
      * binaries with unusual names, on every interpreter. */
-    hdx_pymap *maps;
+    hdx_map *maps;
     size_t nmaps;
-    if (!hdx_pymaps_read(pid, &maps, &nmaps)) {
+    if (!hdx_maps_read(pid, &maps, &nmaps)) {
         int v = hdx_py_scan_version(p, maps, nmaps);
-        hdx_pymaps_free(maps, nmaps);
+        hdx_maps_free(maps, nmaps);
         if (v != (0x0300 | py->minor)) {
             printf("FAIL %s: the version string scan found %#x\n", py->label, v);
             goto out;

@@ -292,9 +292,9 @@ static const hdx_pymem_ops chaos_ops = { chaos_read, chaos_close };
 
 static int test_chaos(const pyinterp *py, pid_t pid)
 {
-    hdx_pymap *maps;
+    hdx_map *maps;
     size_t n;
-    if (hdx_pymaps_read(pid, &maps, &n))
+    if (hdx_maps_read(pid, &maps, &n))
         return bad("maps");
     chaos c = { .seed = 4242 };
     hdx_pymem_live(pid, &c.live);
@@ -307,7 +307,7 @@ static int test_chaos(const pyinterp *py, pid_t pid)
         free(err);
         p = hdx_py_attach_mem(pid, &mi, maps, n, root, &err);
     }
-    hdx_pymaps_free(maps, n);
+    hdx_maps_free(maps, n);
     free(err);
     if (!p) {
         hdx_pymem_close(&c.live);

@@ -339,13 +339,13 @@ static ino_t ino_of(const char *path, dev_t *dev)
  * here, never a namesake; and the maps parser keeps both. */
 static void test_mapped_file(void)
 {
-    hdx_pymap *maps = NULL;
+    hdx_map *maps = NULL;
     size_t n = 0;
-    CHECK(hdx_pymaps_parse("7f00-7f10 r-xp 00000000 fd:01 1234567 /usr/lib/libc.so.6\n", &maps, &n) == 0 && n == 1,
+    CHECK(hdx_maps_parse("7f00-7f10 r-xp 00000000 fd:01 1234567 /usr/lib/libc.so.6\n", &maps, &n) == 0 && n == 1,
           "maps line parsed");
     CHECK(n == 1 && maps[0].dev_major == 0xfd && maps[0].dev_minor == 1 && maps[0].ino == 1234567,
           "dev fd:01 and inode 1234567 kept");
-    hdx_pymaps_free(maps, n);
+    hdx_maps_free(maps, n);
 
     char d[] = "/tmp/hdx-mapped-XXXXXX";
     if (!mkdtemp(d)) {
@@ -360,23 +360,23 @@ static void test_mapped_file(void)
     put_file(in_root);
     dev_t dev_host = 0, dev_root = 0;
     ino_t i_host = ino_of(host, &dev_host), i_root = ino_of(in_root, &dev_root);
-    hdx_pymap m = {.start = 0x1000, .end = 0x2000, .path = host};
+    hdx_map m = {.start = 0x1000, .end = 0x2000, .path = host};
     /* a container: its file, not this host's namesake */
     m.dev_major = major(dev_root), m.dev_minor = minor(dev_root), m.ino = i_root;
-    CHECK(hdx_pymap_file(0, root, &m, got, sizeof got) == 0 && !strcmp(got, in_root), "container: %s", got);
+    CHECK(hdx_map_file(0, root, &m, got, sizeof got) == 0 && !strcmp(got, in_root), "container: %s", got);
     /* a plain chroot: the maps show this host's path, which the root does not hold */
     m.dev_major = major(dev_host), m.dev_minor = minor(dev_host), m.ino = i_host;
     unlink(in_root);
-    CHECK(hdx_pymap_file(0, root, &m, got, sizeof got) == 0 && !strcmp(got, host), "chroot: %s", got);
+    CHECK(hdx_map_file(0, root, &m, got, sizeof got) == 0 && !strcmp(got, host), "chroot: %s", got);
     /* neither file is the mapped one: no namesake stands in */
     m.ino = i_host + 7777;
-    CHECK(hdx_pymap_file(0, root, &m, got, sizeof got) == -ENOENT, "a namesake is refused");
+    CHECK(hdx_map_file(0, root, &m, got, sizeof got) == -ENOENT, "a namesake is refused");
     /* " (deleted)" is not part of the path */
     char deleted[700];
     snprintf(deleted, sizeof deleted, "%s (deleted)", host);
     m.path = deleted;
     m.ino = i_host;
-    CHECK(hdx_pymap_file(0, "", &m, got, sizeof got) == 0 && !strcmp(got, host), "deleted suffix: %s", got);
+    CHECK(hdx_map_file(0, "", &m, got, sizeof got) == 0 && !strcmp(got, host), "deleted suffix: %s", got);
     unlink(host);
     printf("ok   mapped files: by device and inode, in a container and in a chroot\n");
 }

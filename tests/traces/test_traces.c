@@ -207,7 +207,7 @@ static void test_to_evidence(void)
         return;
     CHECK(set->n_images == 2 && set->skipped_lines == 0);
     hdx_evidence *ev = hdx_evidence_new();
-    CHECK(hdx_trace_to_evidence(set, ev, 1) == 0);
+    CHECK(hdx_trace_to_evidence(set, ev, 1, hdx_proc_trace_host()) == 0);
 
     CHECK(ev->n_locks == 1);
     hdx_lock *l = hdx_evidence_find_lock(ev, "/x/build/lock");
@@ -232,6 +232,20 @@ static void test_to_evidence(void)
     CHECK(p1 && p1->rank == 1);
     hdx_evidence_free(ev);
 
+    /* Without a host (post-mortem) nothing of this machine is asked: the same boot id does
+     * not make the creator's death known, and a note says that aliveness was not checked. */
+    ev = hdx_evidence_new();
+    CHECK(hdx_trace_to_evidence(set, ev, 1, NULL) == 0);
+    l = hdx_evidence_find_lock(ev, "/x/build/lock");
+    CHECK(l && l->creator_pid == DEAD_PID && l->creator_alive == HDX_UNKNOWN && l->creator_children == 0);
+    p0 = hdx_evidence_find_process(ev, DEAD_PID);
+    CHECK(p0 && p0->alive == HDX_UNKNOWN && p0->rank == 0);
+    int unchecked = 0;
+    for (size_t i = 0; i < ev->n_notes; i++)
+        unchecked |= strstr(ev->notes[i], "read without a live host") != NULL;
+    CHECK(unchecked);
+    hdx_evidence_free(ev);
+
     /* Later, rank 1 got the lock: it no longer waits. */
     snprintf(name, sizeof name, "%s/n-%d.jsonl", tmpdir, DEAD_PID - 1);
     FILE *f = fopen(name, "a");
@@ -242,7 +256,7 @@ static void test_to_evidence(void)
     set = NULL;
     CHECK(hdx_trace_load_dir(tmpdir, &set, NULL) == 0);
     ev = hdx_evidence_new();
-    CHECK(set && hdx_trace_to_evidence(set, ev, 0) == 0);
+    CHECK(set && hdx_trace_to_evidence(set, ev, 0, hdx_proc_trace_host()) == 0);
     l = hdx_evidence_find_lock(ev, "/x/build/lock");
     CHECK(l && l->n_waiters == 0 && l->creator_pid == DEAD_PID - 1 && l->creator_rank == 1);
     CHECK(ev->n_procs == 0);
@@ -267,7 +281,7 @@ static void test_gone_container(void)
     hdx_trace_set *set = NULL;
     CHECK(hdx_trace_load_dir(tmpdir, &set, NULL) == 0);
     hdx_evidence *ev = hdx_evidence_new();
-    CHECK(set && hdx_trace_to_evidence(set, ev, 0) == 0);
+    CHECK(set && hdx_trace_to_evidence(set, ev, 0, hdx_proc_trace_host()) == 0);
     CHECK(ev->n_locks == 1);
     if (ev->n_locks == 1) {
         const hdx_lock *l = &ev->locks[0];
@@ -309,7 +323,7 @@ static void test_kernel_locks_and_remote(void)
     hdx_trace_set *set = NULL;
     CHECK(hdx_trace_load_dir(tmpdir, &set, NULL) == 0);
     hdx_evidence *ev = hdx_evidence_new();
-    CHECK(set && hdx_trace_to_evidence(set, ev, 1) == 0);
+    CHECK(set && hdx_trace_to_evidence(set, ev, 1, hdx_proc_trace_host()) == 0);
     hdx_lock *l = hdx_evidence_find_lock(ev, "/c/x.lock");
     CHECK(l && l->kind == HDX_LOCK_FLOCK);
     CHECK(l && l->has_creator && l->creator_pid == 100 && l->creator_rank == 0 && l->creator_alive == HDX_UNKNOWN);

@@ -1,0 +1,561 @@
+/*
+ * Evidence to hangdx.snapshot/2's JSON objects (evidence_json.h): processes with their
+ * threads and frames, locks, and the whole snapshot object with its string and frame tables.
+ */
+#include "model/evidence_json.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hangdx/report.h"
+#include "hangdx/trace.h"
+#include "model/jsonout.h"
+#include "model/pool.h"
+#include "model/syscalls.h"
+#include "model/util.h"
+
+/* Integers that a JSON number (a double) holds exactly. */
+#define EXACT_MAX 9007199254740992.0 /* 2^53 */
+
+static const char *const allowed_env[] = {HDX_TRACE_ENV_NAMES};
+
+static int env_allowed(const char *name)
+{
+    for (size_t i = 0; name && allowed_env[i]; i++)
+        if (!strcmp(allowed_env[i], name))
+            return 1;
+    return 0;
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+static cJSON *num_or_null(double v)
+{
+    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+/* Negative errno as a positive one, 0 as null. */
+static cJSON *errno_or_null(int e)
+{
+    return e ? cJSON_CreateNumber(e < 0 ? -(double)e : (double)e) : cJSON_CreateNull();
+}
+
+/* hangdx.snapshot/2's tables while writing: each distinct string once in "strings", each
+ * distinct frame once in "frames"; threads list frames by index. */
+typedef struct ftab {
+    hdx_pool *pool; /* canonical copies: equal strings (and locals texts) are one pointer */
+    cJSON *strings, *frames;
+    struct sslot {
+        const char *s; /* canonical; NULL empty */
+        long idx;
+    } *smap;
+    size_t scap, sn;
+    struct fkey {
+        int kind, line;
+        long function, file, module;
+        uint64_t offset, pc;
+        const char *locals; /* canonical text of the locals object, NULL none */
+    } *keys;
+    size_t kn;
+    long *fmap; /* frame index + 1 by hash, 0 empty */
+    size_t fcap;
+    int failed;
+} ftab;
+
+static uint64_t mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
+}
+
+/* The index of s in "strings", added when new; -1 for NULL (null), -2 on ENOMEM. */
+static long ftab_string(ftab *t, const char *s)
+{
+    if (!s)
+        return -1;
+    const char *c = hdx_pool_intern(t->pool, s, strlen(s));
+    if (!c)
+        return -2;
+    if ((t->sn + 1) * 2 > t->scap) {
+        size_t cap = t->scap ? t->scap * 2 : 256;
+        struct sslot *m = calloc(cap, sizeof *m);
+        if (!m)
+            return -2;
+        for (size_t i = 0; i < t->scap; i++) {
+            if (!t->smap[i].s)
+                continue;
+            size_t k = mix64((uintptr_t)t->smap[i].s) & (cap - 1);
+            while (m[k].s)
+                k = (k + 1) & (cap - 1);
+            m[k] = t->smap[i];
+        }
+        free(t->smap);
+        t->smap = m;
+        t->scap = cap;
+    }
+    size_t k = mix64((uintptr_t)c) & (t->scap - 1);
+    for (; t->smap[k].s; k = (k + 1) & (t->scap - 1))
+        if (t->smap[k].s == c)
+            return t->smap[k].idx;
+    cJSON *item = cJSON_CreateString(c);
+    if (!item)
+        return -2;
+    cJSON_AddItemToArray(t->strings, item);
+    t->smap[k].s = c;
+    t->smap[k].idx = (long)t->sn++;
+    return t->smap[k].idx;
+}
+
+static uint64_t fkey_hash(const struct fkey *k)
+{
+    uint64_t h = mix64((uint64_t)k->kind * 31 + (uint64_t)k->line);
+    h = mix64(h ^ (uint64_t)k->function);
+    h = mix64(h ^ ((uint64_t)k->file << 20) ^ (uint64_t)k->module);
+    h = mix64(h ^ k->offset);
+    h = mix64(h ^ k->pc);
+    return mix64(h ^ (uintptr_t)k->locals);
+}
+
+static int fkey_same(const struct fkey *a, const struct fkey *b)
+{
+    return a->kind == b->kind && a->line == b->line && a->function == b->function && a->file == b->file &&
+           a->module == b->module && a->offset == b->offset && a->pc == b->pc && a->locals == b->locals;
+}
+
+/* A number when a JSON number holds it exactly, else its "0x.." text (a kernel address). */
+static cJSON *exact_or_hex(uint64_t v)
+{
+    return v <= (uint64_t)EXACT_MAX ? cJSON_CreateNumber((double)v) : hdx_json_hex(v);
+}
+
+static cJSON *index_or_null(long i)
+{
+    return i >= 0 ? cJSON_CreateNumber((double)i) : cJSON_CreateNull();
+}
+
+/* The index of f in "frames", added when new; -1 on ENOMEM. */
+static long ftab_frame(ftab *t, const hdx_frame *f)
+{
+    struct fkey k = {.kind = f->kind == HDX_FRAME_PYTHON, .line = f->line > 0 ? f->line : 0,
+                     .offset = f->offset, .pc = f->pc};
+    if ((k.function = ftab_string(t, f->function)) < -1 || (k.file = ftab_string(t, f->file)) < -1 ||
+        (k.module = ftab_string(t, f->module)) < -1)
+        return -1;
+    cJSON *locals = NULL;
+    if (f->locals) {
+        char *text = NULL;
+        if (!(locals = hdx_json_locals(f)) || !(text = hdx_json_print(locals, 0)) ||
+            !(k.locals = hdx_pool_intern(t->pool, text, strlen(text)))) {
+            free(text);
+            cJSON_Delete(locals);
+            return -1;
+        }
+        free(text);
+    }
+    if ((t->kn + 1) * 2 > t->fcap) {
+        size_t cap = t->fcap ? t->fcap * 2 : 256;
+        long *m = calloc(cap, sizeof *m);
+        struct fkey *keys = realloc(t->keys, cap / 2 * sizeof *keys);
+        if (!m || !keys) {
+            free(m);
+            if (keys)
+                t->keys = keys;
+            cJSON_Delete(locals);
+            return -1;
+        }
+        t->keys = keys;
+        for (size_t i = 0; i < t->kn; i++) {
+            size_t s = fkey_hash(&keys[i]) & (cap - 1);
+            while (m[s])
+                s = (s + 1) & (cap - 1);
+            m[s] = (long)i + 1;
+        }
+        free(t->fmap);
+        t->fmap = m;
+        t->fcap = cap;
+    }
+    size_t s = fkey_hash(&k) & (t->fcap - 1);
+    for (; t->fmap[s]; s = (s + 1) & (t->fcap - 1))
+        if (fkey_same(&t->keys[t->fmap[s] - 1], &k)) {
+            cJSON_Delete(locals);
+            return t->fmap[s] - 1;
+        }
+    /* [kind, function, file, line, module, offset, pc, locals] */
+    cJSON *e = cJSON_CreateArray();
+    if (!e) {
+        cJSON_Delete(locals);
+        return -1;
+    }
+    cJSON_AddItemToArray(e, cJSON_CreateNumber(k.kind));
+    cJSON_AddItemToArray(e, index_or_null(k.function));
+    cJSON_AddItemToArray(e, index_or_null(k.file));
+    cJSON_AddItemToArray(e, cJSON_CreateNumber(k.line));
+    cJSON_AddItemToArray(e, index_or_null(k.module));
+    cJSON_AddItemToArray(e, exact_or_hex(k.offset));
+    cJSON_AddItemToArray(e, exact_or_hex(k.pc));
+    cJSON_AddItemToArray(e, locals ? locals : cJSON_CreateNull());
+    if (cJSON_GetArraySize(e) != 8) {
+        cJSON_Delete(e);
+        return -1;
+    }
+    cJSON_AddItemToArray(t->frames, e);
+    t->keys[t->kn] = k;
+    t->fmap[s] = (long)++t->kn;
+    return (long)t->kn - 1;
+}
+
+static cJSON *frames_printed(hdx_frame_text_cache *c, const hdx_frame *frames, size_t n);
+
+/* A thread's frames: objects (/1, reports; printed ones from c when given) or, with a
+ * table, indexes into it (/2). */
+static cJSON *frames_json(ftab *t, hdx_frame_text_cache *c, const hdx_frame *frames, size_t n)
+{
+    if (!t)
+        return c ? frames_printed(c, frames, n) : hdx_json_frames(frames, n);
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++) {
+        long k = ftab_frame(t, &frames[i]);
+        cJSON *item = k >= 0 ? cJSON_CreateNumber((double)k) : NULL;
+        if (!item) {
+            t->failed = 1;
+            break;
+        }
+        cJSON_AddItemToArray(a, item);
+    }
+    return a;
+}
+
+static void ftab_clear(ftab *t)
+{
+    hdx_pool_free(t->pool);
+    free(t->smap);
+    free(t->keys);
+    free(t->fmap);
+}
+
+static cJSON *thread_json(const hdx_thread *t, ftab *tab, hdx_frame_text_cache *c)
+{
+    cJSON *e = cJSON_CreateObject();
+    if (!e)
+        return NULL;
+    cJSON_AddItemToObject(e, "tid", hdx_json_int(t->tid));
+    cJSON_AddItemToObject(e, "name", hdx_json_str(t->name));
+    cJSON_AddItemToObject(e, "state", hdx_json_char(t->state));
+    cJSON_AddItemToObject(e, "wchan", hdx_json_str(t->wchan));
+    const char *sc = t->syscall == HDX_SYSCALL_RUNNING ? "running"
+                     : t->syscall >= 0                 ? hdx_syscall_name(t->syscall)
+                                                       : NULL;
+    cJSON_AddItemToObject(e, "syscall", hdx_json_str(sc));
+    cJSON_AddItemToObject(e, "syscall_nr", t->syscall >= 0 ? cJSON_CreateNumber((double)t->syscall)
+                                                          : cJSON_CreateNull());
+    cJSON *args = cJSON_AddArrayToObject(e, "syscall_args");
+    for (size_t i = 0; args && i < 6; i++)
+        cJSON_AddItemToArray(args, hdx_json_hex(t->syscall_args[i]));
+    cJSON_AddItemToObject(e, "cpu_ms_first", num_or_null(t->cpu_ms_first));
+    cJSON_AddItemToObject(e, "cpu_ms", num_or_null(t->cpu_ms));
+    cJSON_AddItemToObject(e, "stack_error", errno_or_null(t->stack_error));
+    cJSON_AddItemToObject(e, "polled_path", hdx_json_str(t->polled_path));
+    cJSON_AddItemToObject(e, "wait", hdx_json_str(t->wait));
+    cJSON_AddItemToObject(e, "wait_op", hdx_json_str(t->wait_op));
+    cJSON_AddItemToObject(e, "peer", hdx_json_int(t->wait_peer));
+    cJSON_AddItemToObject(e, "wait_frame", t->wait_frame >= 0 ? cJSON_CreateNumber((double)t->wait_frame)
+                                                              : cJSON_CreateNull());
+    cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(tab, c, t->frames, t->n_frames)
+                                                                     : cJSON_CreateNull());
+    cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
+    cJSON_AddItemToObject(e, "python_frames",
+                          t->py_frames ? frames_json(tab, c, t->py_frames, t->n_py_frames) : cJSON_CreateNull());
+    return e;
+}
+
+static cJSON *process_json(const hdx_process *p, ftab *tab, hdx_frame_text_cache *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddItemToObject(o, "pid", hdx_json_int(p->pid));
+    cJSON_AddItemToObject(o, "ppid", hdx_json_int(p->ppid));
+    cJSON_AddItemToObject(o, "host", hdx_json_str(p->host));
+    cJSON_AddItemToObject(o, "rank", hdx_json_int(p->rank));
+    cJSON_AddItemToObject(o, "local_rank", hdx_json_int(p->local_rank));
+    cJSON_AddItemToObject(o, "world_size", hdx_json_int(p->world_size));
+    cJSON *argv = cJSON_AddArrayToObject(o, "cmdline");
+    for (size_t i = 0; argv && i < p->n_cmdline; i++)
+        cJSON_AddItemToArray(argv, cJSON_CreateString(p->cmdline[i] ? p->cmdline[i] : ""));
+    cJSON *env = cJSON_AddObjectToObject(o, "env");
+    for (size_t i = 0; env && i < p->n_env; i++) /* what leaves the host: the design's list only */
+        if (env_allowed(p->env[i].name) && p->env[i].value && !cJSON_GetObjectItemCaseSensitive(env, p->env[i].name))
+            cJSON_AddStringToObject(env, p->env[i].name, p->env[i].value);
+    cJSON_AddItemToObject(o, "exe", hdx_json_str(p->exe));
+    cJSON_AddItemToObject(o, "cwd", hdx_json_str(p->cwd));
+    cJSON_AddItemToObject(o, "state", hdx_json_char(p->state));
+    cJSON_AddItemToObject(o, "frozen", hdx_json_bool(p->frozen));
+    cJSON_AddItemToObject(o, "start_ticks", p->start_ticks ? cJSON_CreateNumber((double)p->start_ticks)
+                                                           : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "age_s", num_or_null(p->age_s));
+    cJSON_AddItemToObject(o, "cpu_ms_first", num_or_null(p->cpu_ms_first));
+    cJSON_AddItemToObject(o, "cpu_ms", num_or_null(p->cpu_ms));
+    cJSON_AddNumberToObject(o, "window_ms", (double)p->window_ms);
+    cJSON_AddItemToObject(o, "progressing", hdx_json_bool(p->progressing));
+    cJSON_AddItemToObject(o, "stack_changed", hdx_json_bool(p->stack_changed));
+    cJSON_AddBoolToObject(o, "asked", p->asked);
+    cJSON_AddItemToObject(o, "stopped_us", hdx_json_int(p->stopped_us));
+    cJSON_AddNumberToObject(o, "max_stop_us", (double)p->max_stop_us);
+    cJSON_AddNumberToObject(o, "n_stopped", p->n_stopped);
+    cJSON_AddItemToObject(o, "alive", hdx_json_bool(p->alive));
+    cJSON_AddItemToObject(o, "read_error", errno_or_null(p->read_error));
+    cJSON_AddItemToObject(o, "python", hdx_json_str(p->python));
+    cJSON *threads = cJSON_AddArrayToObject(o, "threads");
+    for (size_t i = 0; threads && i < p->n_threads; i++)
+        cJSON_AddItemToArray(threads, thread_json(&p->threads[i], tab, c));
+    return o;
+}
+
+cJSON *hdx_snapshot_process_json(const hdx_process *p)
+{
+    return process_json(p, NULL, NULL);
+}
+
+/* ---- frames printed once (reports of many ranks) ------------------------------ */
+
+#define FRAME_TEXT_DEPTH 4                    /* a frame object's depth in cJSON_Print of a process */
+#define FRAME_TEXT_MAX_BYTES (64u << 20)      /* the cache stops growing here */
+
+struct hdx_frame_text_cache {
+    struct ftslot {
+        const hdx_frame *key; /* a frame with this content (pooled: its pointers name it) */
+        char *text;
+    } *slots;
+    size_t cap, n, bytes;
+};
+
+hdx_frame_text_cache *hdx_frame_text_cache_new(void)
+{
+    return calloc(1, sizeof(hdx_frame_text_cache));
+}
+
+void hdx_frame_text_cache_free(hdx_frame_text_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->cap; i++)
+        free(c->slots[i].text);
+    free(c->slots);
+    free(c);
+}
+
+/* Everything the printed text of a pooled frame depends on: its names and locals are
+ * shared, read-only pool memory, so their pointers stand for their content. */
+static uint64_t frame_key_hash(const hdx_frame *f)
+{
+    uint64_t h = mix64((uint64_t)f->kind * 31 + (uint64_t)(unsigned)f->line);
+    h = mix64(h ^ (uintptr_t)f->function);
+    h = mix64(h ^ (uintptr_t)f->file);
+    h = mix64(h ^ (uintptr_t)f->module);
+    h = mix64(h ^ f->offset);
+    h = mix64(h ^ f->pc);
+    return mix64(h ^ (uintptr_t)f->locals ^ (uint64_t)f->n_locals << 48);
+}
+
+static int frame_key_same(const hdx_frame *a, const hdx_frame *b)
+{
+    return a->kind == b->kind && a->line == b->line && a->function == b->function && a->file == b->file &&
+           a->module == b->module && a->offset == b->offset && a->pc == b->pc && a->locals == b->locals &&
+           a->n_locals == b->n_locals;
+}
+
+/* cJSON_Print of f as it stands at FRAME_TEXT_DEPTH: each line after the first indented
+ * by that many more tabs. NULL on ENOMEM. */
+static char *frame_text(const hdx_frame *f)
+{
+    cJSON *o = hdx_json_frame(f);
+    char *t = o ? hdx_json_print(o, 1) : NULL;
+    cJSON_Delete(o);
+    if (!t)
+        return NULL;
+    size_t lines = 0, len = strlen(t);
+    for (const char *q = t; (q = strchr(q, '\n')); q++)
+        lines++;
+    char *out = malloc(len + lines * FRAME_TEXT_DEPTH + 1), *w = out;
+    for (const char *q = t; out && *q; q++) {
+        *w++ = *q;
+        if (*q == '\n')
+            for (int k = 0; k < FRAME_TEXT_DEPTH; k++)
+                *w++ = '\t';
+    }
+    if (out)
+        *w = 0;
+    free(t);
+    return out;
+}
+
+/* The cached text of a pooled frame (borrowed from c), or NULL: not pooled, the cache
+ * full, or ENOMEM (then the frame is printed as an object). */
+static const char *cached_text(hdx_frame_text_cache *c, const hdx_frame *f)
+{
+    if (!c || !f->pooled)
+        return NULL;
+    if ((c->n + 1) * 2 > c->cap) {
+        if (c->bytes >= FRAME_TEXT_MAX_BYTES)
+            goto lookup_only;
+        size_t cap = c->cap ? c->cap * 2 : 1024;
+        struct ftslot *m = calloc(cap, sizeof *m);
+        if (!m)
+            goto lookup_only;
+        for (size_t i = 0; i < c->cap; i++) {
+            if (!c->slots[i].key)
+                continue;
+            size_t k = frame_key_hash(c->slots[i].key) & (cap - 1);
+            while (m[k].key)
+                k = (k + 1) & (cap - 1);
+            m[k] = c->slots[i];
+        }
+        free(c->slots);
+        c->slots = m;
+        c->cap = cap;
+    }
+lookup_only:
+    if (!c->cap)
+        return NULL;
+    size_t k = frame_key_hash(f) & (c->cap - 1);
+    for (; c->slots[k].key; k = (k + 1) & (c->cap - 1))
+        if (frame_key_same(c->slots[k].key, f))
+            return c->slots[k].text;
+    if ((c->n + 1) * 2 > c->cap || c->bytes >= FRAME_TEXT_MAX_BYTES)
+        return NULL;
+    char *t = frame_text(f);
+    if (!t)
+        return NULL;
+    c->slots[k].key = f;
+    c->slots[k].text = t;
+    c->n++;
+    c->bytes += strlen(t) + sizeof *c->slots;
+    return t;
+}
+
+/* frames as an array of raw items (cached texts), or of objects where none is cached. */
+static cJSON *frames_printed(hdx_frame_text_cache *c, const hdx_frame *frames, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++) {
+        const char *t = cached_text(c, &frames[i]);
+        cJSON *item = t ? cJSON_CreateNull() : hdx_json_frame(&frames[i]);
+        if (!item) {
+            cJSON_Delete(a);
+            return NULL;
+        }
+        if (t) { /* a raw item that borrows the cache's text: cJSON_Delete leaves it */
+            item->type = cJSON_Raw | cJSON_IsReference;
+            item->valuestring = (char *)t;
+        }
+        cJSON_AddItemToArray(a, item);
+    }
+    return a;
+}
+
+cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_text_cache *c)
+{
+    return process_json(p, NULL, c);
+}
+
+/* A lock; waiters and a holder without a host get default_host (the snapshot's). */
+static cJSON *lock_json(const hdx_lock *l, const char *default_host)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddItemToObject(o, "path", hdx_json_str(l->path));
+    cJSON_AddItemToObject(o, "job_path", hdx_json_str(l->job_path));
+    cJSON_AddItemToObject(o, "mnt_ns", l->mnt_ns ? cJSON_CreateNumber((double)l->mnt_ns) : cJSON_CreateNull());
+    cJSON_AddBoolToObject(o, "foreign", l->foreign);
+    cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
+    cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
+    cJSON_AddItemToObject(o, "exists", hdx_json_bool(l->exists));
+    cJSON_AddItemToObject(o, "mtime", hdx_json_time(l->mtime_ns, 1));
+    cJSON_AddItemToObject(o, "holder_pid", hdx_json_int(l->holder_pid));
+    cJSON_AddItemToObject(o, "holder_host", hdx_json_str(l->holder_pid == HDX_UNKNOWN ? NULL
+                                                         : l->holder_host       ? l->holder_host
+                                                                                : default_host));
+    cJSON_AddNumberToObject(o, "unchecked", l->unchecked);
+    if (l->has_creator) {
+        cJSON *c = cJSON_AddObjectToObject(o, "created_by");
+        cJSON_AddItemToObject(c, "pid", hdx_json_int(l->creator_pid));
+        cJSON_AddItemToObject(c, "rank", hdx_json_int(l->creator_rank));
+        cJSON_AddItemToObject(c, "alive", hdx_json_bool(l->creator_alive));
+        cJSON_AddItemToObject(c, "at", hdx_json_time(l->created_ns, 1));
+    } else {
+        cJSON_AddNullToObject(o, "created_by");
+    }
+    cJSON_AddItemToObject(o, "source", hdx_json_str(l->source));
+    cJSON *w = cJSON_AddArrayToObject(o, "waiters");
+    for (size_t i = 0; w && i < l->n_waiters; i++) {
+        const hdx_waiter *x = &l->waiters[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddItemToObject(e, "pid", hdx_json_int(x->pid));
+        cJSON_AddItemToObject(e, "tid", hdx_json_int(x->tid));
+        cJSON_AddItemToObject(e, "rank", hdx_json_int(x->rank));
+        cJSON_AddItemToObject(e, "since", hdx_json_time(x->since_ns, 1));
+        cJSON_AddItemToObject(e, "how", hdx_json_str(x->how));
+        cJSON_AddItemToObject(e, "host", hdx_json_str(x->host ? x->host : default_host));
+        if (x->elsewhere) /* a gone container's pid: no process of the host */
+            cJSON_AddBoolToObject(e, "elsewhere", 1);
+        cJSON_AddItemToArray(w, e);
+    }
+    return o;
+}
+
+cJSON *hdx_snapshot_lock_json(const hdx_lock *l)
+{
+    return lock_json(l, NULL);
+}
+
+cJSON *hdx_snapshot_json(const hdx_evidence *ev)
+{
+    if (!ev) {
+        errno = EINVAL;
+        return NULL;
+    }
+    ftab tab = {.pool = hdx_pool_new()};
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        goto nomem;
+    cJSON_AddStringToObject(r, "schema", HDX_SNAPSHOT_SCHEMA);
+    cJSON_AddItemToObject(r, "host", hdx_json_str(ev->host));
+    cJSON_AddItemToObject(r, "taken_at", hdx_json_time(ev->taken_ns, 1));
+    cJSON_AddNumberToObject(r, "samples", ev->samples);
+    cJSON_AddNumberToObject(r, "interval_ms", ev->interval_ms);
+    cJSON_AddNumberToObject(r, "build_timeout_s", (double)ev->build_timeout_s);
+    tab.strings = cJSON_AddArrayToObject(r, "strings");
+    tab.frames = cJSON_AddArrayToObject(r, "frames");
+    if (!tab.pool || !tab.strings || !tab.frames)
+        goto nomem;
+    cJSON *procs = cJSON_AddArrayToObject(r, "processes");
+    for (size_t i = 0; procs && i < ev->n_procs; i++)
+        cJSON_AddItemToArray(procs, process_json(&ev->procs[i], &tab, NULL));
+    cJSON *locks = cJSON_AddArrayToObject(r, "locks");
+    for (size_t i = 0; locks && i < ev->n_locks; i++)
+        cJSON_AddItemToArray(locks, lock_json(&ev->locks[i], ev->host));
+    cJSON *pgroups = hdx_json_pgroups(ev);
+    cJSON_AddItemToObject(r, "process_groups", pgroups);
+    cJSON *notes = cJSON_AddArrayToObject(r, "notes");
+    for (size_t i = 0; notes && i < ev->n_notes; i++)
+        cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i] ? ev->notes[i] : ""));
+    if (tab.failed || !procs || !locks || !notes || !pgroups || cJSON_GetArraySize(procs) != (int)ev->n_procs ||
+        cJSON_GetArraySize(locks) != (int)ev->n_locks || cJSON_GetArraySize(notes) != (int)ev->n_notes ||
+        cJSON_GetArraySize(r) != 12)
+        goto nomem;
+    ftab_clear(&tab);
+    return r;
+nomem:
+    ftab_clear(&tab);
+    cJSON_Delete(r);
+    errno = ENOMEM;
+    return NULL;
+}

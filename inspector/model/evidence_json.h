@@ -1,0 +1,47 @@
+/*
+ * Evidence to JSON: the objects of hangdx.snapshot/2 (formats/snapshot.h describes the
+ * format, and writes and reads the file) that a report's "processes" and "locks" carry
+ * too, so that analyze of a report decides as the snapshot would. cJSON; no I/O.
+ * Environment variables outside HDX_TRACE_ENV_NAMES are never written. A holder or
+ * waiter with no host is written with the evidence's host.
+ */
+#ifndef HDX_EVIDENCE_JSON_H
+#define HDX_EVIDENCE_JSON_H
+
+#include "model/evidence.h"
+
+struct cJSON;
+
+/* One process with its threads, frames and locals, as in a snapshot and in a report's
+ * "processes" (a report carries the same, so that analyze of a report decides as the
+ * snapshot would). Caller frees with cJSON_Delete. NULL on ENOMEM. */
+struct cJSON *hdx_snapshot_process_json(const hdx_process *p);
+
+/*
+ * The same object for cJSON_Print only, faster for many ranks: frames loaded from a
+ * snapshot (pooled) are printed once per distinct frame and kept in c, and each
+ * thread's "frames" and "python_frames" hold them as raw items, indented as cJSON_Print
+ * of this process object (at the top level) would indent the frame objects; other
+ * frames stay objects. cJSON_Print of the result is byte for byte cJSON_Print of
+ * hdx_snapshot_process_json(p) (printed unformatted, or nested deeper, it would not
+ * be). The result borrows texts from c: delete it before hdx_frame_text_cache_free.
+ * c NULL: plain hdx_snapshot_process_json. The cache's keys are the frames' pointers:
+ * use one cache while the evidence does not change, and free it then. It stops
+ * growing at 64 MiB of text. NULL on ENOMEM.
+ */
+typedef struct hdx_frame_text_cache hdx_frame_text_cache;
+hdx_frame_text_cache *hdx_frame_text_cache_new(void); /* NULL on ENOMEM */
+void hdx_frame_text_cache_free(hdx_frame_text_cache *c); /* accepts NULL */
+struct cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_text_cache *c);
+
+/* One lock (design.md's lock object, with exists, mtime and source), as in a snapshot, a
+ * report's "locks" and `hangdx locks --json`. Caller frees with cJSON_Delete. NULL on ENOMEM. */
+struct cJSON *hdx_snapshot_lock_json(const hdx_lock *l);
+
+/*
+ * The whole of ev as a hangdx.snapshot/2 object. The caller frees it with
+ * cJSON_Delete. NULL (errno ENOMEM) on failure.
+ */
+struct cJSON *hdx_snapshot_json(const hdx_evidence *ev);
+
+#endif
