@@ -1,28 +1,20 @@
 /* py-spy `dump --json` (foreign.h): an array of thread objects, py-spy's src/stack_trace.rs. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats/foreign/internal.h"
+#include "model/json_read.h"
 #include "model/util.h"
 
-static const char *jstr(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
+/* Integers a JSON number (a double) holds exactly: py-spy's thread_id, a pthread_t, within them. */
+#define EXACT_MAX 9007199254740992LL /* 2^53 */
 
-static int jint(const cJSON *o, const char *key, long long *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < -9e15 || v->valuedouble > 9e15)
-        return 0;
-    *out = (long long)v->valuedouble;
-    return 1;
-}
-
+/* Members of another type count as absent here: what py-spy does not give stays unknown. */
 int hdx_foreign_pyspy_json(parser *P, const char *text, size_t len)
 {
     cJSON *root = cJSON_ParseWithLength(text, len);
@@ -45,46 +37,51 @@ int hdx_foreign_pyspy_json(parser *P, const char *text, size_t len)
             rc = hdx_foreign_fail(P, -EBADMSG, "thread %d: not an object", ti);
             goto out;
         }
-        const cJSON *frames = cJSON_GetObjectItemCaseSensitive(th, "frames");
-        if (!cJSON_IsArray(frames)) {
+        const cJSON *frames = NULL;
+        if (hdx_json_get_array(th, "frames", &frames, NULL) != 1) {
             rc = hdx_foreign_fail(P, -EBADMSG, "thread %d: no \"frames\" array", ti);
             goto out;
         }
-        long long pid = HDX_UNKNOWN, tid = HDX_UNKNOWN, pyid = 0;
-        if (!jint(th, "pid", &pid) || pid <= 0 || pid > 0x7fffffff)
+        int pid = HDX_UNKNOWN, tid = HDX_UNKNOWN;
+        int64_t pyid = 0;
+        if (hdx_json_get_int(th, "pid", 1, INT_MAX, &pid, NULL) != 1)
             pid = HDX_UNKNOWN;
-        if (!jint(th, "os_thread_id", &tid) || tid <= 0 || tid > 0x7fffffff)
+        if (hdx_json_get_int(th, "os_thread_id", 1, INT_MAX, &tid, NULL) != 1)
             tid = HDX_UNKNOWN;
-        (void)jint(th, "thread_id", &pyid);
+        (void)hdx_json_get_i64(th, "thread_id", -EXACT_MAX, EXACT_MAX, &pyid, NULL);
         /* A process per pid (py-spy fills each thread's pid); threads of an unknown pid join the current one. */
         hdx_process *p = proc_of(P, s);
-        if (!p || (pid != HDX_UNKNOWN && p->pid != (int)pid)) {
+        if (!p || (pid != HDX_UNKNOWN && p->pid != pid)) {
             p = NULL;
             for (size_t i = 0; i < P->one->n_procs; i++)
-                if (P->one->procs[i].pid == (int)pid && pid != HDX_UNKNOWN) {
+                if (P->one->procs[i].pid == pid && pid != HDX_UNKNOWN) {
                     s->proc = (long)i;
                     p = &P->one->procs[i];
                 }
-            if (!p && (rc = hdx_foreign_new_process(P, s, (int)pid)) < 0)
+            if (!p && (rc = hdx_foreign_new_process(P, s, pid)) < 0)
                 goto out;
         }
-        const char *name = jstr(th, "thread_name");
+        const char *name = NULL;
+        (void)hdx_json_get_str(th, "thread_name", &name, NULL);
         char hex[32];
         snprintf(hex, sizeof hex, "%#llx", (unsigned long long)pyid);
-        if ((rc = hdx_foreign_new_thread(P, s, (int)tid, name ? name : hex)) < 0)
+        if ((rc = hdx_foreign_new_thread(P, s, tid, name ? name : hex)) < 0)
             goto out;
-        const cJSON *active = cJSON_GetObjectItemCaseSensitive(th, "active");
-        thread_of(P, s)->state = cJSON_IsBool(active) ? (cJSON_IsTrue(active) ? 'R' : 'S') : 0;
+        int active;
+        thread_of(P, s)->state = hdx_json_get_bool(th, "active", &active, NULL) == 1 ? (active ? 'R' : 'S') : 0;
         int fi = 0;
         const cJSON *fr;
         cJSON_ArrayForEach(fr, frames) {
-            const char *fname = jstr(fr, "name"), *file = jstr(fr, "filename"), *module = jstr(fr, "module");
+            const char *fname = NULL, *file = NULL, *module = NULL;
+            (void)hdx_json_get_str(fr, "name", &fname, NULL);
+            (void)hdx_json_get_str(fr, "filename", &file, NULL);
+            (void)hdx_json_get_str(fr, "module", &module, NULL);
             if (!cJSON_IsObject(fr) || !fname) {
                 rc = hdx_foreign_fail(P, -EBADMSG, "thread %d, frame %d: not an object with a \"name\"", ti, fi);
                 goto out;
             }
-            long long line = 0;
-            (void)jint(fr, "line", &line);
+            int64_t line = 0;
+            (void)hdx_json_get_i64(fr, "line", -EXACT_MAX, EXACT_MAX, &line, NULL);
             hdx_frame *f = hdx_foreign_add_frame(P, s, 0, &rc);
             if (!f) {
                 if (rc < 0)
@@ -103,11 +100,13 @@ int hdx_foreign_pyspy_json(parser *P, const char *text, size_t len)
                 free(f->file); /* no source: py-spy repeats the module as the file */
                 f->file = NULL;
             }
-            const cJSON *locals = cJSON_GetObjectItemCaseSensitive(fr, "locals"), *lv;
-            if (cJSON_IsArray(locals)) {
+            const cJSON *locals = NULL, *lv;
+            if (hdx_json_get_array(fr, "locals", &locals, NULL) == 1) {
                 cJSON_ArrayForEach(lv, locals) {
-                    const char *lname = jstr(lv, "name");
-                    if (lname && (rc = hdx_foreign_add_local(f, lname, jstr(lv, "repr"))) < 0)
+                    const char *lname = NULL, *repr = NULL;
+                    (void)hdx_json_get_str(lv, "repr", &repr, NULL);
+                    if (hdx_json_get_str(lv, "name", &lname, NULL) == 1 &&
+                        (rc = hdx_foreign_add_local(f, lname, repr)) < 0)
                         goto out;
                 }
             }
