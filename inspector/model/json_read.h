@@ -67,8 +67,8 @@ int hdx_json_get_str(const struct cJSON *o, const char *key, const char **out, h
 int hdx_json_get_strdup(const struct cJSON *o, const char *key, char **out, hdx_json_error *why);
 
 /*
- * An array of strings, appended as heap copies to the caller's heap array *v of *n strings
- * (both may start NULL and 0; grown with hdx_append, util.h). The caller frees each string and
+ * An array of strings, appended as heap copies to the caller's array *v of *n strings: NULL and
+ * 0, or an array made by hdx_append (util.h), which grows it. The caller frees each string and
  * the array. -EINVAL when it is not an array or holds anything but strings: "\"key\" should be
  * an array of strings"; -ENOMEM. On an error nothing is appended (*n as it was; *v may have
  * been moved by a reallocation, and is still the caller's).
