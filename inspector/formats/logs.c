@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/json_read.h"
 #include "model/util.h"
 
 #define PATTERNS_SCHEMA "hangdx.patterns/1"
@@ -76,17 +77,18 @@ int hdx_log_pattern_matches(const hdx_log_patterns *ps, size_t i, const char *li
     return regexec(&ps->p[i].re, line, 0, NULL, 0) == 0;
 }
 
-static const char *json_str(const cJSON *o, const char *key)
+/* A string member of a pattern (json_read.h), borrowed; NULL when absent or of another type. */
+static const char *str_of(const cJSON *o, const char *key)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    const char *v = NULL;
+    return hdx_json_get_str(o, key, &v, NULL) == 1 ? v : NULL;
 }
 
 /* One entry of "patterns" into *p. 0 or -EINVAL/-ENOMEM with *err. */
 static int pattern_from_json(const cJSON *o, pattern *p, const char *path, char **err)
 {
-    const char *name = json_str(o, "name"), *regex = json_str(o, "regex"), *proves = json_str(o, "proves");
-    const char *strength = json_str(o, "strength"), *example = json_str(o, "example");
+    const char *name = str_of(o, "name"), *regex = str_of(o, "regex"), *proves = str_of(o, "proves");
+    const char *strength = str_of(o, "strength"), *example = str_of(o, "example");
     if (!name || !regex || !proves || !strength) {
         *err = hdx_asprintf("%s: pattern %s lacks one of name, regex, proves, strength", path, name ? name : "(unnamed)");
         return -EINVAL;
@@ -104,11 +106,12 @@ static int pattern_from_json(const cJSON *o, pattern *p, const char *path, char 
         return -EINVAL;
     }
     p->strength = strcmp(strength, "strong") ? HDX_LOG_WEAK : HDX_LOG_STRONG;
-    const char *scope = json_str(o, "scope");
+    const char *scope = str_of(o, "scope");
     p->block_scope = scope && !strcmp(scope, "block");
-    p->in_traceback = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "in_traceback"));
-    const cJSON *values = cJSON_GetObjectItemCaseSensitive(o, "values");
-    if (cJSON_IsArray(values) && cJSON_GetArraySize(values) == 2) {
+    int in_traceback = 0;
+    p->in_traceback = hdx_json_get_bool(o, "in_traceback", &in_traceback, NULL) == 1 && in_traceback;
+    const cJSON *values = NULL;
+    if (hdx_json_get_array(o, "values", &values, NULL) == 1 && cJSON_GetArraySize(values) == 2) {
         const cJSON *a = cJSON_GetArrayItem(values, 0), *b = cJSON_GetArrayItem(values, 1);
         p->label_a = cJSON_IsString(a) ? strdup(a->valuestring) : NULL;
         p->label_b = cJSON_IsString(b) ? strdup(b->valuestring) : NULL;
@@ -117,11 +120,16 @@ static int pattern_from_json(const cJSON *o, pattern *p, const char *path, char 
     p->regex = strdup(regex);
     p->proves = strdup(proves);
     p->example = hdx_strdup(example);
-    p->cls = hdx_strdup(json_str(o, "class"));
-    p->fix = hdx_strdup(json_str(o, "fix"));
+    p->cls = hdx_strdup(str_of(o, "class"));
+    p->fix = hdx_strdup(str_of(o, "fix"));
     if (!p->name || !p->regex || !p->proves)
         return -ENOMEM;
-    const cJSON *f, *fields = cJSON_GetObjectItemCaseSensitive(o, "fields");
+    const cJSON *f, *fields = NULL;
+    hdx_json_error why;
+    if (hdx_json_get_object(o, "fields", &fields, &why) < 0) {
+        *err = hdx_asprintf("%s: pattern %s: %s (field names to regex group numbers)", path, name, why.text);
+        return -EINVAL;
+    }
     cJSON_ArrayForEach(f, fields)
     {
         if (!cJSON_IsNumber(f) || f->valueint < 1 || (size_t)f->valueint > p->re.re_nsub ||
@@ -150,9 +158,9 @@ int hdx_log_patterns_load_file(const char *path, hdx_log_patterns **ps, char **e
     int r = 0;
     cJSON *doc = cJSON_Parse(text);
     free(text);
-    const char *schema = doc ? json_str(doc, "schema") : NULL;
-    const cJSON *arr = doc ? cJSON_GetObjectItemCaseSensitive(doc, "patterns") : NULL;
-    if (!doc || !schema || strcmp(schema, PATTERNS_SCHEMA) || !cJSON_IsArray(arr)) {
+    const char *schema = doc ? str_of(doc, "schema") : NULL;
+    const cJSON *arr = NULL;
+    if (!doc || !schema || strcmp(schema, PATTERNS_SCHEMA) || hdx_json_get_array(doc, "patterns", &arr, NULL) != 1) {
         *err = hdx_asprintf("%s: not a pattern file (a JSON object with \"schema\": \"%s\" and a \"patterns\" array)",
                             path, PATTERNS_SCHEMA);
         r = -EINVAL;

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model/json_read.h"
 #include "model/jsonout.h"
 #include "model/pool.h"
 #include "hangdx/report.h"
@@ -122,22 +123,20 @@ static void leave(rd *r, size_t old)
     r->where[old] = 0;
 }
 
-static const cJSON *member(const cJSON *o, const char *key)
-{
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, key);
-    return c && !cJSON_IsNull(c) ? c : NULL;
-}
+/* The getters below read members through json_read.h; its refusals become r's message. */
 
 /* An array or object of at most HDX_SNAPSHOT_MAX_ITEMS entries (or NULL when absent). */
 static const cJSON *container(rd *r, const cJSON *o, const char *key, int want_object)
 {
-    const cJSON *c = member(o, key);
-    if (!c)
-        return NULL;
-    if (want_object ? !cJSON_IsObject(c) : !cJSON_IsArray(c)) {
-        BAD(r, "\"%s\" should be %s", key, want_object ? "an object" : "an array");
+    const cJSON *c = NULL;
+    hdx_json_error why;
+    int got = want_object ? hdx_json_get_object(o, key, &c, &why) : hdx_json_get_array(o, key, &c, &why);
+    if (got < 0) {
+        BAD(r, "%s", why.text);
         return NULL;
     }
+    if (!got)
+        return NULL;
     size_t n = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, c)
@@ -153,53 +152,43 @@ static const cJSON *container(rd *r, const cJSON *o, const char *key, int want_o
 /* An integral number in [min, max]; absent or null gives unknown. */
 static long long get_int(rd *r, const cJSON *o, const char *key, long long min, long long max, long long unknown)
 {
-    const cJSON *c = member(o, key);
-    if (!c)
-        return unknown;
-    double d = c->valuedouble;
-    if (!cJSON_IsNumber(c) || d != floor(d) || d < (double)min || d > (double)max) {
-        BAD(r, "\"%s\" should be an integer from %lld to %lld", key, min, max);
-        return unknown;
-    }
-    return (long long)d;
+    int64_t v;
+    hdx_json_error why;
+    int got = hdx_json_get_i64(o, key, min, max, &v, &why);
+    if (got < 0)
+        BAD(r, "%s", why.text);
+    return got == 1 ? (long long)v : unknown;
 }
 
 static double get_num(rd *r, const cJSON *o, const char *key, double unknown)
 {
-    const cJSON *c = member(o, key);
-    if (!c)
-        return unknown;
-    if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble)) {
-        BAD(r, "\"%s\" should be a number", key);
-        return unknown;
-    }
-    return c->valuedouble;
+    double v;
+    hdx_json_error why;
+    int got = hdx_json_get_num(o, key, &v, &why);
+    if (got < 0)
+        BAD(r, "%s", why.text);
+    return got == 1 ? v : unknown;
 }
 
 /* true/false as 1/0; absent or null gives HDX_UNKNOWN. */
 static int get_bool(rd *r, const cJSON *o, const char *key)
 {
-    const cJSON *c = member(o, key);
-    if (!c)
-        return HDX_UNKNOWN;
-    if (!cJSON_IsBool(c)) {
-        BAD(r, "\"%s\" should be true, false or null", key);
-        return HDX_UNKNOWN;
-    }
-    return cJSON_IsTrue(c);
+    int v;
+    hdx_json_error why;
+    int got = hdx_json_get_bool(o, key, &v, &why);
+    if (got < 0)
+        BAD(r, "%s", why.text);
+    return got == 1 ? v : HDX_UNKNOWN;
 }
 
 /* A string member's text (borrowed from the cJSON tree), NULL when absent or null (or on error). */
 static const char *str_member(rd *r, const cJSON *o, const char *key)
 {
-    const cJSON *c = member(o, key);
-    if (!c)
-        return NULL;
-    if (!cJSON_IsString(c) || !c->valuestring) {
-        BAD(r, "\"%s\" should be a string", key);
-        return NULL;
-    }
-    return c->valuestring;
+    const char *v = NULL;
+    hdx_json_error why;
+    if (hdx_json_get_str(o, key, &v, &why) < 0)
+        BAD(r, "%s", why.text);
+    return v;
 }
 
 /* A heap copy of a string member, NULL when absent or null (or on error). */
@@ -225,7 +214,7 @@ static char *get_pstr(rd *r, const cJSON *o, const char *key)
 /* A one-letter state ("S"), 0 when absent. */
 static char get_state(rd *r, const cJSON *o, const char *key)
 {
-    const cJSON *c = member(o, key);
+    const cJSON *c = hdx_json_member(o, key);
     if (!c)
         return 0;
     if (!cJSON_IsString(c) || !c->valuestring || strlen(c->valuestring) != 1) {
@@ -256,7 +245,7 @@ static uint64_t hex_value(rd *r, const cJSON *c, const char *what)
 /* A hex member; absent or null gives 0. */
 static uint64_t get_hex(rd *r, const cJSON *o, const char *key)
 {
-    const cJSON *c = member(o, key);
+    const cJSON *c = hdx_json_member(o, key);
     return c ? hex_value(r, c, key) : 0;
 }
 
@@ -304,7 +293,7 @@ int hdx_snapshot_parse_time(const char *s, int64_t *ns)
 
 static int64_t get_time(rd *r, const cJSON *o, const char *key)
 {
-    const cJSON *c = member(o, key);
+    const cJSON *c = hdx_json_member(o, key);
     int64_t ns;
     if (!c)
         return HDX_UNKNOWN;
@@ -409,7 +398,7 @@ static int read_frame(rd *r, const cJSON *o, hdx_frame *f)
 {
     if (!cJSON_IsObject(o))
         return BAD(r, "a frame should be an object");
-    const cJSON *k = member(o, "kind");
+    const cJSON *k = hdx_json_member(o, "kind");
     if (!k || !cJSON_IsString(k) || (strcmp(k->valuestring, "native") && strcmp(k->valuestring, "python")))
         return BAD(r, "\"kind\" should be \"native\" or \"python\"");
     f->pooled = 1;
@@ -576,7 +565,7 @@ static int read_thread(rd *r, const cJSON *o, hdx_process *p)
     t->state = get_state(r, o, "state");
     t->wchan = get_str(r, o, "wchan");
     t->syscall = (long)get_int(r, o, "syscall_nr", 0, 100000, HDX_SYSCALL_UNKNOWN);
-    const cJSON *sc = member(o, "syscall");
+    const cJSON *sc = hdx_json_member(o, "syscall");
     if (sc && !cJSON_IsString(sc))
         return BAD(r, "\"syscall\" should be a string");
     if (t->syscall == HDX_SYSCALL_UNKNOWN && sc) /* a report names the call only */
@@ -603,7 +592,7 @@ static int read_thread(rd *r, const cJSON *o, hdx_process *p)
     const cJSON *fr = container(r, o, "frames", 0);
     if (fr && !r->rc)
         read_frames(r, fr, "frames", &t->frames, &t->n_frames, 0);
-    else if (!fr && !member(o, "stack_error") && !r->rc)
+    else if (!fr && !hdx_json_member(o, "stack_error") && !r->rc)
         t->stack_error = -EIO; /* a report's "frames": null: the stack could not be read */
     int um = get_bool(r, o, "unmerged");
     t->unmerged = um == 1;
@@ -715,7 +704,7 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
 {
     if (!cJSON_IsObject(o))
         return BAD(r, "a lock should be an object");
-    const cJSON *path = member(o, "path"), *k = member(o, "kind"), *s = member(o, "state");
+    const cJSON *path = hdx_json_member(o, "path"), *k = hdx_json_member(o, "kind"), *s = hdx_json_member(o, "state");
     if (!path || !cJSON_IsString(path))
         return BAD(r, "\"path\" should be a string");
     hdx_lock *l = hdx_evidence_add_lock(ev);
@@ -737,7 +726,7 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
     else if (l->holder_pid != HDX_UNKNOWN && r->host && !(l->holder_host = strdup(r->host)))
         return fail(r, -ENOMEM, "out of memory");
     l->unchecked = (int)get_int(r, o, "unchecked", 0, INT_MAX, 0);
-    const cJSON *c = member(o, "created_by");
+    const cJSON *c = hdx_json_member(o, "created_by");
     if (c) {
         if (!cJSON_IsObject(c))
             return BAD(r, "\"created_by\" should be an object or null");
@@ -834,7 +823,7 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
         if (hosts && cJSON_GetArraySize(hosts) == 1 && cJSON_IsString(hosts->child))
             host = hosts->child->valuestring;
     } else {
-        const cJSON *h = member(root, "host");
+        const cJSON *h = hdx_json_member(root, "host");
         if (h && !cJSON_IsString(h))
             return BAD(r, "\"host\" should be a string");
         host = h ? h->valuestring : NULL;

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "hangdx/trace.h"
+#include "model/json_read.h"
 #include "model/util.h"
 
 /* Longest line the reader keeps; the shim writes at most HDX_TRACE_LINE_MAX. */
@@ -20,61 +22,10 @@
 
 /* ---- one line ---------------------------------------------------------- */
 
-/* A number field that must be an integer in [lo, hi]: 0 absent, 1 set, -1 bad. */
-static int get_i64(const cJSON *o, const char *name, int64_t lo, int64_t hi, int64_t *out)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!it || cJSON_IsNull(it))
-        return 0;
-    if (!cJSON_IsNumber(it))
-        return -1;
-    double d = it->valuedouble;
-    if (d != d || d < (double)lo || d > (double)hi)
-        return -1;
-    *out = (int64_t)d;
-    return 1;
-}
-
-static int get_int(const cJSON *o, const char *name, int *out)
-{
-    int64_t v = 0;
-    int r = get_i64(o, name, -2147483647LL - 1, 2147483647LL, &v);
-    if (r == 1)
-        *out = (int)v;
-    return r;
-}
-
-/* A string field: 0 absent, 1 copied, -1 bad type, -ENOMEM. */
-static int get_str(const cJSON *o, const char *name, char **out)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!it || cJSON_IsNull(it))
-        return 0;
-    if (!cJSON_IsString(it) || !it->valuestring)
-        return -1;
-    *out = strdup(it->valuestring);
-    return *out ? 1 : -ENOMEM;
-}
-
-/* A string array field: 0 absent, 1 copied, -1 bad type, -ENOMEM. */
-static int get_strv(const cJSON *o, const char *name, char ***out, size_t *n)
-{
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!arr || cJSON_IsNull(arr))
-        return 0;
-    if (!cJSON_IsArray(arr))
-        return -1;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, arr)
-    {
-        if (!cJSON_IsString(it))
-            return -1;
-        char **slot = hdx_append((void **)out, n, sizeof *slot);
-        if (!slot || !(*slot = strdup(it->valuestring)))
-            return -ENOMEM;
-    }
-    return 1;
-}
+/* The fields of a line through json_read.h: 1 set, 0 absent (or null), -EINVAL of another
+ * type or out of range, -ENOMEM; the line's error is -EBADMSG without a sentence. */
+#define I64_FIELD(o, name, out) hdx_json_get_i64((o), (name), 0, INT64_MAX, (out), NULL)
+#define INT_FIELD(o, name, out) hdx_json_get_int((o), (name), INT_MIN, INT_MAX, (out), NULL)
 
 void hdx_trace_event_clear(hdx_trace_event *ev)
 {
@@ -136,38 +87,40 @@ static int image_set_env(hdx_trace_image *img, const char *name, const char *val
 
 static int parse_header(const cJSON *o, hdx_trace_image *img)
 {
-    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(o, "schema");
-    if (!cJSON_IsString(schema))
+    const char *schema = NULL;
+    if (hdx_json_get_str(o, "schema", &schema, NULL) != 1)
         return -EBADMSG;
-    if (strcmp(schema->valuestring, HDX_TRACE_SCHEMA) != 0)
+    if (strcmp(schema, HDX_TRACE_SCHEMA) != 0)
         return -EPROTONOSUPPORT;
     img->pid = img->ppid = HDX_UNKNOWN;
     img->rank = img->local_rank = img->world_size = HDX_UNKNOWN;
     int64_t v = 0;
     int r = 0;
-    if (get_int(o, "pid", &img->pid) != 1 || img->pid <= 0)
+    if (INT_FIELD(o, "pid", &img->pid) != 1 || img->pid <= 0)
         goto bad;
-    if (get_int(o, "ppid", &img->ppid) < 0 || get_i64(o, "t", 0, INT64_MAX, &img->t_ns) < 0)
+    if (INT_FIELD(o, "ppid", &img->ppid) < 0 || I64_FIELD(o, "t", &img->t_ns) < 0)
         goto bad;
-    if ((r = get_i64(o, "start_time", 0, INT64_MAX, &v)) < 0)
+    if ((r = I64_FIELD(o, "start_time", &v)) < 0)
         goto bad;
     img->start_ticks = r == 1 ? (uint64_t)v : 0;
-    if ((r = get_i64(o, "pid_ns", 0, INT64_MAX, &v)) < 0)
+    if ((r = I64_FIELD(o, "pid_ns", &v)) < 0)
         goto bad;
     img->pid_ns = r == 1 ? (uint64_t)v : 0;
-    if ((r = get_i64(o, "mnt_ns", 0, INT64_MAX, &v)) < 0)
+    if ((r = I64_FIELD(o, "mnt_ns", &v)) < 0)
         goto bad;
     img->mnt_ns = r == 1 ? (uint64_t)v : 0;
-    if ((r = get_str(o, "trace_dir", &img->trace_dir)) < 0)
+    if ((r = hdx_json_get_strdup(o, "trace_dir", &img->trace_dir, NULL)) < 0)
         goto fail;
-    if ((r = get_str(o, "host", &img->host)) < 0 || (r = get_str(o, "boot_id", &img->boot_id)) < 0 ||
-        (r = get_str(o, "cwd", &img->cwd)) < 0 || (r = get_str(o, "exe", &img->exe)) < 0 ||
-        (r = get_strv(o, "argv", &img->argv, &img->argc)) < 0)
+    if ((r = hdx_json_get_strdup(o, "host", &img->host, NULL)) < 0 ||
+        (r = hdx_json_get_strdup(o, "boot_id", &img->boot_id, NULL)) < 0 ||
+        (r = hdx_json_get_strdup(o, "cwd", &img->cwd, NULL)) < 0 ||
+        (r = hdx_json_get_strdup(o, "exe", &img->exe, NULL)) < 0 ||
+        (r = hdx_json_get_strv(o, "argv", &img->argv, &img->argc, NULL)) < 0)
         goto fail;
-    const cJSON *env = cJSON_GetObjectItemCaseSensitive(o, "env");
-    if (env && !cJSON_IsNull(env)) {
-        if (!cJSON_IsObject(env))
-            goto bad;
+    const cJSON *env = NULL;
+    if ((r = hdx_json_get_object(o, "env", &env, NULL)) < 0)
+        goto bad;
+    if (env) {
         const cJSON *e;
         cJSON_ArrayForEach(e, env)
         {
@@ -181,7 +134,7 @@ static int parse_header(const cJSON *o, hdx_trace_image *img)
 bad:
     r = -EBADMSG;
 fail:
-    if (r == -1)
+    if (r == -EINVAL)
         r = -EBADMSG;
     hdx_trace_image_clear(img);
     return r;
@@ -211,7 +164,7 @@ static int parse_event(const cJSON *o, const char *type, hdx_trace_event *ev)
     ev->since_ns = HDX_UNKNOWN;
     ev->child = HDX_UNKNOWN;
     int r = 0;
-    if (get_i64(o, "t", 0, INT64_MAX, &ev->t_ns) != 1 || get_int(o, "tid", &ev->tid) < 0)
+    if (I64_FIELD(o, "t", &ev->t_ns) != 1 || INT_FIELD(o, "tid", &ev->tid) < 0)
         goto bad;
     switch (ev->type) {
     case HDX_TEV_ACQUIRE:
@@ -219,11 +172,11 @@ static int parse_event(const cJSON *o, const char *type, hdx_trace_event *ev)
     case HDX_TEV_RELEASE:
     case HDX_TEV_LOCK_START:
     case HDX_TEV_LOCK_END:
-        if ((r = get_str(o, "path", &ev->path)) != 1)
+        if ((r = hdx_json_get_strdup(o, "path", &ev->path, NULL)) != 1)
             goto fail;
         if (ev->path[0] != '/')
             goto bad; /* the format promises absolute paths */
-        if (get_int(o, "fd", &ev->fd) < 0)
+        if (INT_FIELD(o, "fd", &ev->fd) < 0)
             goto bad;
         break;
     default:
@@ -231,24 +184,25 @@ static int parse_event(const cJSON *o, const char *type, hdx_trace_event *ev)
     }
     switch (ev->type) {
     case HDX_TEV_WAIT:
-        if ((r = get_str(o, "how", &ev->how)) < 0 || get_i64(o, "polls", 0, INT64_MAX, &ev->polls) < 0 ||
-            get_i64(o, "since", 0, INT64_MAX, &ev->since_ns) < 0)
+        if ((r = hdx_json_get_strdup(o, "how", &ev->how, NULL)) < 0 || I64_FIELD(o, "polls", &ev->polls) < 0 ||
+            I64_FIELD(o, "since", &ev->since_ns) < 0)
             goto fail;
         break;
     case HDX_TEV_LOCK_START:
     case HDX_TEV_LOCK_END:
-        if ((r = get_str(o, "op", &ev->op)) != 1 || (r = get_str(o, "cmd", &ev->cmd)) < 0)
+        if ((r = hdx_json_get_strdup(o, "op", &ev->op, NULL)) != 1 ||
+            (r = hdx_json_get_strdup(o, "cmd", &ev->cmd, NULL)) < 0)
             goto fail;
-        if (ev->type == HDX_TEV_LOCK_END && (get_int(o, "rc", &ev->rc) != 1 || get_int(o, "errno", &ev->err) < 0))
+        if (ev->type == HDX_TEV_LOCK_END && (INT_FIELD(o, "rc", &ev->rc) != 1 || INT_FIELD(o, "errno", &ev->err) < 0))
             goto bad;
         break;
     case HDX_TEV_SPAWN:
-        if (get_int(o, "child", &ev->child) != 1 || (r = get_str(o, "via", &ev->via)) < 0 ||
-            (r = get_strv(o, "argv", &ev->argv, &ev->argc)) < 0)
+        if (INT_FIELD(o, "child", &ev->child) != 1 || (r = hdx_json_get_strdup(o, "via", &ev->via, NULL)) < 0 ||
+            (r = hdx_json_get_strv(o, "argv", &ev->argv, &ev->argc, NULL)) < 0)
             goto fail;
         break;
     case HDX_TEV_EXIT:
-        if (get_int(o, "status", &ev->status) < 0)
+        if (INT_FIELD(o, "status", &ev->status) < 0)
             goto bad;
         break;
     default:
@@ -258,7 +212,7 @@ static int parse_event(const cJSON *o, const char *type, hdx_trace_event *ev)
 bad:
     r = -EBADMSG;
 fail:
-    if (r >= -1) /* absent (0) or wrong type (-1) */
+    if (r >= 0 || r == -EINVAL) /* absent (0), or of another type (-EINVAL) */
         r = -EBADMSG;
     hdx_trace_event_clear(ev);
     return r;
@@ -282,16 +236,15 @@ int hdx_trace_parse_line(const char *line, size_t len, hdx_trace_event *ev, hdx_
             goto out;
     if (!cJSON_IsObject(o))
         goto out;
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "type");
-    if (!cJSON_IsString(type))
+    const char *type = NULL;
+    if (hdx_json_get_str(o, "type", &type, NULL) != 1)
         goto out;
-    if (strcmp(type->valuestring, HDX_EV_HEADER) == 0)
+    if (strcmp(type, HDX_EV_HEADER) == 0)
         r = parse_header(o, img);
-    else if (strcmp(type->valuestring, HDX_EV_LOCK_COUNT) == 0 ||
-             strcmp(type->valuestring, HDX_EV_STOPPED) == 0)
+    else if (strcmp(type, HDX_EV_LOCK_COUNT) == 0 || strcmp(type, HDX_EV_STOPPED) == 0)
         r = -EALREADY; /* the shim's bounds (trace.h): known, nothing kept */
     else
-        r = parse_event(o, type->valuestring, ev);
+        r = parse_event(o, type, ev);
 out:
     cJSON_Delete(o);
     return r;
@@ -499,9 +452,9 @@ static int load_file(hdx_trace_set *set, int dfd, const char *dirpath, const cha
             if (err) {
                 char found[64] = "another schema";
                 cJSON *o = cJSON_ParseWithLength(buf, len);
-                const cJSON *s = o ? cJSON_GetObjectItemCaseSensitive(o, "schema") : NULL;
-                if (cJSON_IsString(s))
-                    snprintf(found, sizeof found, "schema %s", s->valuestring);
+                const char *s = NULL;
+                if (hdx_json_get_str(o, "schema", &s, NULL) == 1)
+                    snprintf(found, sizeof found, "schema %s", s);
                 cJSON_Delete(o);
                 *err = hdx_asprintf("%s: %s is not supported (this hangdx reads %s); "
                                     "read it with the hangdx that wrote it",
