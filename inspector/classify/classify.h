@@ -22,6 +22,26 @@ enum hdx_class {
 
 enum hdx_confidence { HDX_CONF_LOW, HDX_CONF_MEDIUM, HDX_CONF_HIGH };
 
+/* The state of one lock, judged from its facts (hdx_lock_judge). */
+typedef struct hdx_lock_judgement {
+    enum hdx_lock_state state;
+    enum hdx_lock_kind kind;  /* the kind to report: a file found by its name that the kernel
+                                 locks is that kernel lock (flock, posix, ofd) */
+    int holder_pid;           /* the live process that holds it or has it open, or the creator that
+                                 lives on (or, after the job, the trace's holder), HDX_UNKNOWN */
+    const char *holder_host;  /* the host whose facts name the holder (borrowed from the lock:
+                                 hdx_lock.holder_host), or NULL: this host, or unknown */
+    int creator_alive;        /* the lock's creator_alive, else its process's alive in the
+                                 evidence: 1, 0, HDX_UNKNOWN */
+    int unchecked;            /* processes that could not be read when looking for a holder: a
+                                 state "stale" is then unverified */
+    int from_facts;           /* 1: judged from the lock's facts; 0: the state an older snapshot or
+                                 report recorded (hdx_lock.state, holder_pid, unchecked) */
+    int holder_from_trace;    /* 1: holder_pid is the trace's last holder of a kernel lock nobody
+                                 holds now, the job being gone */
+    int creator_unknown;      /* 1: stale, and no trace tells who created it */
+} hdx_lock_judgement;
+
 typedef struct hdx_verdict {
     enum hdx_class cls;
     char *summary; /* one sentence for a person */
@@ -39,16 +59,53 @@ typedef struct hdx_verdict {
                             compilers make progress, a rank that computes): the job may only be
                             slow, and nothing may end it */
     char *group;         /* the name of the process group the hang is in (hdx_pgroup.name), or NULL */
+    hdx_lock_judgement *locks; /* the state of each lock, parallel to ev->locks (n_locks of them), or
+                                  NULL when the evidence has none; owned by the verdict */
+    size_t n_locks;
     struct hdx_waitsfor *graph; /* the job's waits-for graph the verdict was read from (waitsfor.h), or
                                    NULL: it borrows from the evidence, which must outlive the verdict */
 } hdx_verdict;
 
 /*
- * Classify ev into *v (zeroed by the caller or left from hdx_verdict_clear).
+ * Classify ev into *v (zeroed by the caller or left from hdx_verdict_clear),
+ * v->locks included: the judgement of each lock of ev (hdx_lock_judge).
  * Also sets each thread's wait label (hdx_thread.wait) and each process's
  * progressing flag when samples allow. Returns 0 or -ENOMEM.
  */
 int hdx_classify(hdx_evidence *ev, hdx_verdict *v);
+
+/*
+ * Judge the state of lock l of ev from the facts a host recorded of it
+ * (docs/design.md "Build locks"), into *out (owned by the caller; its
+ * holder_host is borrowed from l):
+ *  - held: a live process holds its kernel lock (a /proc/locks row), or, for
+ *    a baton or a file the kernel locks, has it open and does not wait on it
+ *    (the creator first); a baton whose creator lives on; a kernel lock nobody
+ *    holds after the job is gone (facts.live 0), with waiters, whose trace names
+ *    a creator: that creator;
+ *  - stale: a baton file that exists (or could not be checked) with no live
+ *    holder or opener, and a creator gone or unknown;
+ *  - free: no file, or a kernel lock nobody holds.
+ * A lock without facts (facts.looked 0: an older snapshot or report) keeps the
+ * state, holder_pid and unchecked it recorded. Pure: reads ev (the creator's
+ * process when the lock does not say whether it lives) and l, nothing else.
+ * Returns 0, or -EINVAL when an argument is NULL.
+ */
+int hdx_lock_judge(const hdx_evidence *ev, const hdx_lock *l, hdx_lock_judgement *out);
+
+/*
+ * hdx_lock_judge for every lock of ev: *out is a heap array parallel to
+ * ev->locks (the caller frees it), or NULL when ev has no lock. Returns 0,
+ * -EINVAL or -ENOMEM.
+ */
+int hdx_lock_judge_all(const hdx_evidence *ev, hdx_lock_judgement **out);
+
+/*
+ * The note a person needs about a judgement, into buf (size bytes): a holder
+ * taken from the trace, or a stale lock whose creator no trace names. Returns
+ * 1 when a note was written, 0 when there is none (buf untouched).
+ */
+int hdx_lock_judgement_note(const hdx_lock *l, const hdx_lock_judgement *j, char *buf, size_t size);
 
 /* Release what v owns and zero it. Accepts NULL. */
 void hdx_verdict_clear(hdx_verdict *v);

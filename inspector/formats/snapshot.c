@@ -21,6 +21,7 @@
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
 #include "gather/proc.h" /* hdx_syscall_name */
+#include "classify/classify.h" /* hdx_lock_judge: the state a snapshot also records */
 #include "model/util.h"
 
 /* Integers that a JSON number (a double) holds exactly. */
@@ -469,8 +470,50 @@ cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_text_ca
     return process_json(p, NULL, c);
 }
 
-/* A lock; waiters and a holder without a host get default_host (the snapshot's). */
-static cJSON *lock_json(const hdx_lock *l, const char *default_host)
+/* The facts of a lock (hdx_lock_facts), as a snapshot carries them, or NULL for none. */
+static cJSON *facts_json(const hdx_lock_facts *f)
+{
+    if (!f->looked)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject(), *a;
+    if (!o)
+        return NULL;
+    cJSON_AddBoolToObject(o, "live", f->live);
+    cJSON_AddBoolToObject(o, "checked", f->checked);
+    cJSON_AddNumberToObject(o, "dev", (double)f->dev);
+    cJSON_AddNumberToObject(o, "ino", (double)f->ino);
+    cJSON_AddNumberToObject(o, "size", (double)f->size);
+    cJSON_AddNumberToObject(o, "uid", f->uid);
+    if (f->rows_read && (a = cJSON_AddArrayToObject(o, "rows")))
+        for (size_t i = 0; i < f->n_rows; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddItemToObject(e, "pid", hdx_json_int(f->rows[i].pid));
+            cJSON_AddStringToObject(e, "kind", hdx_lock_kind_name(f->rows[i].kind));
+            cJSON_AddBoolToObject(e, "blocking", f->rows[i].blocking);
+            cJSON_AddItemToArray(a, e);
+        }
+    else
+        cJSON_AddNullToObject(o, "rows");
+    if (f->openers_read && (a = cJSON_AddArrayToObject(o, "openers")))
+        for (size_t i = 0; i < f->n_openers; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(f->openers[i]));
+    else
+        cJSON_AddNullToObject(o, "openers");
+    cJSON_AddNumberToObject(o, "unreadable", f->unreadable);
+    if ((a = cJSON_AddArrayToObject(o, "pids")))
+        for (size_t i = 0; i < f->n_pids; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "pid", f->pids[i].pid);
+            cJSON_AddBoolToObject(e, "alive", f->pids[i].alive == 1);
+            cJSON_AddNumberToObject(e, "start_ticks", (double)f->pids[i].start_ticks);
+            cJSON_AddItemToArray(a, e);
+        }
+    return o;
+}
+
+/* A lock judged j; waiters and a holder without a host get default_host (the snapshot's).
+ * with_facts: add the facts it was judged from (snapshots, for analyze to judge again). */
+static cJSON *lock_json(const hdx_lock *l, const hdx_lock_judgement *j, const char *default_host, int with_facts)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -478,20 +521,20 @@ static cJSON *lock_json(const hdx_lock *l, const char *default_host)
     cJSON_AddItemToObject(o, "path", hdx_json_str(l->path));
     cJSON_AddItemToObject(o, "job_path", hdx_json_str(l->job_path));
     cJSON_AddBoolToObject(o, "foreign", l->foreign);
-    cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
-    cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
+    cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(j->kind));
+    cJSON_AddStringToObject(o, "state", hdx_lock_state_name(j->state));
     cJSON_AddItemToObject(o, "exists", hdx_json_bool(l->exists));
     cJSON_AddItemToObject(o, "mtime", hdx_json_time(l->mtime_ns, 1));
-    cJSON_AddItemToObject(o, "holder_pid", hdx_json_int(l->holder_pid));
-    cJSON_AddItemToObject(o, "holder_host", hdx_json_str(l->holder_pid == HDX_UNKNOWN ? NULL
-                                                         : l->holder_host       ? l->holder_host
+    cJSON_AddItemToObject(o, "holder_pid", hdx_json_int(j->holder_pid));
+    cJSON_AddItemToObject(o, "holder_host", hdx_json_str(j->holder_pid == HDX_UNKNOWN ? NULL
+                                                         : j->holder_host       ? j->holder_host
                                                                                 : default_host));
-    cJSON_AddNumberToObject(o, "unchecked", l->unchecked);
+    cJSON_AddNumberToObject(o, "unchecked", j->unchecked);
     if (l->has_creator) {
         cJSON *c = cJSON_AddObjectToObject(o, "created_by");
         cJSON_AddItemToObject(c, "pid", hdx_json_int(l->creator_pid));
         cJSON_AddItemToObject(c, "rank", hdx_json_int(l->creator_rank));
-        cJSON_AddItemToObject(c, "alive", hdx_json_bool(l->creator_alive));
+        cJSON_AddItemToObject(c, "alive", hdx_json_bool(j->creator_alive));
         cJSON_AddItemToObject(c, "at", hdx_json_time(l->created_ns, 1));
     } else {
         cJSON_AddNullToObject(o, "created_by");
@@ -509,12 +552,14 @@ static cJSON *lock_json(const hdx_lock *l, const char *default_host)
         cJSON_AddItemToObject(e, "host", hdx_json_str(x->host ? x->host : default_host));
         cJSON_AddItemToArray(w, e);
     }
+    if (with_facts)
+        cJSON_AddItemToObject(o, "facts", facts_json(&l->facts));
     return o;
 }
 
-cJSON *hdx_snapshot_lock_json(const hdx_lock *l)
+cJSON *hdx_snapshot_lock_json(const hdx_lock *l, const hdx_lock_judgement *j)
 {
-    return lock_json(l, NULL);
+    return l && j ? lock_json(l, j, NULL, 0) : NULL;
 }
 
 cJSON *hdx_snapshot_json(const hdx_evidence *ev)
@@ -541,8 +586,13 @@ cJSON *hdx_snapshot_json(const hdx_evidence *ev)
     for (size_t i = 0; procs && i < ev->n_procs; i++)
         cJSON_AddItemToArray(procs, process_json(&ev->procs[i], &tab, NULL));
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
-    for (size_t i = 0; locks && i < ev->n_locks; i++)
-        cJSON_AddItemToArray(locks, lock_json(&ev->locks[i], ev->host));
+    for (size_t i = 0; locks && i < ev->n_locks; i++) {
+        /* The state too, judged as classify will (older readers, and people, read it);
+         * analyze judges again from the facts. */
+        hdx_lock_judgement j;
+        hdx_lock_judge(ev, &ev->locks[i], &j);
+        cJSON_AddItemToArray(locks, lock_json(&ev->locks[i], &j, ev->host, 1));
+    }
     cJSON *pgroups = hdx_json_pgroups(ev);
     cJSON_AddItemToObject(r, "process_groups", pgroups);
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
@@ -1242,6 +1292,66 @@ static int lock_state(const char *s, enum hdx_lock_state *st)
     return -1;
 }
 
+/* A lock's "facts" (hdx_lock_facts) into f. Absent or null: none (looked stays 0). 0 or r->rc. */
+static int read_facts(rd *r, const cJSON *o, hdx_lock_facts *f)
+{
+    const cJSON *c = member(o, "facts"), *a, *e;
+    if (!c)
+        return 0;
+    if (!cJSON_IsObject(c))
+        return BAD(r, "\"facts\" should be an object or null");
+    size_t old = enter(r, ".facts");
+    f->looked = 1;
+    f->live = get_bool(r, c, "live") == 1;
+    f->checked = get_bool(r, c, "checked") == 1;
+    f->dev = (uint64_t)get_num(r, c, "dev", 0);
+    f->ino = (uint64_t)get_num(r, c, "ino", 0);
+    f->size = (int64_t)get_int(r, c, "size", -1, INT64_MAX / 2, HDX_UNKNOWN);
+    f->uid = (int)get_int(r, c, "uid", -1, INT_MAX, HDX_UNKNOWN);
+    f->unreadable = (int)get_int(r, c, "unreadable", 0, INT_MAX, 0);
+    if ((a = container(r, c, "rows", 0))) {
+        f->rows_read = 1;
+        cJSON_ArrayForEach(e, a)
+        {
+            const cJSON *k = member(e, "kind");
+            hdx_lock_row *row = hdx_append((void **)&f->rows, &f->n_rows, sizeof *row);
+            if (!row)
+                return fail(r, -ENOMEM, "out of memory");
+            if (!cJSON_IsObject(e) || !k || !cJSON_IsString(k) || lock_kind(k->valuestring, &row->kind))
+                return BAD(r, "a row should be an object with \"kind\" \"flock\", \"posix\" or \"ofd\"");
+            row->pid = (int)get_int(r, e, "pid", 0, INT_MAX, HDX_UNKNOWN);
+            row->blocking = get_bool(r, e, "blocking") == 1;
+        }
+    }
+    if ((a = container(r, c, "openers", 0))) {
+        f->openers_read = 1;
+        cJSON_ArrayForEach(e, a)
+        {
+            int *pid = hdx_append((void **)&f->openers, &f->n_openers, sizeof *pid);
+            if (!pid)
+                return fail(r, -ENOMEM, "out of memory");
+            if (!cJSON_IsNumber(e) || e->valuedouble < 1 || e->valuedouble > INT_MAX)
+                return BAD(r, "an opener should be a pid");
+            *pid = (int)e->valuedouble;
+        }
+    }
+    if ((a = container(r, c, "pids", 0)))
+        cJSON_ArrayForEach(e, a)
+        {
+            hdx_pid_fact *x = hdx_append((void **)&f->pids, &f->n_pids, sizeof *x);
+            if (!x)
+                return fail(r, -ENOMEM, "out of memory");
+            if (!cJSON_IsObject(e))
+                return BAD(r, "a pid fact should be an object");
+            x->pid = (int)get_int(r, e, "pid", 1, INT_MAX, HDX_UNKNOWN);
+            x->alive = get_bool(r, e, "alive") == 1;
+            x->start_ticks = (uint64_t)get_num(r, e, "start_ticks", 0);
+        }
+    if (!r->rc)
+        leave(r, old);
+    return r->rc;
+}
+
 static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
 {
     if (!cJSON_IsObject(o))
@@ -1267,6 +1377,13 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
     else if (l->holder_pid != HDX_UNKNOWN && r->host && !(l->holder_host = strdup(r->host)))
         return fail(r, -ENOMEM, "out of memory");
     l->unchecked = (int)get_int(r, o, "unchecked", 0, INT_MAX, 0);
+    if (read_facts(r, o, &l->facts))
+        return r->rc;
+    /* Without facts (hangdx.snapshot/1, an older /2, a report) the input's decision stands;
+     * with them, the holder they name is on the input's host. */
+    l->recorded = !l->facts.looked;
+    if (l->facts.looked && !l->holder_host && r->host && !(l->holder_host = strdup(r->host)))
+        return fail(r, -ENOMEM, "out of memory");
     const cJSON *c = member(o, "created_by");
     if (c) {
         if (!cJSON_IsObject(c))
@@ -1951,10 +2068,20 @@ int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
             w->host = NULL;
         }
         s->n_waiters = 0;
-        if (lock_strength(s->state) > lock_strength(d->state) ||
-            (s->state == d->state && d->holder_pid == HDX_UNKNOWN)) {
-            d->state = s->state;
-            d->holder_pid = s->holder_pid;
+        /* The host that saw it held wins, then stale, then free: its facts (or, from an older
+         * input, its recorded state) become the lock's. */
+        hdx_lock_judgement js, jd;
+        hdx_lock_judge(dst, s, &js); /* src's processes are dst's by now */
+        hdx_lock_judge(dst, d, &jd);
+        if (lock_strength(js.state) > lock_strength(jd.state) ||
+            (js.state == jd.state && jd.holder_pid == HDX_UNKNOWN)) {
+            d->state = js.state;
+            d->holder_pid = js.holder_pid;
+            d->unchecked = js.unchecked;
+            d->recorded = s->recorded;
+            hdx_lock_facts_clear(&d->facts);
+            d->facts = s->facts;
+            memset(&s->facts, 0, sizeof s->facts);
             free(d->holder_host);
             d->holder_host = s->holder_host;
             s->holder_host = NULL;

@@ -109,9 +109,12 @@ hdx_frame_text_cache *hdx_frame_text_cache_new(void); /* NULL on ENOMEM */
 void hdx_frame_text_cache_free(hdx_frame_text_cache *c); /* accepts NULL */
 struct cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_text_cache *c);
 
-/* One lock (design.md's lock object, with exists, mtime and source), as in a snapshot, a
- * report's "locks" and `hangdx locks --json`. Caller frees with cJSON_Delete. NULL on ENOMEM. */
-struct cJSON *hdx_snapshot_lock_json(const hdx_lock *l);
+/* One lock l judged j (hdx_lock_judge: state, kind, holder; both borrowed), design.md's lock
+ * object with exists, mtime and source, as in a report's "locks" and `hangdx locks --json`
+ * (a snapshot adds the lock's facts). Caller frees with cJSON_Delete. NULL on ENOMEM, or
+ * when l or j is NULL. */
+struct hdx_lock_judgement; /* classify/classify.h */
+struct cJSON *hdx_snapshot_lock_json(const hdx_lock *l, const struct hdx_lock_judgement *j);
 
 /*
  * The whole of ev as a hangdx.snapshot/2 object. The caller frees it with

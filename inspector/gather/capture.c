@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "classify/classify.h" /* hdx_lock_judge: which holders to read too */
 #include "classify/groups.h"
 #include "hangdx/trace.h"
 #include "gather/locks.h"
@@ -100,7 +101,9 @@ static int add_siblings(hdx_evidence *ev)
 static int add_lock_holders(hdx_evidence *ev)
 {
     for (size_t i = 0; i < ev->n_locks; i++) {
-        int holder = ev->locks[i].holder_pid;
+        hdx_lock_judgement j; /* who holds it, judged from the facts just taken */
+        hdx_lock_judge(ev, &ev->locks[i], &j);
+        int holder = j.holder_pid;
         if (holder > 0 && !hdx_evidence_find_process(ev, holder) && add_tree(ev, holder, NULL, 0) == -ENOMEM)
             return -ENOMEM;
     }
@@ -219,7 +222,7 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
     failed = take_stacks(ev, 0);
     size_t asked = ev->n_procs;
     hdx_locks_options lo = {.watch_ms = WATCH_MS};
-    if ((rc = hdx_locks_collect(ev, &lo)) || (rc = hdx_locks_resolve(ev)) || (rc = add_lock_holders(ev)))
+    if ((rc = hdx_locks_collect(ev, &lo)) || (rc = hdx_locks_record_facts(ev, 0)) || (rc = add_lock_holders(ev)))
         goto out;
     failed += take_stacks(ev, asked);
 
@@ -250,7 +253,7 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
             if (ev->procs[i].n_threads && ev->procs[i].alive != 0)
                 ev->procs[i].stack_changed = hdx_stack_hash(&ev->procs[i].threads[0]) != first[i];
     }
-    rc = hdx_locks_resolve(ev);
+    rc = hdx_locks_record_facts(ev, 0);
 out:
     /* A process that ended during the capture is reported as it was last seen, and says so. */
     for (size_t i = 0; i < ev->n_procs; i++) {

@@ -49,6 +49,10 @@ int hdx_proc_sample(hdx_process *p);
  */
 int hdx_proc_alive(int pid, uint64_t start_ticks);
 
+/* When pid started: field 22 of /proc/PID/stat (clock ticks after boot), or 0 when it
+ * cannot be read (gone, or not a pid). */
+uint64_t hdx_proc_start_ticks(int pid);
+
 /* Containers (docs/design.md "Containers"). */
 
 /* Task tid of pid's pid in its innermost pid namespace (the last NSpid field of its

@@ -133,20 +133,72 @@ typedef struct hdx_waiter {
                          this host, or unknown (then the rank tells same-pid processes apart) */
 } hdx_waiter;
 
+/* One row of /proc/locks on a lock file (proc(5) "/proc/locks"): a kernel lock, or a
+ * request blocked on one. */
+typedef struct hdx_lock_row {
+    int pid;                 /* the process the kernel names, HDX_UNKNOWN for OFD locks (it names none) */
+    enum hdx_lock_kind kind; /* flock, posix or ofd (rows of other kinds, leases, are not kept) */
+    int blocking;            /* 1: a "->" row, a request that waits for the lock; 0: the lock itself */
+} hdx_lock_row;
+
+/* Whether one process concerned by a lock (a kernel lock's pid, a process that has the
+ * file open) was alive when the facts were taken. */
+typedef struct hdx_pid_fact {
+    int pid;
+    int alive;            /* kill(pid, 0) succeeded or failed with EPERM: 1, else 0 */
+    uint64_t start_ticks; /* field 22 of /proc/PID/stat then, 0 unknown (with the pid, it names
+                             the process even after the pid is reused) */
+} hdx_pid_fact;
+
+/*
+ * What one host saw of a lock file, as it saw it: facts, no decision. The decision
+ * (held, stale, free) is classify's hdx_lock_judge (docs/design.md "Build locks").
+ * Arrays are heap memory the lock owns (hdx_lock_clear).
+ */
+typedef struct hdx_lock_facts {
+    int looked;       /* 1: the facts below were taken (gather/locks.c, or a snapshot that carries
+                         them); 0: none were (an older snapshot or report: the lock's recorded
+                         state and holder_pid stand) */
+    int live;         /* 1: taken while the job ran (inspect, snapshot, locks); 0: after it (analyze),
+                         when only the traces still tell who held a kernel lock */
+    int checked;      /* 1: the file was looked at from this host; 0: it could not be (another
+                         host's path, or a container's that could not be mapped): exists unknown */
+    uint64_t dev;     /* stat(2) of the file, when exists is 1: device, inode, size, owner */
+    uint64_t ino;
+    int64_t size;
+    int uid;
+    hdx_lock_row *rows; /* the /proc/locks rows on the file (dev, ino) */
+    size_t n_rows;
+    int rows_read;      /* 1: /proc/locks was read (rows is all of them), 0 it could not be */
+    int *openers;       /* live processes that have the file open (their fds), hangdx excluded */
+    size_t n_openers;
+    int openers_read;   /* 1: the processes were listed (openers is complete but for unreadable) */
+    int unreadable;     /* processes that could not be read when listing openers (another user's,
+                           without root) */
+    hdx_pid_fact *pids; /* each pid of rows and openers, once */
+    size_t n_pids;
+} hdx_lock_facts;
+
 typedef struct hdx_lock {
     char *path;       /* the lock file as seen from here (what is checked, and deleted) */
     char *job_path;   /* the path as the job saw it, when it ran in another mount namespace (a
                          container) and that differs, else NULL */
     int foreign;      /* 1: path is another mount namespace's that could not be mapped to this
                          host's (its container gone, its traces telling nothing): not checked here */
-    enum hdx_lock_kind kind;
+    enum hdx_lock_kind kind; /* as found: a file found by its name is a baton until the kernel
+                                says otherwise (hdx_lock_judge gives the kind to report) */
+    /* The decision an older snapshot or report recorded (facts.looked 0). hdx_lock_judge
+     * decides from the facts when there are some, else returns these. */
     enum hdx_lock_state state;
-    int exists;       /* the lock file exists now: 1, 0, HDX_UNKNOWN */
+    int holder_pid;   /* recorded holder, HDX_UNKNOWN */
+    int unchecked;    /* recorded: processes that could not be read when looking for a holder */
+    int exists;       /* the lock file exists (stat when the facts were taken): 1, 0, HDX_UNKNOWN */
     int64_t mtime_ns; /* lock file's mtime (≈ creation of a baton), HDX_UNKNOWN */
-    int holder_pid;   /* live process holding it, HDX_UNKNOWN */
-    char *holder_host; /* the host whose snapshot saw that holder, or NULL (this host, or unknown) */
-    int unchecked;    /* processes that could not be read when looking for a holder (another
-                         user's, without root): a state "stale" is then unverified */
+    char *holder_host; /* the host whose snapshot saw the facts or the holder, or NULL (this host,
+                          or unknown) */
+    int recorded;     /* 1: state, holder_pid and unchecked come from an input that decided them (an
+                         older snapshot or report, without facts): the facts are not taken again */
+    hdx_lock_facts facts;
     int has_creator;  /* 1 when created_by is known (from a trace) */
     int creator_pid;
     int creator_rank;
@@ -329,9 +381,6 @@ hdx_lock *hdx_evidence_find_lock(const hdx_evidence *ev, const char *path);
  * with w->pid that has w->rank when one does, else the first with w->pid. Borrowed. */
 hdx_process *hdx_evidence_find_waiter(const hdx_evidence *ev, const hdx_waiter *w);
 
-/* The lock holder's process: (l->holder_host, l->holder_pid). Borrowed, or NULL. */
-hdx_process *hdx_evidence_find_holder(const hdx_evidence *ev, const hdx_lock *l);
-
 /* A rank process (is_rank_process, as hdx_mark_rank_processes set it) with rank
  * on a host other than `host` (both hosts known), or NULL. Scans unless indexed
  * (above). Borrowed. */
@@ -401,6 +450,8 @@ int hdx_evidence_multi_host(const hdx_evidence *ev);
 void hdx_process_clear(hdx_process *p);
 void hdx_thread_clear(hdx_thread *t);
 void hdx_lock_clear(hdx_lock *l);
+/* Release the arrays of f and zero it (looked 0: no facts). Accepts NULL. */
+void hdx_lock_facts_clear(hdx_lock_facts *f);
 void hdx_log_fact_clear(hdx_log_fact *f);
 void hdx_log_rank_clear(hdx_log_rank *r);
 void hdx_frame_clear(hdx_frame *f);
