@@ -46,6 +46,7 @@ void hdx_verdict_clear(hdx_verdict *v)
     free(v->culprit_pids);
     free(v->missing_ranks);
     free(v->group);
+    free(v->locks);
     hdx_waitsfor_free(v->graph);
     free(v->graph);
     memset(v, 0, sizeof *v);
@@ -294,7 +295,7 @@ static int culprits_from_waiters(const hdx_evidence *ev, hdx_verdict *v, const h
     return 0;
 }
 
-static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
+static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, const hdx_lock_judgement *j, hdx_verdict *v)
 {
     char waiters[512], creator[256], site[600];
     waiters_phrase(ev, l, waiters, sizeof waiters);
@@ -303,21 +304,21 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
         char c[160];
         hdx_cls_who(ev, NULL, l->creator_pid, l->creator_rank, c, sizeof c);
         snprintf(creator, sizeof creator, "created by %s, which is %s", c,
-                 l->creator_alive == 1 ? "alive but no longer holds it" : "gone");
+                 j->creator_alive == 1 ? "alive but no longer holds it" : "gone");
     } else {
         snprintf(creator, sizeof creator, "creator unknown: no trace");
     }
     v->cls = HDX_CLASS_BUILD_LOCK;
-    v->confidence = l->has_creator && l->creator_alive == 0 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
+    v->confidence = l->has_creator && j->creator_alive == 0 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
     if (culprits_from_waiters(ev, v, l))
         return -ENOMEM;
-    if (l->unchecked > 0) { /* a holder may hide among processes hangdx could not read */
+    if (j->unchecked > 0) { /* a holder may hide among processes hangdx could not read */
         v->confidence = HDX_CONF_LOW;
         if (hdx_cls_set_text(&v->summary,
                              "%s wait%s%s on %s, which looks stale (%s), but %d process%s of other users could not be "
                              "checked for a holder",
-                             waiters, kept_waiters(ev, l) == 1 ? "s" : "", site, l->path, creator, l->unchecked,
-                             l->unchecked == 1 ? "" : "es"))
+                             waiters, kept_waiters(ev, l) == 1 ? "s" : "", site, l->path, creator, j->unchecked,
+                             j->unchecked == 1 ? "" : "es"))
             return -ENOMEM;
         return hdx_cls_set_text(&v->remedy,
                                 "run hangdx as root (or as the lock's owner) to see whether a live process holds %s "
@@ -336,16 +337,16 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict 
                     l->path);
 }
 
-static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
+static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, const hdx_lock_judgement *j, hdx_verdict *v)
 {
-    const hdx_process *holder = hdx_evidence_find_holder(ev, l);
+    const hdx_process *holder = hdx_evidence_find_process_on(ev, j->holder_host, j->holder_pid);
     char waiters[512], h[160], site[600];
     waiters_phrase(ev, l, waiters, sizeof waiters);
     call_site(ev, l, site, sizeof site);
-    hdx_cls_who(ev, holder, l->holder_pid, HDX_UNKNOWN, h, sizeof h);
+    hdx_cls_who(ev, holder, j->holder_pid, HDX_UNKNOWN, h, sizeof h);
     if (holder && holder->rank >= 0 && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, holder->rank))
         return -ENOMEM;
-    if (hdx_cls_add_pid(v, l->holder_pid))
+    if (hdx_cls_add_pid(v, j->holder_pid))
         return -ENOMEM;
     if (!holder) { /* holder seen in /proc/locks but not readable */
         v->cls = HDX_CLASS_BUILD_LOCK;
@@ -353,7 +354,7 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
         if (hdx_cls_set_text(&v->summary, "%s wait%s on %s, held by %s, which could not be inspected",
                      waiters, kept_waiters(ev, l) == 1 ? "s" : "", l->path, h))
             return -ENOMEM;
-        return hdx_cls_set_text(&v->remedy, "inspect the holder: hangdx inspect %d", l->holder_pid);
+        return hdx_cls_set_text(&v->remedy, "inspect the holder: hangdx inspect %d", j->holder_pid);
     }
     build_state b = build_of(ev, l, holder);
     int timed_out = b.build_s >= 0 && ev->build_timeout_s > 0 && b.build_s > (double)ev->build_timeout_s;
@@ -393,7 +394,7 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
     if (hdx_cls_set_text(&v->summary, "%s wait%s%s on %s %s, held by %s, which is itself stuck (%s, no CPU progress)",
-                 waiters, kept_waiters(ev, l) == 1 ? "s" : "", site, hdx_lock_kind_name(l->kind), l->path, h,
+                 waiters, kept_waiters(ev, l) == 1 ? "s" : "", site, hdx_lock_kind_name(j->kind), l->path, h,
                  holder->n_threads && holder->threads[0].wait ? holder->threads[0].wait : "idle"))
         return -ENOMEM;
     return hdx_cls_set_text(&v->remedy, "find why %s is stuck (hangdx inspect %d); ending it releases %s", h,
@@ -402,17 +403,16 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *
 
 /* The lock that decides: stale first, then held, among locks with waiters of the
  * job judged (the waiters of jobs set aside decide nothing). */
-static const hdx_lock *deciding_lock(const hdx_evidence *ev)
+static long deciding_lock(const hdx_evidence *ev, const hdx_verdict *v)
 {
-    const hdx_lock *held = NULL;
-    for (size_t i = 0; i < ev->n_locks; i++) {
-        const hdx_lock *l = &ev->locks[i];
-        if (!kept_waiters(ev, l))
+    long held = -1;
+    for (size_t i = 0; i < ev->n_locks && i < v->n_locks; i++) {
+        if (!kept_waiters(ev, &ev->locks[i]))
             continue;
-        if (l->state == HDX_LOCK_STALE)
-            return l;
-        if (l->state == HDX_LOCK_HELD && !held)
-            held = l;
+        if (v->locks[i].state == HDX_LOCK_STALE)
+            return (long)i;
+        if (v->locks[i].state == HDX_LOCK_HELD && held < 0)
+            held = (long)i;
     }
     return held;
 }
@@ -590,6 +590,10 @@ static int stack_rules(const hdx_evidence *ev, hdx_verdict *v, int any_progress)
 int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
 {
     hdx_verdict_clear(v);
+    int jr = hdx_lock_judge_all(ev, &v->locks); /* the state of each lock (lockjudge.c) */
+    if (jr < 0)
+        return jr;
+    v->n_locks = ev->n_locks;
     hdx_mark_rank_processes(ev);
     size_t other_jobs = hdx_keep_largest_job(ev);
     int asked = 0; /* the job judged is that of a process given by PID */
@@ -613,9 +617,11 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
     int fr = verdict_frozen(ev, v);
     if (fr)
         return fr < 0 ? fr : 0;
-    const hdx_lock *l = deciding_lock(ev);
-    if (l) {
-        int rc = l->state == HDX_LOCK_STALE ? verdict_stale(ev, l, v) : verdict_held(ev, l, v);
+    long li = deciding_lock(ev, v);
+    if (li >= 0) {
+        const hdx_lock *l = &ev->locks[li];
+        const hdx_lock_judgement *j = &v->locks[li];
+        int rc = j->state == HDX_LOCK_STALE ? verdict_stale(ev, l, j, v) : verdict_held(ev, l, j, v);
         if (rc || v->cls == HDX_CLASS_NOT_HUNG || (rc = hdx_cls_logs(ev, v, 0)) < 0)
             return rc;
         return add_consequences(ev, l, v);

@@ -41,16 +41,55 @@ typedef struct hdx_verdict {
                             compilers make progress, a rank that computes): the job may only be
                             slow, and nothing may end it */
     char *group;         /* the name of the process group the hang is in (hdx_pgroup.name), or NULL */
+    hdx_lock_judgement *locks; /* the state of each lock, parallel to ev->locks (n_locks of them), or
+                                  NULL when the evidence has none; owned by the verdict */
+    size_t n_locks;
     struct hdx_waitsfor *graph; /* the job's waits-for graph the verdict was read from (waitsfor.h), or
                                    NULL: it borrows from the evidence, which must outlive the verdict */
 } hdx_verdict;
 
 /*
- * Classify ev into *v (zeroed by the caller or left from hdx_verdict_clear).
+ * Classify ev into *v (zeroed by the caller or left from hdx_verdict_clear),
+ * v->locks included: the judgement of each lock of ev (hdx_lock_judge).
  * Also sets each thread's wait label (hdx_thread.wait) and each process's
  * progressing flag when samples allow. Returns 0 or -ENOMEM.
  */
 int hdx_classify(hdx_evidence *ev, hdx_verdict *v);
+
+/*
+ * Judge the state of lock l of ev from the facts a host recorded of it
+ * (docs/design.md "Build locks"), into *out (owned by the caller; its
+ * holder_host is borrowed from l):
+ *  - held: a live process holds its kernel lock (a /proc/locks row), or, for
+ *    a baton or a file the kernel locks, has it open and does not wait on it
+ *    (the creator first); a baton whose creator lives on; a kernel lock nobody
+ *    holds after the job is gone (facts.live 0), with waiters, whose trace names
+ *    a creator: that creator;
+ *  - stale: a baton file that exists (or could not be checked) with no live
+ *    holder or opener, and a creator gone or unknown;
+ *  - free: no file, or a kernel lock nobody holds.
+ * A lock without facts (facts.looked 0: an older snapshot or report) keeps the
+ * state, holder_pid and unchecked it recorded. A lock that other hosts saw too
+ * (l->seen) is judged on each host's facts: held wins, then stale, then free, and
+ * holder_host names the host whose facts decided. Pure: reads ev (the creator's
+ * process when the lock does not say whether it lives) and l, nothing else.
+ * Returns 0, or -EINVAL when an argument is NULL.
+ */
+int hdx_lock_judge(const hdx_evidence *ev, const hdx_lock *l, hdx_lock_judgement *out);
+
+/*
+ * hdx_lock_judge for every lock of ev: *out is a heap array parallel to
+ * ev->locks (the caller frees it), or NULL when ev has no lock. Returns 0,
+ * -EINVAL or -ENOMEM.
+ */
+int hdx_lock_judge_all(const hdx_evidence *ev, hdx_lock_judgement **out);
+
+/*
+ * The note a person needs about a judgement, into buf (size bytes): a holder
+ * taken from the trace, or a stale lock whose creator no trace names. Returns
+ * 1 when a note was written, 0 when there is none (buf untouched).
+ */
+int hdx_lock_judgement_note(const hdx_lock *l, const hdx_lock_judgement *j, char *buf, size_t size);
 
 /* Release what v owns and zero it. Accepts NULL. */
 void hdx_verdict_clear(hdx_verdict *v);

@@ -309,7 +309,9 @@ static int lock_holder_rank(const hdx_evidence *ev, const hdx_process *p)
         const hdx_lock *l = &ev->locks[i];
         for (size_t k = 0; k < l->n_waiters; k++)
             if (hdx_evidence_find_waiter(ev, &l->waiters[k]) == p) {
-                const hdx_process *h = hdx_evidence_find_holder(ev, l);
+                hdx_lock_judgement j;
+                hdx_lock_judge(ev, l, &j);
+                const hdx_process *h = hdx_evidence_find_process_on(ev, j.holder_host, j.holder_pid);
                 return h && h->rank >= 0 && h != p ? h->rank : HDX_UNKNOWN;
             }
     }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "classify/classify.h"
 #include "gather/capture.h"
 #include "hangdx/report.h"
 #include "gather/slurm.h"
@@ -154,6 +155,18 @@ int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture
     if (rc) {
         fprintf(stderr, "hangdx %s: capture failed: %s\n", cmd, strerror(-rc));
         return -1;
+    }
+    /* What a snapshot records of each lock besides its facts, for people and older readers
+     * (analyze judges again from the facts): the state classify judges now. */
+    for (size_t i = 0; i < ev->n_locks; i++) {
+        hdx_lock *l = &ev->locks[i];
+        hdx_lock_judgement j;
+        if (hdx_lock_judge(ev, l, &j) == 0) {
+            l->kind = j.kind;
+            l->state = j.state;
+            l->holder_pid = j.holder_pid;
+            l->unchecked = j.unchecked;
+        }
     }
     for (size_t i = 0; i < ev->n_notes; i++)
         if (!strncmp(ev->notes[i], "no process ", 11))

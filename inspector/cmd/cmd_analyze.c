@@ -201,30 +201,24 @@ static int recognise(const char *path, enum input_kind *kind, char **err)
 }
 
 /* A snapshot or report file into ev (or, with text, the snapshot of len bytes
- * that path held); the paths of its locks are added to *kept.
+ * that path held).
  * 0 or -errno with *err naming the file. */
-static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int r, char ***kept, size_t *n_kept,
+static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int r,
                       char **err);
 
-static int add_snapshot_text(hdx_evidence *ev, const char *path, const char *text, size_t len, char ***kept,
-                             size_t *n_kept, char **err)
+static int add_snapshot_text(hdx_evidence *ev, const char *path, const char *text, size_t len, char **err)
 {
     hdx_evidence *one = hdx_evidence_new();
     if (!one)
         return -ENOMEM;
     int r = text ? hdx_snapshot_load_text(text, len, path, one, err) : hdx_snapshot_load(path, one, err);
-    return add_loaded(ev, path, one, r, kept, n_kept, err);
+    return add_loaded(ev, path, one, r, err);
 }
 
 /* one, loaded from path with result r, into ev (one is freed). */
-static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int r, char ***kept, size_t *n_kept,
+static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int r,
                       char **err)
 {
-    for (size_t i = 0; r == 0 && i < one->n_locks; i++) {
-        char **slot = hdx_append((void **)kept, n_kept, sizeof *slot);
-        if (!slot || !(*slot = strdup(one->locks[i].path)))
-            r = -ENOMEM;
-    }
     char *merr = NULL;
     if (r == 0 && (r = hdx_snapshot_merge(ev, one, &merr)) < 0)
         *err = hdx_asprintf("%s: %s", path, merr ? merr : strerror(-r));
@@ -233,9 +227,9 @@ static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int
     return r;
 }
 
-static int add_snapshot(hdx_evidence *ev, const char *path, char ***kept, size_t *n_kept, char **err)
+static int add_snapshot(hdx_evidence *ev, const char *path, char **err)
 {
-    return add_snapshot_text(ev, path, NULL, 0, kept, n_kept, err);
+    return add_snapshot_text(ev, path, NULL, 0, err);
 }
 
 /*
@@ -277,15 +271,15 @@ static void batch_end(void)
 }
 
 /* argv[i], a snapshot: from the batch when it holds it. */
-static int add_snapshot_arg(hdx_evidence *ev, char **argv, int i, char ***kept, size_t *n_kept, char **err)
+static int add_snapshot_arg(hdx_evidence *ev, char **argv, int i, char **err)
 {
     if (!batch || !batch_at || batch_at[i] < 0)
-        return add_snapshot(ev, argv[i], kept, n_kept, err);
+        return add_snapshot(ev, argv[i], err);
     hdx_evidence *one = NULL;
     int r = hdx_snapshot_batch_take(batch, (size_t)batch_at[i], &one, err);
     if (r == 0 && !one)
         r = -ENOMEM;
-    return add_loaded(ev, argv[i], one, r, kept, n_kept, err);
+    return add_loaded(ev, argv[i], one, r, err);
 }
 
 /* An input that analyze leaves out (a bad file of a snapshot directory, an incomplete node of
@@ -308,11 +302,10 @@ static int left_out(hdx_evidence *ev, const char *name, const char *why, const c
  * to name the input it leaves out. Returns 1 taken, 0 left out, or a negative errno (*err set
  * by a failed merge).
  */
-static int take_loaded(hdx_evidence *ev, const char *name, hdx_evidence **one, int lr, char **why, char ***kept,
-                       size_t *n_kept, size_t *n_snapshots, char **err)
+static int take_loaded(hdx_evidence *ev, const char *name, hdx_evidence **one, int lr, char **why, size_t *n_snapshots, char **err)
 {
     if (lr == 0) {
-        int r = add_loaded(ev, name, *one, 0, kept, n_kept, err); /* frees *one */
+        int r = add_loaded(ev, name, *one, 0, err); /* frees *one */
         *one = NULL;
         (*n_snapshots)++;
         return r < 0 ? r : 1;
@@ -331,7 +324,7 @@ static int take_loaded(hdx_evidence *ev, const char *name, hdx_evidence **one, i
  * not read, and a note counts them. *n_snapshots counts those taken. 0, or -errno with *err:
  * dir unreadable, no usable snapshot in it, or a merge that fails (the same rank on two hosts).
  */
-static int add_snapshot_dir(hdx_evidence *ev, const char *dir, char ***kept, size_t *n_kept, size_t *n_snapshots,
+static int add_snapshot_dir(hdx_evidence *ev, const char *dir, size_t *n_snapshots,
                             int *partial, char **err)
 {
     struct dirent **des = NULL;
@@ -372,7 +365,7 @@ static int add_snapshot_dir(hdx_evidence *ev, const char *dir, char ***kept, siz
             r = -ENOMEM;
         } else {
             int lr = hdx_snapshot_load(path, one, &why);
-            if ((r = take_loaded(ev, path, &one, lr, &why, kept, n_kept, n_snapshots, err)) > 0) {
+            if ((r = take_loaded(ev, path, &one, lr, &why, n_snapshots, err)) > 0) {
                 r = 0;
                 taken = 1;
                 used++;
@@ -407,7 +400,7 @@ static int add_snapshot_dir(hdx_evidence *ev, const char *dir, char ***kept, siz
  * collector does (left_out: stderr, a note, *partial). 0, or -errno with *err: the file
  * unreadable, no complete snapshot in it, or a merge that fails.
  */
-static int add_frames(hdx_evidence *ev, const char *path, char ***kept, size_t *n_kept, size_t *n_snapshots,
+static int add_frames(hdx_evidence *ev, const char *path, size_t *n_snapshots,
                       int *partial, char **err)
 {
     hdx_frames fr = {0};
@@ -426,7 +419,7 @@ static int add_frames(hdx_evidence *ev, const char *path, char ***kept, size_t *
                                          : "its frames end early: no end line");
         } else {
             int lr = hdx_snapshot_load_text(d->text, d->len, name, one, &why);
-            if ((r = take_loaded(ev, name, &one, lr, &why, kept, n_kept, n_snapshots, err)) > 0) {
+            if ((r = take_loaded(ev, name, &one, lr, &why, n_snapshots, err)) > 0) {
                 r = 0;
                 taken = 1;
                 used++;
@@ -450,46 +443,13 @@ static int add_frames(hdx_evidence *ev, const char *path, char ***kept, size_t *
     return r;
 }
 
-/* Resolve the locks that no snapshot or report decided (those came from traces),
- * leaving the others as their host saw them. 0 or a negative errno. */
-static int resolve_unkept(hdx_evidence *ev, char **kept, size_t n_kept)
-{
-    hdx_lock *all = ev->locks;
-    size_t n = ev->n_locks, nt = 0;
-    size_t *where = malloc((n ? n : 1) * sizeof *where);
-    hdx_lock *todo = malloc((n ? n : 1) * sizeof *todo);
-    int r = -ENOMEM;
-    if (!where || !todo)
-        goto out;
-    for (size_t i = 0; i < n; i++) {
-        int keep = 0;
-        for (size_t k = 0; k < n_kept && !keep; k++)
-            keep = all[i].path && !strcmp(all[i].path, kept[k]);
-        if (!keep) {
-            where[nt] = i;
-            todo[nt++] = all[i];
-        }
-    }
-    ev->locks = todo;
-    ev->n_locks = nt;
-    r = hdx_locks_resolve(ev);
-    for (size_t i = 0; i < nt; i++)
-        all[where[i]] = todo[i];
-    ev->locks = all;
-    ev->n_locks = n;
-out:
-    free(where);
-    free(todo);
-    return r;
-}
-
 /*
  * The report that 'hangdx run --hang-timeout -d DIR' wrote into its trace directory
  * (DIR/report.json, when there is one): the stacks of the hang, taken while the job lived,
  * merged as a snapshot would be. One that cannot be used is left out (stderr, a note,
  * *partial). 0, or -errno with *err (a merge that fails).
  */
-static int add_run_report(hdx_evidence *ev, const char *dir, char ***kept, size_t *n_kept, size_t *n_snapshots,
+static int add_run_report(hdx_evidence *ev, const char *dir, size_t *n_snapshots,
                           int *partial, char **err)
 {
     char *path = hdx_asprintf("%s/report.json", dir), *why = NULL;
@@ -501,7 +461,7 @@ static int add_run_report(hdx_evidence *ev, const char *dir, char ***kept, size_
         return 0;
     }
     hdx_evidence *one = hdx_evidence_new();
-    int r = one ? take_loaded(ev, path, &one, hdx_snapshot_load(path, one, &why), &why, kept, n_kept, n_snapshots,
+    int r = one ? take_loaded(ev, path, &one, hdx_snapshot_load(path, one, &why), &why, n_snapshots,
                               err)
                 : -ENOMEM;
     if (r == 0)
@@ -582,8 +542,8 @@ int hdx_cmd_analyze(int argc, char **argv)
         int rank;         /* the one rank of the log's lines, HDX_UNKNOWN */
     } *dumps = NULL;
     size_t n_dumps = 0;
-    char *err = NULL, *host = NULL, **kept = NULL;
-    size_t n_kept = 0, n_snapshots = 0, n_logs = 0;
+    char *err = NULL, *host = NULL;
+    size_t n_snapshots = 0, n_logs = 0;
     hdx_verdict v;
     memset(&v, 0, sizeof v);
     hdx_evidence *ev = hdx_evidence_new();
@@ -599,17 +559,17 @@ int hdx_cmd_analyze(int argc, char **argv)
         switch (kind) {
         case INPUT_TRACE_DIR:
             if ((r = add_trace_dir(ev, argv[i], &host, &err)) == 0)
-                r = add_run_report(ev, argv[i], &kept, &n_kept, &n_snapshots, &partial, &err);
+                r = add_run_report(ev, argv[i], &n_snapshots, &partial, &err);
             break;
         case INPUT_SNAPSHOT:
-            r = add_snapshot_arg(ev, argv, i, &kept, &n_kept, &err);
+            r = add_snapshot_arg(ev, argv, i, &err);
             n_snapshots++;
             break;
         case INPUT_FRAMES:
-            r = add_frames(ev, argv[i], &kept, &n_kept, &n_snapshots, &partial, &err);
+            r = add_frames(ev, argv[i], &n_snapshots, &partial, &err);
             break;
         case INPUT_SNAPSHOT_DIR:
-            r = add_snapshot_dir(ev, argv[i], &kept, &n_kept, &n_snapshots, &partial, &err);
+            r = add_snapshot_dir(ev, argv[i], &n_snapshots, &partial, &err);
             break;
         case INPUT_FOREIGN:
             r = hdx_foreign_load(argv[i], ev, &err);
@@ -679,9 +639,13 @@ int hdx_cmd_analyze(int argc, char **argv)
         progress_known = ev->procs[i].progressing != HDX_UNKNOWN;
     if (!ev->samples && !progress_known)
         hdx_evidence_note(ev, "no CPU samples: a running build cannot be told from a stuck one after the fact");
-    if (n_kept)
+    int kept = 0; /* locks a snapshot or report brought, with their facts or their state */
+    for (size_t i = 0; i < ev->n_locks && !kept; i++)
+        kept = ev->locks[i].facts.looked || ev->locks[i].recorded;
+    if (kept)
         hdx_evidence_note(ev, "lock states as each host saw them when its snapshot was taken; not checked again");
-    if ((r = resolve_unkept(ev, kept, n_kept)) < 0 || (r = hdx_classify(ev, &v)) < 0)
+    /* The locks only traces brought are looked at here, now; classify judges them all. */
+    if ((r = hdx_locks_record_facts(ev, 1)) < 0 || (r = hdx_classify(ev, &v)) < 0)
         goto nomem;
     if ((r = hdx_report_write(ev, &v, json, out)) < 0) {
         fprintf(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));
@@ -697,9 +661,6 @@ fail:
 nomem:
     fprintf(stderr, "hangdx analyze: out of memory\n");
 out:
-    for (size_t i = 0; i < n_kept; i++)
-        free(kept[i]);
-    free(kept);
     free(dumps);
     free(err);
     free(host);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "classify/classify.h"
 #include "cmd/cmd.h"
 #include "model/evidence.h"
 #include "hangdx/report.h"
@@ -169,20 +170,21 @@ static int still_in_use(const hdx_lock *l, char *buf, size_t size)
     return 1;
 }
 
-/* Is l deletable? 1 yes; *why (in buf when formatted) says why not. */
-static int deletable(const hdx_lock *l, int force, char *buf, size_t size, const char **why)
+/* Is l, judged j, deletable? 1 yes; *why (in buf when formatted) says why not. */
+static int deletable(const hdx_lock *l, const hdx_lock_judgement *j, int force, char *buf, size_t size,
+                     const char **why)
 {
     if (l->exists != 1) {
         *why = "gone";
         return 0;
     }
-    if (l->state == HDX_LOCK_HELD) {
+    if (j->state == HDX_LOCK_HELD) {
         *why = "held";
         return 0;
     }
     if (force)
         return 1;
-    if (l->state != HDX_LOCK_STALE || !l->has_creator || l->creator_alive != 0) {
+    if (j->state != HDX_LOCK_STALE || !l->has_creator || j->creator_alive != 0) {
         *why = l->has_creator ? "creator not proven dead" : "creator unknown (no trace); --force deletes it";
         return 0;
     }
@@ -214,23 +216,23 @@ static void format_age(int64_t ns, char *buf, size_t size)
         snprintf(buf, size, "age %lldd", (long long)(s / 86400));
 }
 
-static void print_text(const hdx_lock *l, int deleted)
+static void print_text(const hdx_lock *l, const hdx_lock_judgement *j, int deleted)
 {
     char who[160] = "", age[32];
-    if (l->holder_pid != HDX_UNKNOWN)
-        snprintf(who, sizeof who, "holder pid %d", l->holder_pid);
+    if (j->holder_pid != HDX_UNKNOWN)
+        snprintf(who, sizeof who, "holder pid %d", j->holder_pid);
     if (l->has_creator) {
         size_t k = strlen(who);
         char rank[32] = "";
         if (l->creator_rank != HDX_UNKNOWN)
             snprintf(rank, sizeof rank, " (rank %d)", l->creator_rank);
         snprintf(who + k, sizeof who - k, "%screated by pid %d%s, %s", k ? ", " : "", l->creator_pid, rank,
-                 l->creator_alive == 1 ? "alive" : l->creator_alive == 0 ? "dead" : "alive unknown");
-    } else if (l->holder_pid == HDX_UNKNOWN) {
+                 j->creator_alive == 1 ? "alive" : j->creator_alive == 0 ? "dead" : "alive unknown");
+    } else if (j->holder_pid == HDX_UNKNOWN) {
         snprintf(who, sizeof who, "creator unknown");
     }
     format_age(l->mtime_ns, age, sizeof age);
-    printf("%-5s  %-5s  ", hdx_lock_state_name(l->state), hdx_lock_kind_name(l->kind));
+    printf("%-5s  %-5s  ", hdx_lock_state_name(j->state), hdx_lock_kind_name(j->kind));
     hdx_report_put_text(stdout, l->path);
     printf("  %s, %s%s", who, age, deleted ? "  [deleted]" : "");
     int first = 0;
@@ -243,9 +245,9 @@ static void print_text(const hdx_lock *l, int deleted)
 }
 
 /* The lock object of design.md "Formats", with what this command adds. */
-static cJSON *lock_json(const hdx_lock *l, int deleted)
+static cJSON *lock_json(const hdx_lock *l, const hdx_lock_judgement *j, int deleted)
 {
-    cJSON *o = hdx_snapshot_lock_json(l);
+    cJSON *o = hdx_snapshot_lock_json(l, j);
     if (o)
         cJSON_AddBoolToObject(o, "deleted", deleted);
     return o;
@@ -278,6 +280,7 @@ int hdx_cmd_locks(int argc, char **argv)
 
     int status = HDX_EXIT_FAILURE;
     int *deleted = NULL;
+    hdx_lock_judgement *judged = NULL; /* the state of each lock (hdx_lock_judge), parallel to ev->locks */
     hdx_trace_set *set = NULL;
     char *err = NULL, *default_dir = NULL;
     hdx_evidence *ev = hdx_evidence_new();
@@ -305,13 +308,20 @@ int hdx_cmd_locks(int argc, char **argv)
         goto nomem;
     if (hdx_locks_add_python_waiters(ev) < 0) /* the waiters no trace saw */
         goto nomem;
-    if (hdx_locks_resolve(ev) < 0)
+    if (hdx_locks_record_facts(ev, 0) < 0 || hdx_lock_judge_all(ev, &judged) < 0)
         goto nomem;
+    for (size_t i = 0; i < ev->n_locks; i++) { /* what the judgements leave unknown, among the notes */
+        char note[1024];
+        if (hdx_lock_judgement_note(&ev->locks[i], &judged[i], note, sizeof note) &&
+            hdx_evidence_note(ev, "%s", note) < 0)
+            goto nomem;
+    }
 
     if (ev->n_locks && !(deleted = calloc(ev->n_locks, sizeof *deleted)))
         goto nomem;
     for (size_t i = 0; clean && i < ev->n_locks; i++) {
         const hdx_lock *l = &ev->locks[i];
+        const hdx_lock_judgement *j = &judged[i];
         const char *why = NULL;
         char whybuf[192];
         struct stat st1, st2;
@@ -324,7 +334,7 @@ int hdx_cmd_locks(int argc, char **argv)
         }
         /* Only a regular file of the invoking user, with or without --force: a lock file of
          * another user, or a link to one, is never ours to delete. */
-        if (!deletable(l, force, whybuf, sizeof whybuf, &why) ||
+        if (!deletable(l, j, force, whybuf, sizeof whybuf, &why) ||
             (l->exists == 1 && !own_regular_file(l->path, &st1, whybuf, sizeof whybuf, &why))) {
             if (l->exists == 1)
                 say("not deleted: ", l->path, why);
@@ -348,8 +358,8 @@ int hdx_cmd_locks(int argc, char **argv)
         deleted[i] = 1;
         char use[128], rest[320];
         int overrode = still_in_use(l, use, sizeof use);
-        snprintf(rest, sizeof rest, "%s%s%s%s", hdx_lock_state_name(l->state),
-                 l->has_creator && l->creator_alive == 0 ? ", its creator is dead" : ", no process here has it open",
+        snprintf(rest, sizeof rest, "%s%s%s%s", hdx_lock_state_name(j->state),
+                 l->has_creator && j->creator_alive == 0 ? ", its creator is dead" : ", no process here has it open",
                  overrode ? "; with --force, although " : "", overrode ? use : "");
         say("deleted ", l->path, rest);
     }
@@ -362,7 +372,7 @@ int hdx_cmd_locks(int argc, char **argv)
             goto nomem;
         }
         for (size_t i = 0; i < ev->n_locks; i++)
-            cJSON_AddItemToArray(arr, lock_json(&ev->locks[i], deleted[i]));
+            cJSON_AddItemToArray(arr, lock_json(&ev->locks[i], &judged[i], deleted[i]));
         cJSON *notes = cJSON_AddArrayToObject(root, "notes");
         for (size_t i = 0; notes && i < ev->n_notes; i++)
             cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
@@ -376,7 +386,7 @@ int hdx_cmd_locks(int argc, char **argv)
         if (!ev->n_locks)
             printf("no lock files found\n");
         for (size_t i = 0; i < ev->n_locks; i++)
-            print_text(&ev->locks[i], deleted[i]);
+            print_text(&ev->locks[i], &judged[i], deleted[i]);
         for (size_t i = 0; i < ev->n_notes; i++) {
             printf("note: ");
             hdx_report_put_text(stdout, ev->notes[i]);
@@ -391,6 +401,7 @@ nomem:
     fprintf(stderr, "hangdx locks: out of memory\n");
 out:
     free(deleted);
+    free(judged);
     free(default_dir);
     free(err);
     hdx_trace_set_free(set);

@@ -40,7 +40,7 @@ int hdx_core_sniff(const char *path);
  *    with the Python frames (with locals) as hdx_merge_stacks does live;
  *  - a FileBaton build lock (<build_directory>/lock) when a thread waits in
  *    FileBaton.wait under cpp_extension._jit_compile, as locks.c does live;
- *    the caller resolves it (hdx_locks_resolve).
+ *    the caller takes its facts (hdx_locks_record_facts).
  * What could not be read (missing binaries, unchecked or refused file
  * pages, no Python frames) is noted in ev and the load still succeeds.
  *

@@ -700,6 +700,66 @@ static int lock_state(const char *s, enum hdx_lock_state *st)
     return -1;
 }
 
+/* A lock's "facts" (hdx_lock_facts) into f. Absent or null: none (looked stays 0). 0 or r->rc. */
+static int read_facts(rd *r, const cJSON *o, hdx_lock_facts *f)
+{
+    const cJSON *c = hdx_json_member(o, "facts"), *a, *e;
+    if (!c)
+        return 0;
+    if (!cJSON_IsObject(c))
+        return BAD(r, "\"facts\" should be an object or null");
+    size_t old = enter(r, ".facts");
+    f->looked = 1;
+    f->live = get_bool(r, c, "live") == 1;
+    f->checked = get_bool(r, c, "checked") == 1;
+    f->dev = (uint64_t)get_num(r, c, "dev", 0);
+    f->ino = (uint64_t)get_num(r, c, "ino", 0);
+    f->size = (int64_t)get_int(r, c, "size", -1, INT64_MAX / 2, HDX_UNKNOWN);
+    f->uid = (int)get_int(r, c, "uid", -1, INT_MAX, HDX_UNKNOWN);
+    f->unreadable = (int)get_int(r, c, "unreadable", 0, INT_MAX, 0);
+    if ((a = container(r, c, "rows", 0))) {
+        f->rows_read = 1;
+        cJSON_ArrayForEach(e, a)
+        {
+            const cJSON *k = hdx_json_member(e, "kind");
+            hdx_lock_row *row = hdx_append((void **)&f->rows, &f->n_rows, sizeof *row);
+            if (!row)
+                return fail(r, -ENOMEM, "out of memory");
+            if (!cJSON_IsObject(e) || !k || !cJSON_IsString(k) || lock_kind(k->valuestring, &row->kind))
+                return BAD(r, "a row should be an object with \"kind\" \"flock\", \"posix\" or \"ofd\"");
+            row->pid = (int)get_int(r, e, "pid", 0, INT_MAX, HDX_UNKNOWN);
+            row->blocking = get_bool(r, e, "blocking") == 1;
+        }
+    }
+    if ((a = container(r, c, "openers", 0))) {
+        f->openers_read = 1;
+        cJSON_ArrayForEach(e, a)
+        {
+            int *pid = hdx_append((void **)&f->openers, &f->n_openers, sizeof *pid);
+            if (!pid)
+                return fail(r, -ENOMEM, "out of memory");
+            if (!cJSON_IsNumber(e) || e->valuedouble < 1 || e->valuedouble > INT_MAX)
+                return BAD(r, "an opener should be a pid");
+            *pid = (int)e->valuedouble;
+        }
+    }
+    if ((a = container(r, c, "pids", 0)))
+        cJSON_ArrayForEach(e, a)
+        {
+            hdx_pid_fact *x = hdx_append((void **)&f->pids, &f->n_pids, sizeof *x);
+            if (!x)
+                return fail(r, -ENOMEM, "out of memory");
+            if (!cJSON_IsObject(e))
+                return BAD(r, "a pid fact should be an object");
+            x->pid = (int)get_int(r, e, "pid", 1, INT_MAX, HDX_UNKNOWN);
+            x->alive = get_bool(r, e, "alive") == 1;
+            x->start_ticks = (uint64_t)get_num(r, e, "start_ticks", 0);
+        }
+    if (!r->rc)
+        leave(r, old);
+    return r->rc;
+}
+
 static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
 {
     if (!cJSON_IsObject(o))
@@ -726,6 +786,13 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
     else if (l->holder_pid != HDX_UNKNOWN && r->host && !(l->holder_host = strdup(r->host)))
         return fail(r, -ENOMEM, "out of memory");
     l->unchecked = (int)get_int(r, o, "unchecked", 0, INT_MAX, 0);
+    if (read_facts(r, o, &l->facts))
+        return r->rc;
+    /* Without facts (hangdx.snapshot/1, an older /2, a report) the input's decision stands;
+     * with them, the holder they name is on the input's host. */
+    l->recorded = !l->facts.looked;
+    if (l->facts.looked && !l->holder_host && r->host && !(l->holder_host = strdup(r->host)))
+        return fail(r, -ENOMEM, "out of memory");
     const cJSON *c = hdx_json_member(o, "created_by");
     if (c) {
         if (!cJSON_IsObject(c))
@@ -1411,14 +1478,41 @@ int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
             w->host = NULL;
         }
         s->n_waiters = 0;
-        if (lock_strength(s->state) > lock_strength(d->state) ||
-            (s->state == d->state && d->holder_pid == HDX_UNKNOWN)) {
+        /* Facts are judged later (classify's hdx_lock_judge), each host's on their own: src's
+         * join the lock's, whole. An older input without facts brings its recorded decision:
+         * the host that saw it held wins, then stale, then free. */
+        if (s->facts.looked && !d->facts.looked && !d->n_seen) {
+            d->facts = s->facts;
+            d->recorded = 0;
+            free(d->holder_host);
+            d->holder_host = s->holder_host;
+            s->holder_host = NULL;
+        } else if (s->facts.looked) {
+            hdx_lock_seen *seen = hdx_append((void **)&d->seen, &d->n_seen, sizeof *seen);
+            if (!seen)
+                return -ENOMEM;
+            seen->facts = s->facts;
+            seen->host = s->holder_host;
+            s->holder_host = NULL;
+        } else if (!d->facts.looked && (lock_strength(s->state) > lock_strength(d->state) ||
+                                        (s->state == d->state && d->holder_pid == HDX_UNKNOWN))) {
             d->state = s->state;
             d->holder_pid = s->holder_pid;
+            d->unchecked = s->unchecked;
             free(d->holder_host);
             d->holder_host = s->holder_host;
             s->holder_host = NULL;
         }
+        memset(&s->facts, 0, sizeof s->facts);
+        for (size_t k = 0; k < s->n_seen; k++) { /* src was a merge of several hosts itself */
+            hdx_lock_seen *seen = hdx_append((void **)&d->seen, &d->n_seen, sizeof *seen);
+            if (!seen)
+                return -ENOMEM;
+            *seen = s->seen[k];
+        }
+        free(s->seen);
+        s->seen = NULL;
+        s->n_seen = 0;
         if (s->exists == 1 || (s->exists == 0 && d->exists == HDX_UNKNOWN))
             d->exists = s->exists;
         if (s->mtime_ns != HDX_UNKNOWN && (d->mtime_ns == HDX_UNKNOWN || s->mtime_ns > d->mtime_ns))

@@ -95,14 +95,36 @@ static int add_siblings(hdx_evidence *ev)
     return 0;
 }
 
-/* The processes behind lock holders that were not asked for, with their descendants
- * (a holder's ninja and compilers tell a running build from a stuck one). */
+/* Read pid too, with its descendants, when it lives and was not read yet. */
+static int add_candidate(hdx_evidence *ev, const hdx_lock *l, int pid)
+{
+    for (size_t k = 0; k < l->n_waiters; k++)
+        if (l->waiters[k].pid == pid)
+            return 0;
+    if (pid <= 0 || hdx_evidence_find_process(ev, pid))
+        return 0;
+    return add_tree(ev, pid, NULL, 0) == -ENOMEM ? -ENOMEM : 0;
+}
+
+/* The processes that may hold a lock and were not asked for, with their descendants (a
+ * holder's ninja and compilers tell a running build from a stuck one): every live process
+ * that its facts name (a kernel lock's owner, a process with the file open) and does not
+ * wait on it, and its creator while it lives. Which one holds it is classify's to judge. */
 static int add_lock_holders(hdx_evidence *ev)
 {
     for (size_t i = 0; i < ev->n_locks; i++) {
-        int holder = ev->locks[i].holder_pid;
-        if (holder > 0 && !hdx_evidence_find_process(ev, holder) && add_tree(ev, holder, NULL, 0) == -ENOMEM)
-            return -ENOMEM;
+        const hdx_lock *l = &ev->locks[i];
+        const hdx_lock_facts *f = &l->facts;
+        int rc = 0;
+        for (size_t k = 0; !rc && k < f->n_rows; k++)
+            if (!f->rows[k].blocking)
+                rc = add_candidate(ev, l, f->rows[k].pid);
+        for (size_t k = 0; !rc && k < f->n_openers; k++)
+            rc = add_candidate(ev, l, f->openers[k]);
+        if (!rc && l->has_creator && l->creator_alive == 1)
+            rc = add_candidate(ev, l, l->creator_pid);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -228,7 +250,7 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
     failed = take_stacks(ev, 0);
     size_t asked = ev->n_procs;
     hdx_locks_options lo = {.watch_ms = WATCH_MS};
-    if ((rc = hdx_locks_collect(ev, &lo)) || (rc = hdx_locks_resolve(ev)) || (rc = add_lock_holders(ev)))
+    if ((rc = hdx_locks_collect(ev, &lo)) || (rc = hdx_locks_record_facts(ev, 0)) || (rc = add_lock_holders(ev)))
         goto out;
     failed += take_stacks(ev, asked);
 
@@ -259,7 +281,7 @@ int hdx_capture(hdx_evidence *ev, const hdx_capture_options *o, int *failures)
             if (ev->procs[i].n_threads && ev->procs[i].alive != 0)
                 ev->procs[i].stack_changed = hdx_stack_hash(&ev->procs[i].threads[0]) != first[i];
     }
-    rc = hdx_locks_resolve(ev);
+    rc = hdx_locks_record_facts(ev, 0);
 out:
     /* A process that ended during the capture is reported as it was last seen, and says so. */
     for (size_t i = 0; i < ev->n_procs; i++) {

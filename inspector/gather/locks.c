@@ -649,138 +649,152 @@ out:
     return r;
 }
 
-/* ---- resolve -------------------------------------------------------------- */
+/* ---- facts --------------------------------------------------------------- */
 
 static int pid_alive(int pid)
 {
     return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
 }
 
-static int is_waiter(const hdx_lock *l, int pid)
+/* Record pid's liveness once in f. 0 or -ENOMEM. */
+static int add_pid_fact(hdx_lock_facts *f, int pid)
 {
-    for (size_t i = 0; i < l->n_waiters; i++)
-        if (l->waiters[i].pid == pid)
-            return 1;
+    if (pid <= 0)
+        return 0;
+    for (size_t i = 0; i < f->n_pids; i++)
+        if (f->pids[i].pid == pid)
+            return 0;
+    hdx_pid_fact *x = hdx_append((void **)&f->pids, &f->n_pids, sizeof *x);
+    if (!x)
+        return -ENOMEM;
+    x->pid = pid;
+    x->alive = pid_alive(pid);
+    x->start_ticks = x->alive ? hdx_proc_start_ticks(pid) : 0;
     return 0;
 }
 
-/* A live process that has the file open and does not wait on it (the creator first). */
-static int find_opener(hdx_evidence *ev, hdx_lock *l, const struct stat *st)
+/* The processes that have the file open (hangdx excluded), into f. 0 or -ENOMEM. */
+static int record_openers(hdx_evidence *ev, hdx_lock *l, const struct stat *st)
 {
+    hdx_lock_facts *f = &l->facts;
     int *pids = NULL;
     size_t n = 0, unreadable = 0;
     int r = hdx_proc_openers(st->st_dev, st->st_ino, &pids, &n, &unreadable);
+    if (r == -ENOMEM)
+        return r;
     if (r < 0) {
         hdx_evidence_note(ev, "%s: could not list the processes that have it open: %s", l->path, strerror(-r));
-        return HDX_UNKNOWN;
+        return 0;
     }
-    int holder = HDX_UNKNOWN, self = (int)getpid();
-    for (size_t i = 0; i < n; i++) {
-        if (pids[i] == self || is_waiter(l, pids[i]))
-            continue;
-        if (l->has_creator && pids[i] == l->creator_pid) {
-            holder = pids[i];
-            break;
-        }
-        if (holder == HDX_UNKNOWN)
-            holder = pids[i];
-    }
-    free(pids);
-    l->unchecked = holder == HDX_UNKNOWN ? (int)unreadable : 0;
-    if (holder == HDX_UNKNOWN && unreadable)
-        hdx_evidence_note(ev, "%s: %zu process%s could not be read to see whether they have it open (run as "
-                              "root to check all)",
-                          l->path, unreadable, unreadable == 1 ? "" : "es");
-    return holder;
+    f->openers = pids;
+    f->n_openers = n;
+    f->openers_read = 1;
+    f->unreadable = (int)unreadable;
+    for (size_t i = 0; i < n; i++)
+        if (add_pid_fact(f, pids[i]) < 0)
+            return -ENOMEM;
+    return 0;
 }
 
-static void resolve_one(hdx_evidence *ev, hdx_lock *l, const hdx_kernel_lock *kl, size_t nkl, int remote)
+/* 1 when a live process other than l's waiters has it open or holds its kernel lock. */
+static int seen_holder(const hdx_lock *l)
+{
+    const hdx_lock_facts *f = &l->facts;
+    for (size_t i = 0; i < f->n_pids; i++) {
+        int waiter = 0;
+        for (size_t k = 0; k < l->n_waiters && !waiter; k++)
+            waiter = l->waiters[k].pid == f->pids[i].pid;
+        if (f->pids[i].alive == 1 && !waiter)
+            return 1;
+    }
+    return 0;
+}
+
+/* What this host sees of l now, into l->facts (replacing what was there). 0 or -ENOMEM. */
+static int record_one(hdx_evidence *ev, hdx_lock *l, const hdx_kernel_lock *kl, size_t nkl, int kl_read,
+                      int remote)
 {
     struct stat st;
-    l->holder_pid = HDX_UNKNOWN;
-    if (l->has_creator && l->creator_alive == HDX_UNKNOWN) {
-        const hdx_process *p = hdx_evidence_find_process(ev, l->creator_pid);
-        if (p)
-            l->creator_alive = p->alive;
-    }
+    hdx_lock_facts *f = &l->facts;
+    hdx_lock_facts_clear(f);
+    f->looked = 1;
+    f->live = ev->live;
+    f->rows_read = kl_read;
     if (remote || l->foreign) { /* another host's, or a container's path not mappable here */
         l->exists = HDX_UNKNOWN;
-    } else if (stat(l->path, &st) == 0) {
-        l->exists = 1;
-        l->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-        int kernel_line = 0;
-        for (size_t i = 0; i < nkl; i++) {
-            if (kl[i].blocked || !same_file(&kl[i], &st))
-                continue;
-            enum hdx_lock_kind k;
-            if (kind_from_kernel(kl[i].kind, &k) != 0)
-                continue;
-            kernel_line = 1;
-            if (l->kind == HDX_LOCK_BATON && !l->has_creator)
-                l->kind = k; /* found by name; the kernel says what it is */
-            if (kl[i].pid > 0 && pid_alive(kl[i].pid) && l->holder_pid == HDX_UNKNOWN)
-                l->holder_pid = kl[i].pid;
-        }
-        if (l->holder_pid == HDX_UNKNOWN && (l->kind == HDX_LOCK_BATON || kernel_line))
-            l->holder_pid = find_opener(ev, l, &st);
-    } else if (errno == ENOENT || errno == ENOTDIR) {
-        l->exists = 0;
-    } else {
-        l->exists = HDX_UNKNOWN;
-        hdx_evidence_note(ev, "%s: cannot stat: %s", l->path, strerror(errno));
+        return 0;
     }
-
-    if (l->holder_pid != HDX_UNKNOWN) {
-        l->state = HDX_LOCK_HELD;
-    } else if (l->exists == 0) {
-        l->state = HDX_LOCK_FREE;
-    } else if (l->kind != HDX_LOCK_BATON) {
-        /* A kernel lock nobody holds now. After the job is gone, the trace still tells
-         * who held it while the others waited. */
-        if (!ev->live && l->has_creator && l->n_waiters > 0) {
-            l->state = HDX_LOCK_HELD;
-            l->holder_pid = l->creator_pid;
-            hdx_evidence_note(ev, "%s: holder pid %d taken from the trace (its last successful lock call before "
-                                  "the others waited); the job is gone, so /proc/locks could not confirm it",
-                              l->path, l->creator_pid);
+    f->checked = 1;
+    /* stat, not lstat: the kernel locks the file a link leads to, and /proc/locks names that
+     * file's inode; 'hangdx locks --clean-stale' refuses links itself before deleting. */
+    if (stat(l->path, &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) {
+            l->exists = 0;
         } else {
-            l->state = HDX_LOCK_FREE;
+            l->exists = HDX_UNKNOWN;
+            hdx_evidence_note(ev, "%s: cannot stat: %s", l->path, strerror(errno));
         }
-    } else if (l->has_creator && l->creator_alive == 1) {
-        /* The creator lives on: it may still release the baton. Never call that stale. */
-        l->state = HDX_LOCK_HELD;
-        l->holder_pid = l->creator_pid;
-    } else {
-        l->state = HDX_LOCK_STALE;
-        if (!l->has_creator)
-            hdx_evidence_note(ev, "%s: creator unknown: no trace (run the job under 'hangdx run' to record who "
-                                  "creates build locks)",
-                              l->path);
+        return 0;
     }
+    l->exists = 1;
+    l->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    f->dev = (uint64_t)st.st_dev;
+    f->ino = (uint64_t)st.st_ino;
+    f->size = (int64_t)st.st_size;
+    f->uid = (int)st.st_uid;
+    for (size_t i = 0; i < nkl; i++) {
+        enum hdx_lock_kind k;
+        if (!same_file(&kl[i], &st) || kind_from_kernel(kl[i].kind, &k) != 0)
+            continue;
+        hdx_lock_row *row = hdx_append((void **)&f->rows, &f->n_rows, sizeof *row);
+        if (!row)
+            return -ENOMEM;
+        row->pid = kl[i].pid > 0 ? kl[i].pid : HDX_UNKNOWN;
+        row->kind = k;
+        row->blocking = kl[i].blocked;
+        if (!kl[i].blocked && add_pid_fact(f, kl[i].pid) < 0)
+            return -ENOMEM;
+    }
+    if (record_openers(ev, l, &st) < 0)
+        return -ENOMEM;
+    if (!seen_holder(l) && f->unreadable)
+        hdx_evidence_note(ev, "%s: %d process%s could not be read to see whether they have it open (run as "
+                              "root to check all)",
+                          l->path, f->unreadable, f->unreadable == 1 ? "" : "es");
+    return 0;
 }
 
-int hdx_locks_resolve(hdx_evidence *ev)
+int hdx_locks_record_facts(hdx_evidence *ev, int keep_recorded)
 {
     hdx_kernel_lock *kl = NULL;
     size_t nkl = 0;
+    int kl_read = 0, r = 0;
     if (!ev)
         return -EINVAL;
+    size_t todo = 0;
+    for (size_t i = 0; i < ev->n_locks; i++)
+        todo += !keep_recorded || (!ev->locks[i].facts.looked && !ev->locks[i].recorded);
     int remote = !ev->live && ev->host && strcmp(ev->host, hdx_hostname()) != 0;
-    if (remote && ev->n_locks)
+    if (remote && todo)
         hdx_evidence_note(ev, "the traces come from host %s: the lock files and their holders there could not be "
                               "checked from %s",
                           ev->host, hdx_hostname());
-    if (!remote && ev->n_locks) {
-        int r = read_kernel_locks(&kl, &nkl);
+    if (!remote && todo) {
+        r = read_kernel_locks(&kl, &nkl);
         if (r == -ENOMEM)
             return r;
         if (r < 0)
             hdx_evidence_note(ev, "/proc/locks could not be read (%s): kernel lock holders unknown", strerror(-r));
+        kl_read = r == 0;
+        r = 0;
     }
-    for (size_t i = 0; i < ev->n_locks; i++)
-        resolve_one(ev, &ev->locks[i], kl, nkl, remote);
+    for (size_t i = 0; i < ev->n_locks && r == 0; i++) {
+        hdx_lock *l = &ev->locks[i];
+        if (!keep_recorded || (!l->facts.looked && !l->recorded))
+            r = record_one(ev, l, kl, nkl, kl_read, remote);
+    }
     free(kl);
-    return 0;
+    return r;
 }
 
 /* ---- find files ----------------------------------------------------------- */

@@ -1,8 +1,9 @@
 /*
  * Build-directory locks: which lock files and kernel locks the processes wait
- * on, and their state (design.md "lock states"). Sources: /proc/locks
- * (proc(5), "/proc/locks"), /proc/PID/fd and fdinfo, the lock files
- * themselves, the traces (traces.h) and the syscall watch (syswatch.h).
+ * on, and the facts their state is judged from (docs/design.md "Build locks").
+ * Sources: /proc/locks (proc(5), "/proc/locks"), /proc/PID/fd and fdinfo, the
+ * lock files themselves, the traces (traces.h) and the syscall watch
+ * (syswatch.h). This module records facts; classify's hdx_lock_judge decides.
  */
 #ifndef HDX_LOCKS_H
 #define HDX_LOCKS_H
@@ -55,13 +56,18 @@ typedef struct hdx_locks_options {
 int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt);
 
 /*
- * Decide the state of every lock in ev->locks from this host now: exists and
- * mtime (stat), holder_pid (the /proc/locks holder, or for batons and OFD
- * locks a live process that has the file open), creator_alive, then state:
- * held (a live holder), stale (file exists, no live holder, creator gone or
- * unknown), free. Returns 0 or a negative errno.
+ * Take what this host sees of every lock of ev now, into each lock's facts
+ * (hdx_lock_facts): stat(2) of the file (exists, mtime, dev, ino, size, owner),
+ * its /proc/locks rows, the processes that have it open, and for each pid
+ * concerned whether it lives and when it started. Facts only: the state
+ * (held, stale, free) is classify's hdx_lock_judge. Another host's traces
+ * (ev->host not this host, ev->live 0) and unmappable container paths are
+ * not looked at (facts.checked 0). With keep_recorded, a lock that already
+ * carries facts or a recorded state (from a snapshot or report) is left as its
+ * input saw it; without, every lock is looked at again. Notes in ev say what
+ * could not be read. Returns 0, -EINVAL (ev NULL) or -ENOMEM.
  */
-int hdx_locks_resolve(hdx_evidence *ev);
+int hdx_locks_record_facts(hdx_evidence *ev, int keep_recorded);
 
 /*
  * Is path a file a builder's lock protocol makes? A FileBaton's or cpp_extension's

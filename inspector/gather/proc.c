@@ -607,6 +607,18 @@ int hdx_proc_in_mnt_ns(uint64_t mnt_ns)
     return mnt_ns ? each_pid(match_in_ns, &q) : 0;
 }
 
+uint64_t hdx_proc_start_ticks(int pid)
+{
+    char path[64];
+    struct statline sl;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (pid <= 0 || read_stat(path, &sl) < 0)
+        return 0;
+    uint64_t start = stat_u(&sl, 22);
+    free(sl.buf);
+    return start;
+}
+
 int hdx_proc_alive(int pid, uint64_t start_ticks)
 {
     char path[64];

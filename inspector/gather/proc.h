@@ -55,6 +55,10 @@ int hdx_proc_alive(int pid, uint64_t start_ticks);
  * (v2), never T: only this tells it from a blocked one. */
 int hdx_proc_frozen(int pid);
 
+/* When pid started: field 22 of /proc/PID/stat (clock ticks after boot), or 0 when it
+ * cannot be read (gone, or not a pid). */
+uint64_t hdx_proc_start_ticks(int pid);
+
 /* Containers (docs/design.md "Containers"). */
 
 /* The inode of /proc/PID/ns/NAME ("pid", "mnt"; pid <= 0: hangdx's own), 0 when unreadable. */

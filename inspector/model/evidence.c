@@ -85,6 +85,16 @@ void hdx_process_clear(hdx_process *p)
     memset(p, 0, sizeof *p);
 }
 
+void hdx_lock_facts_clear(hdx_lock_facts *f)
+{
+    if (!f)
+        return;
+    free(f->rows);
+    free(f->openers);
+    free(f->pids);
+    memset(f, 0, sizeof *f);
+}
+
 void hdx_lock_clear(hdx_lock *l)
 {
     if (!l)
@@ -93,6 +103,12 @@ void hdx_lock_clear(hdx_lock *l)
     free(l->job_path);
     free(l->source);
     free(l->holder_host);
+    hdx_lock_facts_clear(&l->facts);
+    for (size_t i = 0; i < l->n_seen; i++) {
+        free(l->seen[i].host);
+        hdx_lock_facts_clear(&l->seen[i].facts);
+    }
+    free(l->seen);
     for (size_t i = 0; i < l->n_waiters; i++) {
         free(l->waiters[i].how);
         free(l->waiters[i].host);
@@ -520,11 +536,6 @@ hdx_process *hdx_evidence_find_waiter(const hdx_evidence *ev, const hdx_waiter *
             return p;
     }
     return hdx_evidence_find_process(ev, w->pid);
-}
-
-hdx_process *hdx_evidence_find_holder(const hdx_evidence *ev, const hdx_lock *l)
-{
-    return hdx_evidence_find_process_on(ev, l->holder_host, l->holder_pid);
 }
 
 hdx_process *hdx_evidence_find_rank_elsewhere(const hdx_evidence *ev, int rank, const char *host)

@@ -139,6 +139,59 @@ typedef struct hdx_waiter {
                          process of it lives here: it names no process of this host */
 } hdx_waiter;
 
+/* One row of /proc/locks on a lock file (proc(5) "/proc/locks"): a kernel lock, or a
+ * request blocked on one. */
+typedef struct hdx_lock_row {
+    int pid;                 /* the process the kernel names, HDX_UNKNOWN for OFD locks (it names none) */
+    enum hdx_lock_kind kind; /* flock, posix or ofd (rows of other kinds, leases, are not kept) */
+    int blocking;            /* 1: a "->" row, a request that waits for the lock; 0: the lock itself */
+} hdx_lock_row;
+
+/* Whether one process concerned by a lock (a kernel lock's pid, a process that has the
+ * file open) was alive when the facts were taken. */
+typedef struct hdx_pid_fact {
+    int pid;
+    int alive;            /* kill(pid, 0) succeeded or failed with EPERM: 1, else 0 */
+    uint64_t start_ticks; /* field 22 of /proc/PID/stat then, 0 unknown (with the pid, it names
+                             the process even after the pid is reused) */
+} hdx_pid_fact;
+
+/*
+ * What one host saw of a lock file, as it saw it: facts, no decision. The decision
+ * (held, stale, free) is classify's hdx_lock_judge (docs/design.md "Build locks").
+ * Arrays are heap memory the lock owns (hdx_lock_clear).
+ */
+typedef struct hdx_lock_facts {
+    int looked;       /* 1: the facts below were taken (gather/locks.c, or a snapshot that carries
+                         them); 0: none were (an older snapshot or report: the lock's recorded
+                         state and holder_pid stand) */
+    int live;         /* 1: taken while the job ran (inspect, snapshot, locks); 0: after it (analyze),
+                         when only the traces still tell who held a kernel lock */
+    int checked;      /* 1: the file was looked at from this host; 0: it could not be (another
+                         host's path, or a container's that could not be mapped): exists unknown */
+    uint64_t dev;     /* stat(2) of the file, when exists is 1: device, inode, size, owner */
+    uint64_t ino;
+    int64_t size;
+    int uid;
+    hdx_lock_row *rows; /* the /proc/locks rows on the file (dev, ino) */
+    size_t n_rows;
+    int rows_read;      /* 1: /proc/locks was read (rows is all of them), 0 it could not be */
+    int *openers;       /* live processes that have the file open (their fds), hangdx excluded */
+    size_t n_openers;
+    int openers_read;   /* 1: the processes were listed (openers is complete but for unreadable) */
+    int unreadable;     /* processes that could not be read when listing openers (another user's,
+                           without root) */
+    hdx_pid_fact *pids; /* each pid of rows and openers, once */
+    size_t n_pids;
+} hdx_lock_facts;
+
+/* What another host's snapshot saw of the same lock file (a shared build directory): its
+ * facts, judged with the lock's own. */
+typedef struct hdx_lock_seen {
+    char *host;           /* that host (its snapshot's), or NULL when unknown */
+    hdx_lock_facts facts; /* looked is 1 */
+} hdx_lock_seen;
+
 typedef struct hdx_lock {
     char *path;       /* the lock file as seen from here (what is checked, and deleted) */
     char *job_path;   /* the path as the job saw it, when it ran in another mount namespace (a
@@ -147,14 +200,22 @@ typedef struct hdx_lock {
                          host's (its container gone, its traces telling nothing): not checked here */
     uint64_t mnt_ns;  /* foreign: that mount namespace (the inode of /proc/PID/ns/mnt), which
                          names the container once its processes are gone; else 0 */
-    enum hdx_lock_kind kind;
+    enum hdx_lock_kind kind; /* as found: a file found by its name is a baton until the kernel
+                                says otherwise (hdx_lock_judge gives the kind to report) */
+    /* The decision an older snapshot or report recorded (facts.looked 0). hdx_lock_judge
+     * decides from the facts when there are some, else returns these. */
     enum hdx_lock_state state;
-    int exists;       /* the lock file exists now: 1, 0, HDX_UNKNOWN */
+    int holder_pid;   /* recorded holder, HDX_UNKNOWN */
+    int unchecked;    /* recorded: processes that could not be read when looking for a holder */
+    int exists;       /* the lock file exists (stat when the facts were taken): 1, 0, HDX_UNKNOWN */
     int64_t mtime_ns; /* lock file's mtime (≈ creation of a baton), HDX_UNKNOWN */
-    int holder_pid;   /* live process holding it, HDX_UNKNOWN */
-    char *holder_host; /* the host whose snapshot saw that holder, or NULL (this host, or unknown) */
-    int unchecked;    /* processes that could not be read when looking for a holder (another
-                         user's, without root): a state "stale" is then unverified */
+    char *holder_host; /* the host whose snapshot saw the facts or the holder, or NULL (this host,
+                          or unknown) */
+    int recorded;     /* 1: state, holder_pid and unchecked come from an input that decided them (an
+                         older snapshot or report, without facts): the facts are not taken again */
+    hdx_lock_facts facts;
+    hdx_lock_seen *seen; /* other hosts' facts of the same file (analyze of several snapshots) */
+    size_t n_seen;
     int has_creator;  /* 1 when created_by is known (from a trace) */
     int creator_pid;
     int creator_rank;
@@ -166,6 +227,27 @@ typedef struct hdx_lock {
     hdx_waiter *waiters;
     size_t n_waiters;
 } hdx_lock;
+
+/* The state of one lock, judged from its facts (classify's hdx_lock_judge): data that the
+ * verdict carries and the writers print. */
+typedef struct hdx_lock_judgement {
+    enum hdx_lock_state state;
+    enum hdx_lock_kind kind;  /* the kind to report: a file found by its name that the kernel
+                                 locks is that kernel lock (flock, posix, ofd) */
+    int holder_pid;           /* the live process that holds it or has it open, or the creator that
+                                 lives on (or, after the job, the trace's holder), HDX_UNKNOWN */
+    const char *holder_host;  /* the host whose facts name the holder (borrowed from the lock:
+                                 hdx_lock.holder_host), or NULL: this host, or unknown */
+    int creator_alive;        /* the lock's creator_alive, else its process's alive in the
+                                 evidence: 1, 0, HDX_UNKNOWN */
+    int unchecked;            /* processes that could not be read when looking for a holder: a
+                                 state "stale" is then unverified */
+    int from_facts;           /* 1: judged from the lock's facts; 0: the state an older snapshot or
+                                 report recorded (hdx_lock.state, holder_pid, unchecked) */
+    int holder_from_trace;    /* 1: holder_pid is the trace's last holder of a kernel lock nobody
+                                 holds now, the job being gone */
+    int creator_unknown;      /* 1: stale, and no trace tells who created it */
+} hdx_lock_judgement;
 
 /* A process group of the job, as its ranks' torch.distributed keeps it (read from each
  * rank's memory, or from the job's logs), merged over the ranks by name
@@ -337,9 +419,6 @@ hdx_lock *hdx_evidence_find_lock(const hdx_evidence *ev, const char *path);
  * with w->pid that has w->rank when one does, else the first with w->pid. Borrowed. */
 hdx_process *hdx_evidence_find_waiter(const hdx_evidence *ev, const hdx_waiter *w);
 
-/* The lock holder's process: (l->holder_host, l->holder_pid). Borrowed, or NULL. */
-hdx_process *hdx_evidence_find_holder(const hdx_evidence *ev, const hdx_lock *l);
-
 /* A rank process (is_rank_process, as hdx_mark_rank_processes set it) with rank
  * on a host other than `host` (both hosts known), or NULL. Scans unless indexed
  * (above). Borrowed. */
@@ -421,6 +500,8 @@ const hdx_log_rank *hdx_evidence_log_rank(const hdx_evidence *ev, int rank);
 void hdx_process_clear(hdx_process *p);
 void hdx_thread_clear(hdx_thread *t);
 void hdx_lock_clear(hdx_lock *l);
+/* Release the arrays of f and zero it (looked 0: no facts). Accepts NULL. */
+void hdx_lock_facts_clear(hdx_lock_facts *f);
 void hdx_log_fact_clear(hdx_log_fact *f);
 void hdx_log_rank_clear(hdx_log_rank *r);
 void hdx_frame_clear(hdx_frame *f);

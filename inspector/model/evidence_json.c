@@ -465,9 +465,61 @@ cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_text_ca
     return process_json(p, NULL, c);
 }
 
-/* A lock; waiters and a holder without a host get default_host (the snapshot's). */
-static cJSON *lock_json(const hdx_lock *l, const char *default_host)
+/* The facts of a lock (hdx_lock_facts), as a snapshot carries them; null for none. */
+static cJSON *facts_json(const hdx_lock_facts *f)
 {
+    if (!f->looked)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject(), *a;
+    if (!o)
+        return NULL;
+    cJSON_AddBoolToObject(o, "live", f->live);
+    cJSON_AddBoolToObject(o, "checked", f->checked);
+    cJSON_AddNumberToObject(o, "dev", (double)f->dev);
+    cJSON_AddNumberToObject(o, "ino", (double)f->ino);
+    cJSON_AddNumberToObject(o, "size", (double)f->size);
+    cJSON_AddNumberToObject(o, "uid", f->uid);
+    if (f->rows_read && (a = cJSON_AddArrayToObject(o, "rows")))
+        for (size_t i = 0; i < f->n_rows; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddItemToObject(e, "pid", hdx_json_int(f->rows[i].pid));
+            cJSON_AddStringToObject(e, "kind", hdx_lock_kind_name(f->rows[i].kind));
+            cJSON_AddBoolToObject(e, "blocking", f->rows[i].blocking);
+            cJSON_AddItemToArray(a, e);
+        }
+    else
+        cJSON_AddNullToObject(o, "rows");
+    if (f->openers_read && (a = cJSON_AddArrayToObject(o, "openers")))
+        for (size_t i = 0; i < f->n_openers; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(f->openers[i]));
+    else
+        cJSON_AddNullToObject(o, "openers");
+    cJSON_AddNumberToObject(o, "unreadable", f->unreadable);
+    if ((a = cJSON_AddArrayToObject(o, "pids")))
+        for (size_t i = 0; i < f->n_pids; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "pid", f->pids[i].pid);
+            cJSON_AddBoolToObject(e, "alive", f->pids[i].alive == 1);
+            cJSON_AddNumberToObject(e, "start_ticks", (double)f->pids[i].start_ticks);
+            cJSON_AddItemToArray(a, e);
+        }
+    return o;
+}
+
+/* A lock as judged j (NULL: as the lock records it: kind, state, holder, unchecked, its
+ * creator's liveness); waiters and a holder without a host get default_host (the
+ * snapshot's). with_facts: add the facts it is judged from (snapshots, for analyze to
+ * judge again). */
+static cJSON *lock_json(const hdx_lock *l, const hdx_lock_judgement *j, const char *default_host, int with_facts)
+{
+    hdx_lock_judgement rec = {.state = l->state,
+                              .kind = l->kind,
+                              .holder_pid = l->holder_pid,
+                              .holder_host = l->holder_host,
+                              .creator_alive = l->creator_alive,
+                              .unchecked = l->unchecked};
+    if (!j)
+        j = &rec;
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
@@ -475,20 +527,20 @@ static cJSON *lock_json(const hdx_lock *l, const char *default_host)
     cJSON_AddItemToObject(o, "job_path", hdx_json_str(l->job_path));
     cJSON_AddItemToObject(o, "mnt_ns", l->mnt_ns ? cJSON_CreateNumber((double)l->mnt_ns) : cJSON_CreateNull());
     cJSON_AddBoolToObject(o, "foreign", l->foreign);
-    cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(l->kind));
-    cJSON_AddStringToObject(o, "state", hdx_lock_state_name(l->state));
+    cJSON_AddStringToObject(o, "kind", hdx_lock_kind_name(j->kind));
+    cJSON_AddStringToObject(o, "state", hdx_lock_state_name(j->state));
     cJSON_AddItemToObject(o, "exists", hdx_json_bool(l->exists));
     cJSON_AddItemToObject(o, "mtime", hdx_json_time(l->mtime_ns, 1));
-    cJSON_AddItemToObject(o, "holder_pid", hdx_json_int(l->holder_pid));
-    cJSON_AddItemToObject(o, "holder_host", hdx_json_str(l->holder_pid == HDX_UNKNOWN ? NULL
-                                                         : l->holder_host       ? l->holder_host
+    cJSON_AddItemToObject(o, "holder_pid", hdx_json_int(j->holder_pid));
+    cJSON_AddItemToObject(o, "holder_host", hdx_json_str(j->holder_pid == HDX_UNKNOWN ? NULL
+                                                         : j->holder_host       ? j->holder_host
                                                                                 : default_host));
-    cJSON_AddNumberToObject(o, "unchecked", l->unchecked);
+    cJSON_AddNumberToObject(o, "unchecked", j->unchecked);
     if (l->has_creator) {
         cJSON *c = cJSON_AddObjectToObject(o, "created_by");
         cJSON_AddItemToObject(c, "pid", hdx_json_int(l->creator_pid));
         cJSON_AddItemToObject(c, "rank", hdx_json_int(l->creator_rank));
-        cJSON_AddItemToObject(c, "alive", hdx_json_bool(l->creator_alive));
+        cJSON_AddItemToObject(c, "alive", hdx_json_bool(j->creator_alive));
         cJSON_AddItemToObject(c, "at", hdx_json_time(l->created_ns, 1));
     } else {
         cJSON_AddNullToObject(o, "created_by");
@@ -508,12 +560,14 @@ static cJSON *lock_json(const hdx_lock *l, const char *default_host)
             cJSON_AddBoolToObject(e, "elsewhere", 1);
         cJSON_AddItemToArray(w, e);
     }
+    if (with_facts)
+        cJSON_AddItemToObject(o, "facts", facts_json(&l->facts));
     return o;
 }
 
-cJSON *hdx_snapshot_lock_json(const hdx_lock *l)
+cJSON *hdx_snapshot_lock_json(const hdx_lock *l, const hdx_lock_judgement *j)
 {
-    return lock_json(l, NULL);
+    return l ? lock_json(l, j, NULL, 0) : NULL;
 }
 
 cJSON *hdx_snapshot_json(const hdx_evidence *ev)
@@ -541,7 +595,7 @@ cJSON *hdx_snapshot_json(const hdx_evidence *ev)
         cJSON_AddItemToArray(procs, process_json(&ev->procs[i], &tab, NULL));
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; locks && i < ev->n_locks; i++)
-        cJSON_AddItemToArray(locks, lock_json(&ev->locks[i], ev->host));
+        cJSON_AddItemToArray(locks, lock_json(&ev->locks[i], NULL, ev->host, 1));
     cJSON *pgroups = hdx_json_pgroups(ev);
     cJSON_AddItemToObject(r, "process_groups", pgroups);
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");

@@ -34,13 +34,17 @@ hdx_frame_text_cache *hdx_frame_text_cache_new(void); /* NULL on ENOMEM */
 void hdx_frame_text_cache_free(hdx_frame_text_cache *c); /* accepts NULL */
 struct cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_text_cache *c);
 
-/* One lock (design.md's lock object, with exists, mtime and source), as in a snapshot, a
- * report's "locks" and `hangdx locks --json`. Caller frees with cJSON_Delete. NULL on ENOMEM. */
-struct cJSON *hdx_snapshot_lock_json(const hdx_lock *l);
+/* One lock (docs/design.md's lock object, with exists, mtime and source) judged j (state,
+ * kind, holder: classify's hdx_lock_judge; NULL: as l records them), as in a report's
+ * "locks" and `hangdx locks --json`. l and j are borrowed. Caller frees with cJSON_Delete.
+ * NULL on ENOMEM, or when l is NULL. */
+struct cJSON *hdx_snapshot_lock_json(const hdx_lock *l, const hdx_lock_judgement *j);
 
 /*
- * The whole of ev as a hangdx.snapshot/2 object. The caller frees it with
- * cJSON_Delete. NULL (errno ENOMEM) on failure.
+ * The whole of ev as a hangdx.snapshot/2 object, each lock with its facts and the state it
+ * records (hdx_lock.state, holder_pid, unchecked: a caller that judged the locks sets them
+ * first, for people and older readers; analyze judges again from the facts). The caller
+ * frees it with cJSON_Delete. NULL (errno ENOMEM) on failure.
  */
 struct cJSON *hdx_snapshot_json(const hdx_evidence *ev);
 

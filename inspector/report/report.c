@@ -14,9 +14,31 @@
 #include "model/evidence_json.h"
 #include "model/util.h"
 #include "classify/waitsfor.h"
+#include "classify/classify.h"
 
 /* Most frames a group's stack or a text report shows per thread. */
 #define TEXT_FRAMES_MAX 24
+
+/* Lock i's judgement: the verdict's, else judged now (a verdict made without the locks). */
+static const hdx_lock_judgement *judged(const hdx_evidence *ev, const hdx_verdict *v, size_t i,
+                                        hdx_lock_judgement *tmp)
+{
+    if (v && v->locks && i < v->n_locks)
+        return &v->locks[i];
+    hdx_lock_judge(ev, &ev->locks[i], tmp);
+    return tmp;
+}
+
+/* Add to notes what the lock judgements tell a person (hdx_lock_judgement_note). */
+static void lock_notes_json(cJSON *notes, const hdx_evidence *ev, const hdx_verdict *v)
+{
+    for (size_t i = 0; notes && i < ev->n_locks; i++) {
+        hdx_lock_judgement tmp;
+        char note[1024];
+        if (hdx_lock_judgement_note(&ev->locks[i], judged(ev, v, i, &tmp), note, sizeof note))
+            cJSON_AddItemToArray(notes, cJSON_CreateString(note));
+    }
+}
 
 static cJSON *int_array(const int *v, size_t n)
 {
@@ -173,8 +195,10 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
     cJSON_AddItemToObject(r, "waits_for", waits_for_json(v->graph));
 
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
-    for (size_t i = 0; i < ev->n_locks; i++)
-        cJSON_AddItemToArray(locks, hdx_snapshot_lock_json(&ev->locks[i]));
+    for (size_t i = 0; i < ev->n_locks; i++) {
+        hdx_lock_judgement tmp;
+        cJSON_AddItemToArray(locks, hdx_snapshot_lock_json(&ev->locks[i], judged(ev, v, i, &tmp)));
+    }
 
     cJSON *groups = cJSON_AddArrayToObject(r, "groups");
     hdx_group *g = NULL;
@@ -203,6 +227,7 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
     for (size_t i = 0; i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
+    lock_notes_json(notes, ev, v);
     return r;
 }
 
@@ -508,6 +533,8 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
         fprintf(f, "\nlocks:\n");
     for (size_t i = 0; i < ev->n_locks; i++) {
         const hdx_lock *l = &ev->locks[i];
+        hdx_lock_judgement tmp;
+        const hdx_lock_judgement *j = judged(ev, v, i, &tmp);
         char when[40] = "";
         put_field(f, "  ", l->path, "");
         if (l->foreign)
@@ -515,18 +542,18 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
                        "found from here)", (unsigned long long)l->mnt_ns);
         else if (l->job_path)
             put_field(f, " (as the job saw it: ", l->job_path, ")");
-        fprintf(f, "  %s, %s", hdx_lock_kind_name(l->kind), hdx_lock_state_name(l->state));
-        if (l->holder_pid != HDX_UNKNOWN)
-            fprintf(f, ", held by pid %d", l->holder_pid);
+        fprintf(f, "  %s, %s", hdx_lock_kind_name(j->kind), hdx_lock_state_name(j->state));
+        if (j->holder_pid != HDX_UNKNOWN)
+            fprintf(f, ", held by pid %d", j->holder_pid);
         if (l->has_creator) {
             fprintf(f, ", created by ");
             text_who(f, l->creator_pid, l->creator_rank, NULL);
-            fprintf(f, " (%s)", l->creator_alive == 1 ? "alive" : l->creator_alive == 0 ? "gone" : "alive?");
+            fprintf(f, " (%s)", j->creator_alive == 1 ? "alive" : j->creator_alive == 0 ? "gone" : "alive?");
             if (l->created_ns != HDX_UNKNOWN) {
                 hdx_format_time(l->created_ns, when, sizeof when);
                 fprintf(f, " at %s", when);
             }
-        } else if (l->kind == HDX_LOCK_BATON) {
+        } else if (j->kind == HDX_LOCK_BATON) {
             fprintf(f, ", creator unknown");
             if (l->mtime_ns != HDX_UNKNOWN) {
                 hdx_format_time(l->mtime_ns, when, sizeof when);
@@ -534,7 +561,7 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             }
         }
         if (l->source && !strcmp(l->source, "well-known place") && !l->n_waiters &&
-            l->holder_pid == HDX_UNKNOWN && !l->has_creator)
+            j->holder_pid == HDX_UNKNOWN && !l->has_creator)
             fprintf(f, " [found in a build directory near the processes (cwd, script directory, "
                        "torch_extensions); none of them is known to use it]");
         else if (l->source)
@@ -627,10 +654,21 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
     }
     hdx_groups_free(g, ng);
 
-    if (ev->n_notes) {
+    char note[1024];
+    int lock_notes = 0;
+    for (size_t i = 0; i < ev->n_locks && !lock_notes; i++) {
+        hdx_lock_judgement tmp;
+        lock_notes = hdx_lock_judgement_note(&ev->locks[i], judged(ev, v, i, &tmp), note, sizeof note);
+    }
+    if (ev->n_notes || lock_notes) {
         fprintf(f, "\nnotes:\n");
         for (size_t i = 0; i < ev->n_notes; i++)
             put_field(f, "  - ", ev->notes[i], "\n");
+        for (size_t i = 0; i < ev->n_locks; i++) {
+            hdx_lock_judgement tmp;
+            if (hdx_lock_judgement_note(&ev->locks[i], judged(ev, v, i, &tmp), note, sizeof note))
+                put_field(f, "  - ", note, "\n");
+        }
     }
     return ferror(f) ? -EIO : 0;
 }

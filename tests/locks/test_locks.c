@@ -1,5 +1,6 @@
 /* Unit tests of locks.h: the /proc/locks parser on captured text, real flock and OFD
- * holders and waiters, a stale lock file, and the search for lock files. */
+ * holders and waiters, a stale lock file, and the search for lock files; the facts
+ * taken are judged by classify's hdx_lock_judge, as hangdx does. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "classify/classify.h"
 #include "model/evidence.h"
 #include "gather/locks.h"
 #include "gather/proc.h"
@@ -19,6 +21,14 @@
 #include "../check.h"
 
 static char tmpdir[] = "/tmp/hdx-test-locks-XXXXXX";
+
+/* The state hangdx gives l from the facts just taken. */
+static hdx_lock_judgement judge(const hdx_evidence *ev, const hdx_lock *l)
+{
+    hdx_lock_judgement j;
+    CHECK(hdx_lock_judge(ev, l, &j) == 0);
+    return j;
+}
 
 static void test_parse(void)
 {
@@ -155,13 +165,14 @@ static void test_flock_holder_and_waiter(void)
     CHECK(hdx_proc_read(pw, waiter) == 0);
     hdx_locks_options opt = {0};
     CHECK(hdx_locks_collect(ev, &opt) == 0);
-    CHECK(hdx_locks_resolve(ev) == 0);
+    CHECK(hdx_locks_record_facts(ev, 0) == 0);
     hdx_lock *l = hdx_evidence_find_lock(ev, real);
     CHECK(l != NULL);
     if (l) {
-        CHECK(l->kind == HDX_LOCK_FLOCK);
-        CHECK(l->state == HDX_LOCK_HELD);
-        CHECK(l->holder_pid == holder);
+        hdx_lock_judgement j = judge(ev, l);
+        CHECK(j.kind == HDX_LOCK_FLOCK);
+        CHECK(j.state == HDX_LOCK_HELD);
+        CHECK(j.holder_pid == holder);
         CHECK(l->exists == 1);
         CHECK(l->n_waiters == 1 && l->waiters[0].pid == waiter && l->waiters[0].tid == waiter);
         CHECK(l->n_waiters == 1 && !strcmp(l->waiters[0].how, "flock"));
@@ -178,8 +189,9 @@ static void test_flock_holder_and_waiter(void)
     hdx_lock *fl = hdx_evidence_add_lock(ev);
     fl->path = strdup(real);
     fl->kind = HDX_LOCK_FLOCK;
-    CHECK(hdx_locks_resolve(ev) == 0);
-    CHECK(ev->locks[0].state == HDX_LOCK_FREE && ev->locks[0].holder_pid == HDX_UNKNOWN);
+    CHECK(hdx_locks_record_facts(ev, 0) == 0);
+    hdx_lock_judgement jf = judge(ev, &ev->locks[0]);
+    CHECK(jf.state == HDX_LOCK_FREE && jf.holder_pid == HDX_UNKNOWN);
     hdx_evidence_free(ev);
     free(p);
 }
@@ -202,26 +214,27 @@ static void test_ofd_and_stale(void)
     hdx_locks_options opt = {.watch_ms = 0, .dirs = dirs, .n_dirs = 1};
     CHECK(hdx_locks_collect(ev, &opt) == 0);
     CHECK(ev->n_locks == 2);
-    CHECK(hdx_locks_resolve(ev) == 0);
+    CHECK(hdx_locks_record_facts(ev, 0) == 0);
     hdx_lock *l = hdx_evidence_find_lock(ev, rofd);
     CHECK(l != NULL);
     if (l) {
-        CHECK(l->kind == HDX_LOCK_OFD); /* found as a file; the kernel says OFD */
-        CHECK(l->state == HDX_LOCK_HELD);
-        CHECK(l->holder_pid == holder); /* /proc/locks has no pid for OFD: the opener */
+        hdx_lock_judgement j = judge(ev, l);
+        CHECK(j.kind == HDX_LOCK_OFD); /* found as a file; the kernel says OFD */
+        CHECK(j.state == HDX_LOCK_HELD);
+        CHECK(j.holder_pid == holder); /* /proc/locks has no pid for OFD: the opener */
+        CHECK(l->facts.looked && l->facts.n_rows == 1 && l->facts.rows[0].kind == HDX_LOCK_OFD);
     }
     l = hdx_evidence_find_lock(ev, rstale);
     CHECK(l != NULL);
     if (l) {
-        CHECK(l->kind == HDX_LOCK_BATON);
-        CHECK(l->state == HDX_LOCK_STALE);
-        CHECK(l->holder_pid == HDX_UNKNOWN && l->has_creator == 0);
+        hdx_lock_judgement j = judge(ev, l);
+        char note[1024] = "";
+        CHECK(j.kind == HDX_LOCK_BATON);
+        CHECK(j.state == HDX_LOCK_STALE);
+        CHECK(j.holder_pid == HDX_UNKNOWN && l->has_creator == 0);
         CHECK(l->exists == 1 && l->mtime_ns > 0);
+        CHECK(hdx_lock_judgement_note(l, &j, note, sizeof note) == 1 && strstr(note, "creator unknown: no trace"));
     }
-    int noted = 0;
-    for (size_t i = 0; i < ev->n_notes; i++)
-        noted |= strstr(ev->notes[i], "creator unknown: no trace") != NULL;
-    CHECK(noted);
     hdx_evidence_free(ev);
 
     /* A baton whose creator (from a trace) is alive but no longer has it open: never stale. */
@@ -232,13 +245,14 @@ static void test_ofd_and_stale(void)
     l->has_creator = 1;
     l->creator_pid = getpid();
     l->creator_alive = 1;
-    CHECK(hdx_locks_resolve(ev) == 0);
-    CHECK(ev->locks[0].state == HDX_LOCK_HELD && ev->locks[0].holder_pid == getpid());
+    CHECK(hdx_locks_record_facts(ev, 0) == 0);
+    hdx_lock_judgement jc = judge(ev, &ev->locks[0]);
+    CHECK(jc.state == HDX_LOCK_HELD && jc.holder_pid == getpid());
     /* ... and a baton that no longer exists is free. */
     l = hdx_evidence_add_lock(ev);
     l->path = path_in("ext/py311_cpu/gone/lock");
-    CHECK(hdx_locks_resolve(ev) == 0);
-    CHECK(ev->locks[1].state == HDX_LOCK_FREE && ev->locks[1].exists == 0);
+    CHECK(hdx_locks_record_facts(ev, 0) == 0);
+    CHECK(judge(ev, &ev->locks[1]).state == HDX_LOCK_FREE && ev->locks[1].exists == 0);
     hdx_evidence_free(ev);
     stop(holder);
     free(ofd);
@@ -281,10 +295,10 @@ static void test_stat_poller(void)
     } else {
         CHECK(watched);
         CHECK(l != NULL);
-        CHECK(hdx_locks_resolve(ev) == 0);
+        CHECK(hdx_locks_record_facts(ev, 0) == 0);
         if (l) {
             CHECK(l->kind == HDX_LOCK_BATON && !strcmp(l->source, "syscall watch"));
-            CHECK(l->state == HDX_LOCK_STALE);
+            CHECK(judge(ev, l).state == HDX_LOCK_STALE);
             CHECK(l->n_waiters == 1 && l->waiters[0].pid == pid && l->waiters[0].tid == pid);
             CHECK(l->n_waiters == 1 && !strcmp(l->waiters[0].how, "stat poll"));
         }

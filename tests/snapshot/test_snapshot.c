@@ -223,6 +223,23 @@ static hdx_evidence *full_evidence(void)
     l->creator_alive = 0;
     l->created_ns = 1764440000987654321LL;
     l->source = sdup("trace");
+    /* The facts its state is judged from: the waiter's blocked flock request and its open
+     * fd, nobody else's: stale, its creator being dead. */
+    l->facts.looked = l->facts.live = l->facts.checked = 1;
+    l->facts.dev = 66306;
+    l->facts.ino = 10953124;
+    l->facts.size = 0;
+    l->facts.uid = 1000;
+    l->facts.rows = calloc(1, sizeof *l->facts.rows);
+    l->facts.rows[0] = (hdx_lock_row){.pid = 4123, .kind = HDX_LOCK_FLOCK, .blocking = 1};
+    l->facts.n_rows = l->facts.rows_read = 1;
+    l->facts.openers = calloc(1, sizeof *l->facts.openers);
+    l->facts.openers[0] = 4123;
+    l->facts.n_openers = l->facts.openers_read = 1;
+    l->facts.unreadable = 2;
+    l->facts.pids = calloc(1, sizeof *l->facts.pids);
+    l->facts.pids[0] = (hdx_pid_fact){.pid = 4123, .alive = 1, .start_ticks = 123456789};
+    l->facts.n_pids = 1;
     hdx_waiter *w = hdx_lock_add_waiter(l);
     w->pid = 4123;
     w->tid = 4123;
@@ -340,10 +357,29 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
     CHECK(a->n_locks == b->n_locks);
     for (size_t i = 0; i < a->n_locks && i < b->n_locks; i++) {
         const hdx_lock *l = &a->locks[i], *m = &b->locks[i];
-        CHECK(streq(l->path, m->path) && l->kind == m->kind && l->state == m->state);
+        CHECK(streq(l->path, m->path) && l->kind == m->kind);
         CHECK(streq(l->job_path, m->job_path) && l->foreign == m->foreign && l->mnt_ns == m->mnt_ns);
-        CHECK(l->exists == m->exists && l->mtime_ns == m->mtime_ns && l->holder_pid == m->holder_pid &&
-              l->unchecked == m->unchecked);
+        CHECK(l->exists == m->exists && l->mtime_ns == m->mtime_ns);
+        /* The facts travel whole; without them, the recorded decision does. */
+        const hdx_lock_facts *f = &l->facts, *g = &m->facts;
+        CHECK(f->looked == g->looked && f->live == g->live && f->checked == g->checked);
+        CHECK(f->dev == g->dev && f->ino == g->ino && f->size == g->size && f->uid == g->uid);
+        CHECK(f->rows_read == g->rows_read && f->n_rows == g->n_rows && f->openers_read == g->openers_read);
+        CHECK(f->n_openers == g->n_openers && f->unreadable == g->unreadable && f->n_pids == g->n_pids);
+        for (size_t k = 0; k < f->n_rows && k < g->n_rows; k++)
+            CHECK(f->rows[k].pid == g->rows[k].pid && f->rows[k].kind == g->rows[k].kind &&
+                  f->rows[k].blocking == g->rows[k].blocking);
+        for (size_t k = 0; k < f->n_openers && k < g->n_openers; k++)
+            CHECK(f->openers[k] == g->openers[k]);
+        for (size_t k = 0; k < f->n_pids && k < g->n_pids; k++)
+            CHECK(f->pids[k].pid == g->pids[k].pid && f->pids[k].alive == g->pids[k].alive &&
+                  f->pids[k].start_ticks == g->pids[k].start_ticks);
+        if (!f->looked)
+            CHECK(l->state == m->state && l->holder_pid == m->holder_pid && l->unchecked == m->unchecked);
+        hdx_lock_judgement jl, jm;
+        CHECK(hdx_lock_judge(a, l, &jl) == 0 && hdx_lock_judge(b, m, &jm) == 0);
+        CHECK(jl.state == jm.state && jl.holder_pid == jm.holder_pid && jl.kind == jm.kind);
+        CHECK(jl.unchecked == jm.unchecked && jl.creator_alive == jm.creator_alive);
         CHECK(l->has_creator == m->has_creator && l->creator_pid == m->creator_pid);
         CHECK(l->creator_rank == m->creator_rank && l->creator_alive == m->creator_alive);
         CHECK(l->created_ns == m->created_ns && streq(l->source, m->source));
@@ -754,7 +790,8 @@ static void test_model_unchanged(void)
          * carry: logs are an input of analyze, read again each time (evidence.h). */
         {"hdx_evidence", sizeof(hdx_evidence), 152}, {"hdx_process", sizeof(hdx_process), 208},
         {"hdx_thread", sizeof(hdx_thread), 184},     {"hdx_frame", sizeof(hdx_frame), 72},
-        {"hdx_local", sizeof(hdx_local), 56},        {"hdx_lock", sizeof(hdx_lock), 128},
+        {"hdx_local", sizeof(hdx_local), 56},        {"hdx_lock", sizeof(hdx_lock), 264},
+        {"hdx_lock_facts", sizeof(hdx_lock_facts), 112},
         {"hdx_waiter", sizeof(hdx_waiter), 48},
     };
     if (sizeof(void *) != 8)
