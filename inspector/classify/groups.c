@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hangdx/fnv.h"
 #include "model/util.h"
 #include "classify/waits.h"
 
@@ -29,16 +30,17 @@ static int same_frame(const hdx_frame *a, const hdx_frame *b)
     return a->kind != HDX_FRAME_PYTHON || (a->line == b->line && same_str(a->file, b->file));
 }
 
+/* FNV-1a of s (NULL: as ""), then of a 0xff byte that ends it. */
 static uint64_t hash_str(uint64_t h, const char *s)
 {
-    for (; s && *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return (h ^ 0xff) * 1099511628211ULL;
+    static const unsigned char end = 0xff;
+    h = s ? hdx_fnv1a(s, strlen(s), h) : h;
+    return hdx_fnv1a(&end, 1, h);
 }
 
 uint64_t hdx_stack_hash(const hdx_thread *t)
 {
-    uint64_t h = hash_str(1469598103934665603ULL, t->wait);
+    uint64_t h = hash_str(HDX_FNV1A_OFFSET_BASIS, t->wait);
     for (size_t i = 0; i < t->n_frames; i++) {
         h = hash_str(h, t->frames[i].function);
         if (t->frames[i].kind == HDX_FRAME_PYTHON)

@@ -8,6 +8,7 @@
 
 #include "model/pool.h"
 #include "model/util.h"
+#include "hangdx/fnv.h"
 #include "hangdx/trace.h"
 
 static void hdx_evidence_index_free(hdx_evidence *ev);
@@ -314,10 +315,7 @@ static uint64_t mix(uint64_t h)
 
 static uint64_t host_hash(const char *host)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (; host && *host; host++)
-        h = (h ^ (unsigned char)*host) * 1099511628211ULL;
-    return host ? h : 0;
+    return host ? hdx_fnv1a(host, strlen(host), HDX_FNV1A_OFFSET_BASIS) : 0;
 }
 
 static uint64_t key_of(int kind, const char *host, long long v)

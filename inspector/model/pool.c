@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hangdx/fnv.h"
+
 #define BLOCK_MIN (64u * 1024)
 #define ALIGN 16u
 
@@ -100,14 +102,6 @@ void *hdx_pool_alloc(hdx_pool *pool, size_t size)
     return p;
 }
 
-static uint64_t hash_bytes(const char *s, size_t len)
-{
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return h;
-}
-
 static int grow_table(hdx_pool *pool)
 {
     size_t cap = pool->cap ? pool->cap * 2 : 256;
@@ -146,7 +140,7 @@ char *hdx_pool_intern(hdx_pool *pool, const char *s, size_t len)
         errno = ENOMEM;
         return NULL;
     }
-    uint64_t h = hash_bytes(s, len);
+    uint64_t h = hdx_fnv1a(s, len, HDX_FNV1A_OFFSET_BASIS);
     size_t k = h & (pool->cap - 1);
     for (; pool->slots[k]; k = (k + 1) & (pool->cap - 1))
         if (pool->hashes[k] == h && pool->lens[k] == len && !memcmp(pool->slots[k], s, len))
