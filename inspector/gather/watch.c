@@ -121,30 +121,12 @@ void hdx_watch_rebase(hdx_watch *w)
  * it is gone. */
 static int read_stat_at(const char *path, int pid, char *state, struct cpu_entry *e, uint64_t *stack_top)
 {
-    char buf[1024];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -ESRCH;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    if (!p || p[1] != ' ')
-        return -EINVAL;
-    p += 2;
-    /* p is field 3 (state); we want 4, 14-17, 22 and 28. */
-    unsigned long long f[29] = {0};
-    *state = *p;
-    for (int field = 3; field <= 28 && *p; field++) {
-        if (field > 3)
-            f[field] = strtoull(p, NULL, 10);
-        while (*p && *p != ' ')
-            p++;
-        while (*p == ' ')
-            p++;
-    }
+    hdx_stat st;
+    int rc = hdx_stat_read(path, &st);
+    if (rc < 0)
+        return rc;
+    const unsigned long long *f = st.f;
+    *state = st.state;
     e->pid = pid;
     e->ppid = (int)f[4];
     e->start = f[22];
