@@ -220,11 +220,7 @@ hdx_symbolizer *hdx_symbolizer_new(int pid)
     return hdx_symbolizer_new_shared(pid, NULL);
 }
 
-/* The name a person (and classify) expects: demangled, without the symbol
- * version ("clock_nanosleep@GLIBC_2.2.5") or GCC's LTO privatization suffix
- * ("time_sleep.lto_priv.0"). Other clone suffixes (.constprop, .isra, .cold)
- * stay: they tell a different body. */
-static char *clean_name(const char *name)
+char *hdx_symbol_clean_name(const char *name)
 {
     size_t len = strcspn(name, "@");
     const char *lto = strstr(name, ".lto_priv.");
@@ -248,7 +244,7 @@ static void resolve(Dwfl_Module *mod, Dwarf_Addr addr, int lines, struct sym_res
     GElf_Sym sym;
     const char *name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
     if (name && *name) {
-        r->function = clean_name(name);
+        r->function = hdx_symbol_clean_name(name);
         r->rc = 0;
     }
     Dwfl_Line *line = lines ? dwfl_module_getsrc(mod, addr) : NULL;
