@@ -1,6 +1,7 @@
 /*
  * Unit tests of small shared pieces, one per argument:
  *   stat   hdx_stat_parse (gather/proc.h) on stat lines whose comm holds spaces and parentheses.
+ *   index  the hash index (model/index.h): insert, find, collisions, growth, missing keys.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "gather/proc.h"
+#include "model/index.h"
 #include "../check.h"
 
 static void test_stat(void)
@@ -49,13 +51,94 @@ static void test_stat(void)
     CHECK(hdx_stat_read("/proc/0/stat", &st) == -ENOENT);
 }
 
+/* Every slot that hash has in x, sorted, into out (at most max); how many. */
+static size_t all_slots(const hdx_index *x, uint64_t hash, size_t *out, size_t max)
+{
+    size_t n = 0, cur = 0, s;
+    while ((s = hdx_index_find(x, hash, &cur)) != HDX_INDEX_NONE && n < max) {
+        size_t i = n++;
+        for (; i > 0 && out[i - 1] > s; i--)
+            out[i] = out[i - 1];
+        out[i] = s;
+    }
+    return n;
+}
+
+static void test_index(void)
+{
+    hdx_index x = {0};
+    size_t cur = 0, got[8];
+
+    /* Empty: nothing found, no memory. */
+    CHECK(hdx_index_find(&x, 42, &cur) == HDX_INDEX_NONE);
+    CHECK(x.cap == 0 && x.count == 0);
+
+    /* Insert and find; a missing key. */
+    CHECK(hdx_index_insert(&x, 42, 7) == 0);
+    CHECK(hdx_index_insert(&x, 0, 0) == 0); /* hash 0 and slot 0 are ordinary values */
+    cur = 0;
+    CHECK(hdx_index_find(&x, 42, &cur) == 7);
+    CHECK(hdx_index_find(&x, 42, &cur) == HDX_INDEX_NONE);
+    CHECK(hdx_index_find(&x, 42, &cur) == HDX_INDEX_NONE); /* stays ended */
+    cur = 0;
+    CHECK(hdx_index_find(&x, 0, &cur) == 0);
+    cur = 0;
+    CHECK(hdx_index_find(&x, 43, &cur) == HDX_INDEX_NONE);
+    CHECK(hdx_index_insert(&x, 1, HDX_INDEX_NONE) == -EINVAL && x.count == 2);
+
+    /* Collisions: one hash, three slots, each found once. */
+    CHECK(hdx_index_insert(&x, 99, 1) == 0 && hdx_index_insert(&x, 99, 2) == 0 && hdx_index_insert(&x, 99, 3) == 0);
+    CHECK(all_slots(&x, 99, got, 8) == 3 && got[0] == 1 && got[1] == 2 && got[2] == 3);
+    CHECK(all_slots(&x, 42, got, 8) == 1 && got[0] == 7);
+
+    /* Clear: nothing left, the memory kept. */
+    size_t cap = x.cap;
+    hdx_index_clear(&x);
+    CHECK(x.count == 0 && x.cap == cap && all_slots(&x, 99, got, 8) == 0);
+
+    /* Growth past 1e5 entries: hashes that differ only in high bits (the index mixes them),
+     * every one found at its slot after many rehashes; the ones never inserted are not. */
+    const size_t n = 150000;
+    int ok = 1;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = hdx_index_insert(&x, (uint64_t)i << 40, i) == 0;
+    CHECK(ok && x.count == n && x.cap >= 2 * n, "count %zu cap %zu", x.count, x.cap);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++) {
+        cur = 0;
+        if (hdx_index_find(&x, (uint64_t)i << 40, &cur) != i || hdx_index_find(&x, (uint64_t)i << 40, &cur) != HDX_INDEX_NONE)
+            wrong++;
+        cur = 0;
+        if (hdx_index_find(&x, ((uint64_t)i << 40) | 1, &cur) != HDX_INDEX_NONE)
+            wrong++;
+    }
+    CHECK(wrong == 0, "%zu of %zu lookups wrong", wrong, 2 * n);
+
+    /* Reserve: inserts up to n allocate nothing more. */
+    hdx_index y = {0};
+    CHECK(hdx_index_reserve(&y, 1000) == 0);
+    uint64_t *before = y.hashes;
+    for (size_t i = 0; i < 1000; i++)
+        hdx_index_insert(&y, i * 7919, i);
+    CHECK(y.hashes == before && y.count == 1000);
+    CHECK(all_slots(&y, 7919 * 500, got, 8) == 1 && got[0] == 500);
+
+    hdx_index_free(&x);
+    hdx_index_free(&y);
+    CHECK(x.cap == 0 && x.hashes == NULL && hdx_index_find(&x, 0, &cur) == HDX_INDEX_NONE);
+    hdx_index_free(NULL);
+    hdx_index_clear(NULL);
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "";
     if (!strcmp(which, "stat"))
         test_stat();
+    else if (!strcmp(which, "index"))
+        test_index();
     else {
-        fprintf(stderr, "usage: test_units stat\n");
+        fprintf(stderr, "usage: test_units stat|index\n");
         return 2;
     }
     return failures ? 1 : 0;
