@@ -20,6 +20,7 @@
  * made as without the shim and its result returned.
  */
 #include "shim.h"
+#include "hangdx/fnv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,9 +91,7 @@ static struct count_slot counts[COUNT_SLOTS];
 
 static uint64_t hash64(const char *s)
 {
-    uint64_t h = 14695981039346656037ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    uint64_t h = hdx_fnv1a(s, strlen(s), HDX_FNV1A_OFFSET_BASIS);
     return h ? h : 1;
 }
 

@@ -234,10 +234,10 @@ static void call_site(const hdx_evidence *ev, const hdx_lock *l, char *buf, size
         for (size_t k = 0; p && !p->set_aside && k < p->n_threads; k++) {
             const hdx_thread *t = &p->threads[k];
             size_t at = 0;
-            const hdx_frame *wait = hdx_thread_find_python(t, "FileBaton.wait", "torch/utils/file_baton.py", &at);
+            const hdx_frame *wait = hdx_thread_find_python(t, HDX_FILEBATON_WAIT, HDX_FILEBATON_FILE, &at);
             if (!wait)
                 continue;
-            const hdx_frame *jit = hdx_thread_find_python(t, "_jit_compile", "torch/utils/cpp_extension.py", &at);
+            const hdx_frame *jit = hdx_thread_find_python(t, HDX_FILEBATON_CALLER, HDX_FILEBATON_CALLER_FILE, &at);
             char w[256], j[256] = "";
             short_site(wait, w, sizeof w);
             if (jit)

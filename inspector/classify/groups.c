@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hangdx/fnv.h"
+#include "model/index.h"
 #include "model/util.h"
 #include "classify/waits.h"
 
@@ -72,18 +74,9 @@ int hdx_groups_make(const hdx_evidence *ev, hdx_group **out, size_t *n_out)
 {
     hdx_group *g = NULL;
     size_t n = 0;
-    /* Open-addressing table from stack hash to group index. */
-    size_t cap = 64;
-    while (cap < ev->n_procs * 2)
-        cap *= 2;
-    struct slot {
-        uint64_t hash;
-        long group;
-    } *table = malloc(cap * sizeof *table);
-    if (!table)
+    hdx_index table = {0}; /* stack hash -> index in g */
+    if (hdx_index_reserve(&table, ev->n_procs) < 0)
         return -ENOMEM;
-    for (size_t i = 0; i < cap; i++)
-        table[i].group = -1;
 
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
@@ -91,11 +84,11 @@ int hdx_groups_make(const hdx_evidence *ev, hdx_group **out, size_t *n_out)
         if (!t || p->alive == 0 || p->set_aside)
             continue;
         uint64_t h = hdx_stack_hash(t);
-        size_t s = h & (cap - 1);
         hdx_group *grp = NULL;
-        for (; table[s].group >= 0; s = (s + 1) & (cap - 1))
-            if (table[s].hash == h && same_stack(g[table[s].group].key, t)) {
-                grp = &g[table[s].group];
+        size_t cur = 0, at;
+        while ((at = hdx_index_find(&table, h, &cur)) != HDX_INDEX_NONE)
+            if (same_stack(g[at].key, t)) {
+                grp = &g[at];
                 break;
             }
         if (!grp) {
@@ -104,8 +97,8 @@ int hdx_groups_make(const hdx_evidence *ev, hdx_group **out, size_t *n_out)
             grp->first = p;
             grp->key = t;
             grp->diverges_at = -1;
-            table[s].hash = h;
-            table[s].group = (long)(n - 1);
+            if (hdx_index_insert(&table, h, n - 1) < 0)
+                goto nomem;
         }
         int *pid = hdx_append((void **)&grp->pids, &grp->n_pids, sizeof *pid);
         if (!pid)
@@ -118,7 +111,7 @@ int hdx_groups_make(const hdx_evidence *ev, hdx_group **out, size_t *n_out)
             *r = p->rank;
         }
     }
-    free(table);
+    hdx_index_free(&table);
     if (n)
         qsort(g, n, sizeof *g, cmp_group);
     for (size_t i = 1; i < n; i++)
@@ -127,7 +120,7 @@ int hdx_groups_make(const hdx_evidence *ev, hdx_group **out, size_t *n_out)
     *n_out = n;
     return 0;
 nomem:
-    free(table);
+    hdx_index_free(&table);
     hdx_groups_free(g, n);
     return -ENOMEM;
 }

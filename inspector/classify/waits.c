@@ -47,7 +47,7 @@ static const struct signature {
     /* Build locks: a FileBaton waiter polls forever; the filelock package's acquire retries
      * flock(LOCK_EX|LOCK_NB) every poll_interval (torch inductor's and Triton's caches, and
      * cpp_extension on torch's main branch through torch.utils._filelock). */
-    {HDX_FRAME_PYTHON, "FileBaton.wait", "torch/utils/file_baton.py", HDX_WAIT_BUILD_LOCK, "FileBaton.wait", NULL},
+    {HDX_FRAME_PYTHON, HDX_FILEBATON_WAIT, HDX_FILEBATON_FILE, HDX_WAIT_BUILD_LOCK, HDX_FILEBATON_WAIT, NULL},
     {HDX_FRAME_PYTHON, "BaseFileLock.acquire", "filelock/_api.py", HDX_WAIT_BUILD_LOCK, "FileLock.acquire", NULL},
 
     /* Rendezvous: process-group initialisation and store barriers. */

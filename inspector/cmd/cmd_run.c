@@ -42,6 +42,7 @@
 #include "hangdx/trace.h"
 #include "report/report.h"
 #include "native/stacks.h"
+#include "gather/proc.h"
 #include "gather/watch.h"
 
 #define TICK_S 1.0        /* between two looks at the job */
@@ -412,27 +413,10 @@ static void close_all_but(const int *keep, size_t n)
  */
 static void blank_environ_block(void)
 {
-    char buf[2048];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    hdx_stat st; /* hdx_stat_read allocates nothing: fit for this fork */
+    if (hdx_stat_read("/proc/self/stat", &st) < 0)
         return;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    unsigned long long start = 0, end = 0;
-    for (int field = 2; p && *p && field < 51; field++) {
-        p = strchr(p, ' ');
-        if (!p)
-            break;
-        p++;
-        if (field + 1 == 50)
-            start = strtoull(p, NULL, 10);
-        else if (field + 1 == 51)
-            end = strtoull(p, NULL, 10);
-    }
+    unsigned long long start = st.f[50], end = st.f[51];
     if (start && end > start && end - start < (64u << 20))
         memset((void *)(uintptr_t)start, 0, (size_t)(end - start));
 }

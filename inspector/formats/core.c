@@ -569,19 +569,6 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
     return ++r->n >= MAX_DEPTH ? DWARF_CB_ABORT : DWARF_CB_OK;
 }
 
-/* As symbols.c: no symbol version, no LTO suffix, demangled. */
-static char *clean_name(const char *name)
-{
-    size_t len = strcspn(name, "@");
-    const char *lto = strstr(name, ".lto_priv.");
-    if (lto && (size_t)(lto - name) < len)
-        len = (size_t)(lto - name);
-    char *base = strndup(name, len);
-    char *d = base ? hdx_demangle(base) : NULL;
-    free(base);
-    return d;
-}
-
 /* The module of a frame is the path of its mapping, as /proc/PID/maps names
  * it live (libdwfl may name it by its soname). */
 static const char *mapped_path(const struct core *c, uint64_t pc)
@@ -610,7 +597,7 @@ static int symbolize(const struct core *c, Dwfl *d, hdx_frame *f, int exact)
     GElf_Off off = 0;
     GElf_Sym sym;
     const char *name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
-    if (name && *name && !(f->function = clean_name(name)))
+    if (name && *name && !(f->function = hdx_symbol_clean_name(name)))
         return -ENOMEM;
     Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
     int lineno = 0;
@@ -830,9 +817,9 @@ static int baton_locks(hdx_process *p, hdx_evidence *ev)
     for (size_t i = 0; i < p->n_threads; i++) {
         hdx_thread *t = &p->threads[i];
         size_t at = 0;
-        if (!hdx_thread_find_python(t, "FileBaton.wait", "torch/utils/file_baton.py", &at))
+        if (!hdx_thread_find_python(t, HDX_FILEBATON_WAIT, HDX_FILEBATON_FILE, &at))
             continue;
-        const hdx_frame *jit = hdx_thread_find_python(t, "_jit_compile", "torch/utils/cpp_extension.py", &at);
+        const hdx_frame *jit = hdx_thread_find_python(t, HDX_FILEBATON_CALLER, HDX_FILEBATON_CALLER_FILE, &at);
         const hdx_local *dir = hdx_frame_local(jit, "build_directory");
         if (!dir || dir->kind != HDX_VAL_STR || !dir->s || dir->s[0] != '/')
             continue; /* no cwd in a core: only an absolute build directory names the lock */
@@ -847,7 +834,7 @@ static int baton_locks(hdx_process *p, hdx_evidence *ev)
             return -ENOMEM;
         l->kind = HDX_LOCK_BATON;
         hdx_waiter *w = hdx_lock_add_waiter(l);
-        if (!w || !(w->how = strdup("FileBaton.wait")))
+        if (!w || !(w->how = strdup(HDX_FILEBATON_WAIT)))
             return -ENOMEM;
         w->pid = p->pid;
         w->tid = t->tid;

@@ -334,12 +334,12 @@ static int python_lock_path(const hdx_process *p, const hdx_thread *t, char *pat
         return absolute(p, v->s, NULL, path, size);
     }
     at = 0;
-    if (!hdx_thread_find_python(t, "FileBaton.wait", "torch/utils/file_baton.py", &at))
+    if (!hdx_thread_find_python(t, HDX_FILEBATON_WAIT, HDX_FILEBATON_FILE, &at))
         return 0;
-    const hdx_frame *jit = hdx_thread_find_python(t, "_jit_compile", "torch/utils/cpp_extension.py", &at);
+    const hdx_frame *jit = hdx_thread_find_python(t, HDX_FILEBATON_CALLER, HDX_FILEBATON_CALLER_FILE, &at);
     if (!(v = str_local(jit, "build_directory")))
         return 0;
-    *w = (python_lock_wait){HDX_LOCK_BATON, "FileBaton.wait"};
+    *w = (python_lock_wait){HDX_LOCK_BATON, HDX_FILEBATON_WAIT};
     return absolute(p, v->s, "lock", path, size);
 }
 

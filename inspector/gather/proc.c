@@ -39,49 +39,6 @@ static int parse_pid(const char *s)
     return (int)v;
 }
 
-/* The fields of a stat file after "pid (comm) ": fields[0] is field 3
- * (state). Returns how many were split, or -errno. buf is modified. */
-#define STAT_FIELDS 52
-struct statline {
-    char *buf;
-    char *f[STAT_FIELDS]; /* f[i] is proc(5) field i + 3 */
-    int n;
-};
-
-static int read_stat(const char *path, struct statline *sl)
-{
-    memset(sl, 0, sizeof *sl);
-    sl->buf = hdx_read_file(path, SMALL_FILE, NULL);
-    if (!sl->buf)
-        return neg_errno();
-    char *p = strrchr(sl->buf, ')'); /* comm may hold ')' and spaces */
-    if (!p || p[1] != ' ') {
-        free(sl->buf);
-        sl->buf = NULL;
-        return -EIO;
-    }
-    p += 2;
-    char *save = NULL;
-    for (char *tok = strtok_r(p, " \n", &save); tok && sl->n < STAT_FIELDS;
-         tok = strtok_r(NULL, " \n", &save))
-        sl->f[sl->n++] = tok;
-    return sl->n;
-}
-
-/* proc(5) field number (1-based) as an unsigned value, 0 when absent. */
-static unsigned long long stat_u(const struct statline *sl, int field)
-{
-    int i = field - 3;
-    if (i < 0 || i >= sl->n)
-        return 0;
-    return strtoull(sl->f[i], NULL, 10);
-}
-
-static char stat_state(const struct statline *sl)
-{
-    return sl->n > 0 ? sl->f[0][0] : 0;
-}
-
 static char *read_link(const char *path)
 {
     char buf[PATH_MAX];
@@ -209,12 +166,11 @@ static int children_scan(int pid, struct pidset *out)
             continue;
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/stat", q);
-        struct statline sl;
-        if (read_stat(path, &sl) < 0)
+        hdx_stat sl;
+        if (hdx_stat_read(path, &sl) < 0)
             continue;
-        if ((int)stat_u(&sl, 4) == pid)
+        if ((int)sl.f[4] == pid)
             rc = pidset_add(out, q);
-        free(sl.buf);
         if (rc < 0)
             break;
     }
@@ -352,17 +308,16 @@ int hdx_proc_read(hdx_process *p, int pid)
     char path[64];
     int rc = 0;
     p->pid = pid;
-    struct statline sl;
+    hdx_stat sl;
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int r = read_stat(path, &sl);
+    int r = hdx_stat_read(path, &sl);
     if (r < 0) {
         rc = r == -ENOENT ? -ESRCH : r;
         goto out;
     }
-    p->ppid = (int)stat_u(&sl, 4);
-    p->start_ticks = stat_u(&sl, 22);
-    p->state = stat_state(&sl);
-    free(sl.buf);
+    p->ppid = (int)sl.f[4];
+    p->start_ticks = sl.f[22];
+    p->state = sl.state;
     if (!p->host && !(p->host = strdup(hdx_hostname()))) {
         rc = -ENOMEM;
         goto out;
@@ -496,18 +451,17 @@ int hdx_proc_frozen(int pid)
 int hdx_proc_sample(hdx_process *p)
 {
     char path[96];
-    struct statline sl;
+    hdx_stat sl;
     snprintf(path, sizeof path, "/proc/%d/stat", p->pid);
-    int r = read_stat(path, &sl);
+    int r = hdx_stat_read(path, &sl);
     if (r < 0) {
         p->alive = 0;
         return r == -ENOENT ? -ESRCH : r;
     }
-    p->state = stat_state(&sl);
-    uint64_t start = stat_u(&sl, 22);
+    p->state = sl.state;
+    uint64_t start = sl.f[22];
     /* Process utime+stime covers every thread, the ended ones too. */
-    p->cpu_ms = (double)(stat_u(&sl, 14) + stat_u(&sl, 15)) * 1000.0 / (double)clk_tck();
-    free(sl.buf);
+    p->cpu_ms = (double)(sl.f[14] + sl.f[15]) * 1000.0 / (double)clk_tck();
     if (p->start_ticks && start != p->start_ticks) {
         p->alive = 0; /* the pid was reused */
         return -ESRCH;
@@ -524,15 +478,14 @@ int hdx_proc_sample(hdx_process *p)
     for (size_t i = 0; i < p->n_threads; i++) {
         hdx_thread *t = &p->threads[i];
         snprintf(path, sizeof path, "/proc/%d/task/%d/stat", p->pid, t->tid);
-        if (read_stat(path, &sl) < 0)
+        if (hdx_stat_read(path, &sl) < 0)
             continue; /* ended: keep its last values */
-        t->state = stat_state(&sl);
+        t->state = sl.state;
         /* schedstat counts to the ns; stat's utime+stime in clock ticks (10 ms), too coarse to
          * tell one thread's few ms in a 250 ms window from none */
         t->cpu_ms = thread_run_ms(p->pid, t->tid);
         if (t->cpu_ms < 0)
-            t->cpu_ms = (double)(stat_u(&sl, 14) + stat_u(&sl, 15)) * 1000.0 / (double)clk_tck();
-        free(sl.buf);
+            t->cpu_ms = (double)(sl.f[14] + sl.f[15]) * 1000.0 / (double)clk_tck();
         snprintf(path, sizeof path, "/proc/%d/task/%d/wchan", p->pid, t->tid);
         free(t->wchan);
         t->wchan = read_trimmed(path);
@@ -610,25 +563,20 @@ int hdx_proc_in_mnt_ns(uint64_t mnt_ns)
 uint64_t hdx_proc_start_ticks(int pid)
 {
     char path[64];
-    struct statline sl;
+    hdx_stat sl;
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    if (pid <= 0 || read_stat(path, &sl) < 0)
-        return 0;
-    uint64_t start = stat_u(&sl, 22);
-    free(sl.buf);
-    return start;
+    return pid > 0 && hdx_stat_read(path, &sl) == 0 ? sl.f[22] : 0;
 }
 
 int hdx_proc_alive(int pid, uint64_t start_ticks)
 {
     char path[64];
-    struct statline sl;
+    hdx_stat sl;
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    if (pid <= 0 || read_stat(path, &sl) < 0)
+    if (pid <= 0 || hdx_stat_read(path, &sl) < 0)
         return 0;
-    char st = stat_state(&sl);
-    uint64_t start = stat_u(&sl, 22);
-    free(sl.buf);
+    char st = sl.state;
+    uint64_t start = sl.f[22];
     if (st == 'Z' || st == 'X')
         return 0;
     return start_ticks == 0 || start == start_ticks;
@@ -762,12 +710,11 @@ static int has_rank_env(const char *buf, size_t len)
 static int parent_of(int pid)
 {
     char path[64];
-    struct statline sl;
+    hdx_stat sl;
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    if (read_stat(path, &sl) < 0)
+    if (hdx_stat_read(path, &sl) < 0)
         return 0;
-    int ppid = (int)stat_u(&sl, 4);
-    free(sl.buf);
+    int ppid = (int)sl.f[4];
     return ppid;
 }
 
@@ -868,30 +815,28 @@ int hdx_proc_find_ranks_filtered(const hdx_rank_filter *f, int **pids, size_t *n
 /* ---- what another user's process hides ------------------------------- */
 
 /* pid's /proc/PID/stat into sl (free sl->buf after); -1 when there is no such pid. */
-static int read_pid_stat(int pid, struct statline *sl)
+static int read_pid_stat(int pid, hdx_stat *sl)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    return pid <= 0 ? -1 : read_stat(path, sl);
+    return pid <= 0 ? -1 : hdx_stat_read(path, sl);
 }
 
 char hdx_proc_state(int pid)
 {
-    struct statline sl;
+    hdx_stat sl;
     if (read_pid_stat(pid, &sl) < 0)
         return 0;
-    char st = stat_state(&sl);
-    free(sl.buf);
+    char st = sl.state;
     return st;
 }
 
 int hdx_proc_is_kernel_thread(int pid)
 {
-    struct statline sl;
+    hdx_stat sl;
     if (read_pid_stat(pid, &sl) < 0)
         return 0;
-    int k = (stat_u(&sl, 9) & 0x00200000ull) != 0; /* PF_KTHREAD, include/linux/sched.h */
-    free(sl.buf);
+    int k = (sl.f[9] & 0x00200000ull) != 0; /* PF_KTHREAD, include/linux/sched.h */
     return k;
 }
 

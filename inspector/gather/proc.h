@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "model/evidence.h"
+#include "model/procstat.h"
 
 /*
  * Expand pids with all their descendants (from /proc/PID/task/TID/children,

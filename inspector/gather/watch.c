@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hangdx/fnv.h"
 #include "hangdx/trace.h"
 #include "gather/proc.h"
 #include "python/python.h"
@@ -120,30 +121,12 @@ void hdx_watch_rebase(hdx_watch *w)
  * it is gone. */
 static int read_stat_at(const char *path, int pid, char *state, struct cpu_entry *e, uint64_t *stack_top)
 {
-    char buf[1024];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -ESRCH;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    if (!p || p[1] != ' ')
-        return -EINVAL;
-    p += 2;
-    /* p is field 3 (state); we want 4, 14-17, 22 and 28. */
-    unsigned long long f[29] = {0};
-    *state = *p;
-    for (int field = 3; field <= 28 && *p; field++) {
-        if (field > 3)
-            f[field] = strtoull(p, NULL, 10);
-        while (*p && *p != ' ')
-            p++;
-        while (*p == ' ')
-            p++;
-    }
+    hdx_stat st;
+    int rc = hdx_stat_read(path, &st);
+    if (rc < 0)
+        return rc;
+    const unsigned long long *f = st.f;
+    *state = st.state;
     e->pid = pid;
     e->ppid = (int)f[4];
     e->start = f[22];
@@ -416,17 +399,10 @@ int hdx_watch_tick(hdx_watch *w, double now_s)
 
 /* ------------------------------------------------ the Python check */
 
-static uint64_t fnv(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *b = data;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ b[i]) * 1099511628211ULL;
-    return h;
-}
-
+/* FNV-1a of s with its terminating NUL (NULL: as ""), continued from h. */
 static uint64_t fnv_str(uint64_t h, const char *s)
 {
-    return s ? fnv(h, s, strlen(s) + 1) : fnv(h, "", 1);
+    return s ? hdx_fnv1a(s, strlen(s) + 1, h) : hdx_fnv1a("", 1, h);
 }
 
 /*
@@ -521,13 +497,13 @@ static int py_check_one(hdx_watch *w, struct py_entry *e, double now_s)
         e->have = 0;
         return -1;
     }
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = HDX_FNV1A_OFFSET_BASIS;
     for (size_t i = 0; i < t->n_frames; i++) {
         h = fnv_str(h, t->frames[i].function);
         h = fnv_str(h, t->frames[i].file);
-        h = fnv(h, &t->frames[i].line, sizeof t->frames[i].line);
+        h = hdx_fnv1a(&t->frames[i].line, sizeof t->frames[i].line, h);
     }
-    h = fnv(h, &t->partial, sizeof t->partial);
+    h = hdx_fnv1a(&t->partial, sizeof t->partial, h);
     hdx_py_sample_clear(&s);
     int moved = 0;
     if (e->have && h != e->hash && main.own >= e->main_ticks) {

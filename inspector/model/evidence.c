@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/index.h"
 #include "model/pool.h"
 #include "model/util.h"
+#include "hangdx/fnv.h"
 #include "hangdx/trace.h"
 
 static void hdx_evidence_index_free(hdx_evidence *ev);
@@ -307,15 +309,13 @@ int hdx_evidence_note(hdx_evidence *ev, const char *fmt, ...)
 
 /* ---- the process index -------------------------------------------------- */
 
-/* One open-addressing table for three kinds of key: (host, pid), pid, rank. A slot holds
- * a key's hash and a position in procs; a hit is checked against the process itself, so
- * a key may have several slots (pids repeat across hosts) and a stale one only misses. */
+/* One hash index for three kinds of key: (host, pid), pid, rank. An entry holds a key's
+ * hash and a position in procs; a hit is checked against the process itself, so a key may
+ * have several entries (pids repeat across hosts) and a stale one only misses. */
 struct hdx_proc_index {
     const hdx_process *procs; /* the array and count it is current for */
     size_t n;
-    size_t cap, used; /* slots, a power of two; slots in use */
-    uint64_t *keys;
-    uint32_t *pos; /* position + 1; 0 = empty */
+    hdx_index keys; /* key_of() -> position in procs */
 };
 
 enum { KEY_HOST_PID = 1, KEY_PID = 2, KEY_RANK = 3 };
@@ -331,10 +331,7 @@ static uint64_t mix(uint64_t h)
 
 static uint64_t host_hash(const char *host)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (; host && *host; host++)
-        h = (h ^ (unsigned char)*host) * 1099511628211ULL;
-    return host ? h : 0;
+    return host ? hdx_fnv1a(host, strlen(host), HDX_FNV1A_OFFSET_BASIS) : 0;
 }
 
 static uint64_t key_of(int kind, const char *host, long long v)
@@ -343,15 +340,10 @@ static uint64_t key_of(int kind, const char *host, long long v)
     return k ? k : 1;
 }
 
-static int index_put(struct hdx_proc_index *x, uint64_t key, size_t pos)
+/* Room was reserved (index_reserve): this allocates nothing and cannot fail. */
+static void index_put(struct hdx_proc_index *x, uint64_t key, size_t pos)
 {
-    size_t s = key & (x->cap - 1);
-    while (x->pos[s])
-        s = (s + 1) & (x->cap - 1);
-    x->keys[s] = key;
-    x->pos[s] = (uint32_t)pos + 1;
-    x->used++;
-    return 0;
+    hdx_index_insert(&x->keys, key, pos);
 }
 
 static void index_add(struct hdx_proc_index *x, const hdx_process *p, size_t pos)
@@ -368,43 +360,20 @@ static void hdx_evidence_index_free(hdx_evidence *ev)
 {
     if (!ev || !ev->proc_index)
         return;
-    free(ev->proc_index->keys);
-    free(ev->proc_index->pos);
+    hdx_index_free(&ev->proc_index->keys);
     free(ev->proc_index);
     ev->proc_index = NULL;
 }
 
-/* Room for 3 keys per process at most half full; rehashes what is there. */
-static int index_reserve(struct hdx_proc_index *x, const hdx_process *procs, size_t n_keep, size_t n_total)
+/* Room for 3 keys per process of n_total, so that index_put never allocates. */
+static int index_reserve(struct hdx_proc_index *x, size_t n_total)
 {
-    size_t cap = 64;
-    while (cap < n_total * 6)
-        cap *= 2;
-    if (cap <= x->cap)
-        return 0;
-    uint64_t *keys = malloc(cap * sizeof *keys);
-    uint32_t *pos = calloc(cap, sizeof *pos);
-    if (!keys || !pos) {
-        free(keys);
-        free(pos);
-        return -ENOMEM;
-    }
-    free(x->keys);
-    free(x->pos);
-    x->keys = keys;
-    x->pos = pos;
-    x->cap = cap;
-    x->used = 0;
-    for (size_t i = 0; i < n_keep; i++)
-        index_add(x, &procs[i], i);
-    return 0;
+    return n_total > SIZE_MAX / 3 ? -ENOMEM : hdx_index_reserve(&x->keys, n_total * 3);
 }
 
 int hdx_evidence_index_more(hdx_evidence *ev, size_t from)
 {
     struct hdx_proc_index *x = ev->proc_index;
-    if (ev->n_procs >= UINT32_MAX / 2)
-        return -ENOMEM;
     if (!x) {
         if (!(x = calloc(1, sizeof *x)))
             return -ENOMEM;
@@ -413,12 +382,9 @@ int hdx_evidence_index_more(hdx_evidence *ev, size_t from)
     } else if (from > x->n || from > ev->n_procs) {
         from = 0;
     }
-    if (!from) {
-        x->used = 0;
-        if (x->pos)
-            memset(x->pos, 0, x->cap * sizeof *x->pos);
-    }
-    if (index_reserve(x, ev->procs, from, ev->n_procs) < 0) {
+    if (!from)
+        hdx_index_clear(&x->keys);
+    if (index_reserve(x, ev->n_procs) < 0) {
         hdx_evidence_index_free(ev);
         return -ENOMEM;
     }
@@ -454,12 +420,10 @@ static int same_host(const char *a, const char *b)
 static hdx_process *index_find(const hdx_evidence *ev, const struct hdx_proc_index *x, uint64_t key,
                                int (*ok)(const hdx_process *, const void *), const void *arg)
 {
-    size_t best = SIZE_MAX;
-    for (size_t s = key & (x->cap - 1); x->pos[s]; s = (s + 1) & (x->cap - 1)) {
-        size_t at = x->pos[s] - 1;
-        if (x->keys[s] == key && at < ev->n_procs && at < best && ok(&ev->procs[at], arg))
+    size_t best = SIZE_MAX, cur = 0, at;
+    while ((at = hdx_index_find(&x->keys, key, &cur)) != HDX_INDEX_NONE)
+        if (at < ev->n_procs && at < best && ok(&ev->procs[at], arg))
             best = at;
-    }
     return best == SIZE_MAX ? NULL : &ev->procs[best];
 }
 
@@ -881,16 +845,17 @@ size_t hdx_keep_largest_job(hdx_evidence *ev)
     return set_aside;
 }
 
+/* FNV-1a of s (NULL: as ""), then of a 0xff byte that ends it. */
 static uint64_t hash_str(uint64_t h, const char *s)
 {
-    for (; s && *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return (h ^ 0xff) * 1099511628211ULL;
+    static const unsigned char end = 0xff;
+    h = s ? hdx_fnv1a(s, strlen(s), h) : h;
+    return hdx_fnv1a(&end, 1, h);
 }
 
 uint64_t hdx_stack_hash(const hdx_thread *t)
 {
-    uint64_t h = hash_str(1469598103934665603ULL, t->wait);
+    uint64_t h = hash_str(HDX_FNV1A_OFFSET_BASIS, t->wait);
     for (size_t i = 0; i < t->n_frames; i++) {
         h = hash_str(h, t->frames[i].function);
         if (t->frames[i].kind == HDX_FRAME_PYTHON)

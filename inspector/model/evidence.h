@@ -394,6 +394,17 @@ int hdx_python_name_matches(const char *have, const char *want);
 const hdx_frame *hdx_thread_find_python(const hdx_thread *t, const char *function, const char *file_suffix,
                                         size_t *from);
 
+/*
+ * The Python frames of a FileBaton wait (a build_lock, design.md "The hang classes"), for
+ * hdx_thread_find_python: torch.utils.file_baton.FileBaton.wait polls for the build directory's "lock" file to go away,
+ * called from torch.utils.cpp_extension._jit_compile, whose local build_directory names it.
+ * HDX_FILEBATON_WAIT is also the name of the wait (waits.c's op, a lock waiter's how).
+ */
+#define HDX_FILEBATON_WAIT "FileBaton.wait"
+#define HDX_FILEBATON_FILE "torch/utils/file_baton.py"
+#define HDX_FILEBATON_CALLER "_jit_compile"
+#define HDX_FILEBATON_CALLER_FILE "torch/utils/cpp_extension.py"
+
 /* The value of local `name` of frame f (borrowed), or NULL. */
 const hdx_local *hdx_frame_local(const hdx_frame *f, const char *name);
 

@@ -13,6 +13,7 @@
 
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
+#include "model/index.h"
 #include "model/jsonout.h"
 #include "model/pool.h"
 #include "model/syscalls.h"
@@ -49,11 +50,9 @@ static cJSON *errno_or_null(int e)
 typedef struct ftab {
     hdx_pool *pool; /* canonical copies: equal strings (and locals texts) are one pointer */
     cJSON *strings, *frames;
-    struct sslot {
-        const char *s; /* canonical; NULL empty */
-        long idx;
-    } *smap;
-    size_t scap, sn;
+    const char **strs; /* "strings"[i]'s canonical pointer */
+    size_t sn;
+    hdx_index sidx; /* the pointer -> its index in strs */
     struct fkey {
         int kind, line;
         long function, file, module;
@@ -61,8 +60,7 @@ typedef struct ftab {
         const char *locals; /* canonical text of the locals object, NULL none */
     } *keys;
     size_t kn;
-    long *fmap; /* frame index + 1 by hash, 0 empty */
-    size_t fcap;
+    hdx_index fidx; /* fkey_hash -> the frame's index in keys */
     int failed;
 } ftab;
 
@@ -83,34 +81,22 @@ static long ftab_string(ftab *t, const char *s)
     const char *c = hdx_pool_intern(t->pool, s, strlen(s));
     if (!c)
         return -2;
-    if ((t->sn + 1) * 2 > t->scap) {
-        size_t cap = t->scap ? t->scap * 2 : 256;
-        struct sslot *m = calloc(cap, sizeof *m);
-        if (!m)
-            return -2;
-        for (size_t i = 0; i < t->scap; i++) {
-            if (!t->smap[i].s)
-                continue;
-            size_t k = mix64((uintptr_t)t->smap[i].s) & (cap - 1);
-            while (m[k].s)
-                k = (k + 1) & (cap - 1);
-            m[k] = t->smap[i];
-        }
-        free(t->smap);
-        t->smap = m;
-        t->scap = cap;
-    }
-    size_t k = mix64((uintptr_t)c) & (t->scap - 1);
-    for (; t->smap[k].s; k = (k + 1) & (t->scap - 1))
-        if (t->smap[k].s == c)
-            return t->smap[k].idx;
-    cJSON *item = cJSON_CreateString(c);
-    if (!item)
+    size_t cur = 0, at;
+    while ((at = hdx_index_find(&t->sidx, (uintptr_t)c, &cur)) != HDX_INDEX_NONE)
+        if (t->strs[at] == c)
+            return (long)at;
+    if (hdx_index_reserve(&t->sidx, t->sn + 1) < 0) /* then the insert below cannot fail */
         return -2;
+    cJSON *item = cJSON_CreateString(c);
+    const char **slot = item ? hdx_append((void **)&t->strs, &t->sn, sizeof *slot) : NULL;
+    if (!slot) {
+        cJSON_Delete(item);
+        return -2;
+    }
+    *slot = c;
     cJSON_AddItemToArray(t->strings, item);
-    t->smap[k].s = c;
-    t->smap[k].idx = (long)t->sn++;
-    return t->smap[k].idx;
+    hdx_index_insert(&t->sidx, (uintptr_t)c, t->sn - 1);
+    return (long)t->sn - 1;
 }
 
 static uint64_t fkey_hash(const struct fkey *k)
@@ -159,34 +145,17 @@ static long ftab_frame(ftab *t, const hdx_frame *f)
         }
         free(text);
     }
-    if ((t->kn + 1) * 2 > t->fcap) {
-        size_t cap = t->fcap ? t->fcap * 2 : 256;
-        long *m = calloc(cap, sizeof *m);
-        struct fkey *keys = realloc(t->keys, cap / 2 * sizeof *keys);
-        if (!m || !keys) {
-            free(m);
-            if (keys)
-                t->keys = keys;
+    uint64_t h = fkey_hash(&k);
+    size_t cur = 0, at;
+    while ((at = hdx_index_find(&t->fidx, h, &cur)) != HDX_INDEX_NONE)
+        if (fkey_same(&t->keys[at], &k)) {
             cJSON_Delete(locals);
-            return -1;
+            return (long)at;
         }
-        t->keys = keys;
-        for (size_t i = 0; i < t->kn; i++) {
-            size_t s = fkey_hash(&keys[i]) & (cap - 1);
-            while (m[s])
-                s = (s + 1) & (cap - 1);
-            m[s] = (long)i + 1;
-        }
-        free(t->fmap);
-        t->fmap = m;
-        t->fcap = cap;
+    if (hdx_index_reserve(&t->fidx, t->kn + 1) < 0) { /* then the insert below cannot fail */
+        cJSON_Delete(locals);
+        return -1;
     }
-    size_t s = fkey_hash(&k) & (t->fcap - 1);
-    for (; t->fmap[s]; s = (s + 1) & (t->fcap - 1))
-        if (fkey_same(&t->keys[t->fmap[s] - 1], &k)) {
-            cJSON_Delete(locals);
-            return t->fmap[s] - 1;
-        }
     /* [kind, function, file, line, module, offset, pc, locals] */
     cJSON *e = cJSON_CreateArray();
     if (!e) {
@@ -205,9 +174,14 @@ static long ftab_frame(ftab *t, const hdx_frame *f)
         cJSON_Delete(e);
         return -1;
     }
+    struct fkey *slot = hdx_append((void **)&t->keys, &t->kn, sizeof *slot);
+    if (!slot) {
+        cJSON_Delete(e);
+        return -1;
+    }
+    *slot = k;
     cJSON_AddItemToArray(t->frames, e);
-    t->keys[t->kn] = k;
-    t->fmap[s] = (long)++t->kn;
+    hdx_index_insert(&t->fidx, h, t->kn - 1);
     return (long)t->kn - 1;
 }
 
@@ -235,9 +209,10 @@ static cJSON *frames_json(ftab *t, hdx_frame_text_cache *c, const hdx_frame *fra
 static void ftab_clear(ftab *t)
 {
     hdx_pool_free(t->pool);
-    free(t->smap);
+    free(t->strs);
+    hdx_index_free(&t->sidx);
     free(t->keys);
-    free(t->fmap);
+    hdx_index_free(&t->fidx);
 }
 
 static cJSON *thread_json(const hdx_thread *t, ftab *tab, hdx_frame_text_cache *c)
@@ -333,7 +308,8 @@ struct hdx_frame_text_cache {
         const hdx_frame *key; /* a frame with this content (pooled: its pointers name it) */
         char *text;
     } *slots;
-    size_t cap, n, bytes;
+    size_t n, bytes;
+    hdx_index index; /* frame_key_hash -> index in slots */
 };
 
 hdx_frame_text_cache *hdx_frame_text_cache_new(void)
@@ -345,9 +321,10 @@ void hdx_frame_text_cache_free(hdx_frame_text_cache *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->cap; i++)
+    for (size_t i = 0; i < c->n; i++)
         free(c->slots[i].text);
     free(c->slots);
+    hdx_index_free(&c->index);
     free(c);
 }
 
@@ -402,40 +379,23 @@ static const char *cached_text(hdx_frame_text_cache *c, const hdx_frame *f)
 {
     if (!c || !f->pooled)
         return NULL;
-    if ((c->n + 1) * 2 > c->cap) {
-        if (c->bytes >= FRAME_TEXT_MAX_BYTES)
-            goto lookup_only;
-        size_t cap = c->cap ? c->cap * 2 : 1024;
-        struct ftslot *m = calloc(cap, sizeof *m);
-        if (!m)
-            goto lookup_only;
-        for (size_t i = 0; i < c->cap; i++) {
-            if (!c->slots[i].key)
-                continue;
-            size_t k = frame_key_hash(c->slots[i].key) & (cap - 1);
-            while (m[k].key)
-                k = (k + 1) & (cap - 1);
-            m[k] = c->slots[i];
-        }
-        free(c->slots);
-        c->slots = m;
-        c->cap = cap;
-    }
-lookup_only:
-    if (!c->cap)
-        return NULL;
-    size_t k = frame_key_hash(f) & (c->cap - 1);
-    for (; c->slots[k].key; k = (k + 1) & (c->cap - 1))
-        if (frame_key_same(c->slots[k].key, f))
-            return c->slots[k].text;
-    if ((c->n + 1) * 2 > c->cap || c->bytes >= FRAME_TEXT_MAX_BYTES)
+    uint64_t h = frame_key_hash(f);
+    size_t cur = 0, at;
+    while ((at = hdx_index_find(&c->index, h, &cur)) != HDX_INDEX_NONE)
+        if (frame_key_same(c->slots[at].key, f))
+            return c->slots[at].text;
+    /* reserved first: the insert below cannot fail */
+    if (c->bytes >= FRAME_TEXT_MAX_BYTES || hdx_index_reserve(&c->index, c->n + 1) < 0)
         return NULL;
     char *t = frame_text(f);
-    if (!t)
+    struct ftslot *e = t ? hdx_append((void **)&c->slots, &c->n, sizeof *e) : NULL;
+    if (!e) {
+        free(t);
         return NULL;
-    c->slots[k].key = f;
-    c->slots[k].text = t;
-    c->n++;
+    }
+    e->key = f;
+    e->text = t;
+    hdx_index_insert(&c->index, h, c->n - 1);
     c->bytes += strlen(t) + sizeof *c->slots;
     return t;
 }

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hangdx/fnv.h"
+#include "model/index.h"
+#include "model/util.h"
+
 #define BLOCK_MIN (64u * 1024)
 #define ALIGN 16u
 
@@ -19,11 +23,13 @@ struct block {
 struct hdx_pool {
     struct block *blocks; /* the current block first */
     size_t total;
-    /* Interned strings: open addressing, a power-of-two number of slots. */
-    char **slots;
-    uint64_t *hashes;
-    size_t *lens;
-    size_t cap, count;
+    /* Interned strings, in the order interned, and their index (FNV-1a of the bytes). */
+    struct interned {
+        char *s;
+        size_t len;
+    } *strs;
+    size_t count;
+    hdx_index index;
 };
 
 hdx_pool *hdx_pool_new(void)
@@ -54,9 +60,8 @@ void hdx_pool_free(hdx_pool *pool)
     if (!pool)
         return;
     free_blocks(pool->blocks);
-    free(pool->slots);
-    free(pool->hashes);
-    free(pool->lens);
+    free(pool->strs);
+    hdx_index_free(&pool->index);
     free(pool);
 }
 
@@ -100,66 +105,26 @@ void *hdx_pool_alloc(hdx_pool *pool, size_t size)
     return p;
 }
 
-static uint64_t hash_bytes(const char *s, size_t len)
-{
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return h;
-}
-
-static int grow_table(hdx_pool *pool)
-{
-    size_t cap = pool->cap ? pool->cap * 2 : 256;
-    char **slots = calloc(cap, sizeof *slots);
-    uint64_t *hashes = malloc(cap * sizeof *hashes);
-    size_t *lens = malloc(cap * sizeof *lens);
-    if (!slots || !hashes || !lens) {
-        free(slots);
-        free(hashes);
-        free(lens);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < pool->cap; i++) {
-        if (!pool->slots[i])
-            continue;
-        size_t k = pool->hashes[i] & (cap - 1);
-        while (slots[k])
-            k = (k + 1) & (cap - 1);
-        slots[k] = pool->slots[i];
-        hashes[k] = pool->hashes[i];
-        lens[k] = pool->lens[i];
-    }
-    free(pool->slots);
-    free(pool->hashes);
-    free(pool->lens);
-    pool->slots = slots;
-    pool->hashes = hashes;
-    pool->lens = lens;
-    pool->cap = cap;
-    return 0;
-}
-
 char *hdx_pool_intern(hdx_pool *pool, const char *s, size_t len)
 {
-    if ((pool->count + 1) * 2 > pool->cap && grow_table(pool) < 0) {
+    uint64_t h = hdx_fnv1a(s, len, HDX_FNV1A_OFFSET_BASIS);
+    size_t cur = 0, at;
+    while ((at = hdx_index_find(&pool->index, h, &cur)) != HDX_INDEX_NONE)
+        if (pool->strs[at].len == len && !memcmp(pool->strs[at].s, s, len))
+            return pool->strs[at].s;
+    /* reserved first: the insert below cannot fail */
+    struct interned *e = NULL;
+    char *copy = NULL;
+    if (hdx_index_reserve(&pool->index, pool->count + 1) < 0 || !(copy = hdx_pool_alloc(pool, len + 1)) ||
+        !(e = hdx_append((void **)&pool->strs, &pool->count, sizeof *e))) {
         errno = ENOMEM;
         return NULL;
     }
-    uint64_t h = hash_bytes(s, len);
-    size_t k = h & (pool->cap - 1);
-    for (; pool->slots[k]; k = (k + 1) & (pool->cap - 1))
-        if (pool->hashes[k] == h && pool->lens[k] == len && !memcmp(pool->slots[k], s, len))
-            return pool->slots[k];
-    char *copy = hdx_pool_alloc(pool, len + 1);
-    if (!copy)
-        return NULL;
     memcpy(copy, s, len);
     copy[len] = 0;
-    pool->slots[k] = copy;
-    pool->hashes[k] = h;
-    pool->lens[k] = len;
-    pool->count++;
+    e->s = copy;
+    e->len = len;
+    hdx_index_insert(&pool->index, h, pool->count - 1);
     return copy;
 }
 
@@ -180,13 +145,10 @@ void hdx_pool_absorb(hdx_pool *dst, hdx_pool *src)
     dst->total += src->total;
     src->blocks = NULL;
     src->total = 0;
-    free(src->slots);
-    free(src->hashes);
-    free(src->lens);
-    src->slots = NULL;
-    src->hashes = NULL;
-    src->lens = NULL;
-    src->cap = src->count = 0;
+    free(src->strs);
+    src->strs = NULL;
+    src->count = 0;
+    hdx_index_free(&src->index);
 }
 
 size_t hdx_pool_size(const hdx_pool *pool)
@@ -218,7 +180,6 @@ void hdx_pool_reset(hdx_pool *pool)
         atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
     }
     pool->total = keep ? keep->size : 0;
-    if (pool->slots)
-        memset(pool->slots, 0, pool->cap * sizeof *pool->slots);
-    pool->count = 0;
+    hdx_index_clear(&pool->index);
+    pool->count = 0; /* strs keeps its memory */
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model/procstat.h"
 #include "model/util.h"
 
 /*
@@ -83,15 +84,8 @@ static int is_own_child(int pid)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    char *buf = hdx_read_file(path, 4096, NULL);
-    if (!buf)
-        return 0;
-    char *p = strrchr(buf, ')');
-    int ppid = 0;
-    if (p)
-        sscanf(p + 1, " %*c %d", &ppid);
-    free(buf);
-    return ppid == (int)getpid();
+    hdx_stat st;
+    return hdx_stat_read(path, &st) == 0 && (int)st.f[4] == (int)getpid();
 }
 
 /* Raw ptrace, as the glibc wrapper's varargs and errno juggling is not

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "native/ptrace_registry.h"
+#include "model/procstat.h"
 #include "native/maps.h"
 #include "native/symbols.h"
 #include "native/unwind_tables.h"
@@ -364,14 +365,8 @@ static char thread_state(int pid, int tid, char *wchan, size_t wsize)
 {
     char path[96];
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
-    char *s = hdx_read_file(path, 4096, NULL);
-    char st = 0;
-    if (s) {
-        char *p = strrchr(s, ')');
-        if (p && p[1] == ' ')
-            st = p[2];
-        free(s);
-    }
+    hdx_stat stat;
+    char st = hdx_stat_read(path, &stat) == 0 ? stat.state : 0;
     if (wchan && wsize) {
         wchan[0] = 0;
         snprintf(path, sizeof path, "/proc/%d/task/%d/wchan", pid, tid);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "native/maps.h"
+#include "model/index.h"
 #include "model/util.h"
 
 /* From the C++ runtime (libstdc++), declared here to keep this file C. */
@@ -52,7 +53,7 @@ struct file_stat {
 
 /* A shared result: the address in a binary (less its load bias). */
 struct shared_entry {
-    uint64_t key; /* address in the binary + 1 (0: empty slot) */
+    uint64_t key; /* address in the binary + 1 */
     size_t file;  /* index in hdx_symcache.files */
     struct sym_result r;
 };
@@ -61,8 +62,9 @@ struct hdx_symcache {
     int lines; /* look up file:line (DWARF), or function names only */
     struct sym_file *files;
     size_t n_files;
-    struct shared_entry *tab; /* open addressing, cap a power of two */
-    size_t n_tab, cap_tab;
+    struct shared_entry *tab; /* in the order looked up */
+    size_t n_tab;
+    hdx_index tab_index; /* key ^ file << 48 -> index in tab */
     size_t lookups;
 };
 
@@ -80,8 +82,9 @@ struct hdx_symbolizer {
     Dwfl *dwfl;
     hdx_symcache *shared; /* borrowed, or NULL */
     struct proc_mod *mods;
-    struct sym_entry *cache; /* open addressing, cap a power of two */
-    size_t n_cache, cap_cache;
+    struct sym_entry *cache; /* in the order looked up */
+    size_t n_cache;
+    hdx_index cache_index; /* key -> index in cache */
     hdx_map *maps;  /* the target's mappings, read when a module's file is first looked for */
     size_t n_maps;
     int maps_read;
@@ -180,9 +183,10 @@ void hdx_symcache_free(hdx_symcache *c)
         free(c->files[i].id);
     }
     free(c->files);
-    for (size_t i = 0; i < c->cap_tab; i++)
+    for (size_t i = 0; i < c->n_tab; i++)
         result_clear(&c->tab[i].r);
     free(c->tab);
+    hdx_index_free(&c->tab_index);
     free(c);
 }
 
@@ -220,11 +224,7 @@ hdx_symbolizer *hdx_symbolizer_new(int pid)
     return hdx_symbolizer_new_shared(pid, NULL);
 }
 
-/* The name a person (and classify) expects: demangled, without the symbol
- * version ("clock_nanosleep@GLIBC_2.2.5") or GCC's LTO privatization suffix
- * ("time_sleep.lto_priv.0"). Other clone suffixes (.constprop, .isra, .cold)
- * stay: they tell a different body. */
-static char *clean_name(const char *name)
+char *hdx_symbol_clean_name(const char *name)
 {
     size_t len = strcspn(name, "@");
     const char *lto = strstr(name, ".lto_priv.");
@@ -248,7 +248,7 @@ static void resolve(Dwfl_Module *mod, Dwarf_Addr addr, int lines, struct sym_res
     GElf_Sym sym;
     const char *name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
     if (name && *name) {
-        r->function = clean_name(name);
+        r->function = hdx_symbol_clean_name(name);
         r->rc = 0;
     }
     Dwfl_Line *line = lines ? dwfl_module_getsrc(mod, addr) : NULL;
@@ -366,36 +366,14 @@ static struct proc_mod *module_of(hdx_symbolizer *s, Dwfl_Module *mod, void **us
     return pm;
 }
 
-static size_t slot_of(uint64_t key, size_t cap)
+/* The shared entry for (file, key), or NULL. */
+static struct shared_entry *shared_find(hdx_symcache *c, size_t file, uint64_t key)
 {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
-}
-
-/* The shared slot for (file, key): found, or a free one to fill; NULL when
- * the table cannot grow. */
-static struct shared_entry *shared_slot(hdx_symcache *c, size_t file, uint64_t key)
-{
-    if ((c->n_tab + 1) * 2 > c->cap_tab) {
-        size_t cap = c->cap_tab ? c->cap_tab * 2 : 1024;
-        struct shared_entry *t = calloc(cap, sizeof *t);
-        if (!t)
-            return NULL;
-        for (size_t i = 0; i < c->cap_tab; i++) {
-            if (!c->tab[i].key)
-                continue;
-            size_t j = slot_of(c->tab[i].key ^ ((uint64_t)c->tab[i].file << 48), cap);
-            while (t[j].key)
-                j = (j + 1) & (cap - 1);
-            t[j] = c->tab[i];
-        }
-        free(c->tab);
-        c->tab = t;
-        c->cap_tab = cap;
-    }
-    size_t j = slot_of(key ^ ((uint64_t)file << 48), c->cap_tab);
-    while (c->tab[j].key && (c->tab[j].key != key || c->tab[j].file != file))
-        j = (j + 1) & (c->cap_tab - 1);
-    return &c->tab[j];
+    size_t cur = 0, at;
+    while ((at = hdx_index_find(&c->tab_index, key ^ ((uint64_t)file << 48), &cur)) != HDX_INDEX_NONE)
+        if (c->tab[at].key == key && c->tab[at].file == file)
+            return &c->tab[at];
+    return NULL;
 }
 
 static int result_copy(struct sym_result *to, const struct sym_result *from)
@@ -410,23 +388,23 @@ static int result_copy(struct sym_result *to, const struct sym_result *from)
 /* Resolve the address faddr of binary file through the shared cache, into r. */
 static void resolve_shared(hdx_symcache *c, size_t file, uint64_t faddr, struct sym_result *r)
 {
-    struct shared_entry *e = shared_slot(c, file, faddr + 1);
-    if (e && e->key) {
+    struct shared_entry *e = shared_find(c, file, faddr + 1);
+    if (e) {
         result_copy(r, &e->r);
         return;
     }
     const struct sym_file *f = &c->files[file];
     c->lookups++;
     resolve(f->mod, faddr + f->bias, c->lines, r);
-    if (!e)
-        return;
-    if (result_copy(&e->r, r) < 0) {
-        result_clear(&e->r);
+    /* Kept when there is memory for it (the index reserved first: its insert cannot fail). */
+    struct shared_entry ne = {.key = faddr + 1, .file = file};
+    if (result_copy(&ne.r, r) < 0 || hdx_index_reserve(&c->tab_index, c->n_tab + 1) < 0 ||
+        !(e = hdx_append((void **)&c->tab, &c->n_tab, sizeof *e))) {
+        result_clear(&ne.r);
         return;
     }
-    e->key = faddr + 1;
-    e->file = file;
-    c->n_tab++;
+    *e = ne;
+    hdx_index_insert(&c->tab_index, ne.key ^ ((uint64_t)file << 48), c->n_tab - 1);
 }
 
 /* The lookup of addr in s's process, into e (strings owned by e). */
@@ -459,31 +437,20 @@ static void entry_clear(struct sym_entry *e)
     memset(e, 0, sizeof *e);
 }
 
-/* The cache slot for addr: found, or a free one to fill; NULL when the
- * cache cannot grow (the lookup then goes uncached). */
+/* The cache entry for key: found, or a new one (key 0) to fill; NULL when the cache cannot
+ * grow (the lookup then goes uncached). A new entry must be filled before the next call. */
 static struct sym_entry *cache_slot(hdx_symbolizer *s, uint64_t key)
 {
-    if ((s->n_cache + 1) * 2 > s->cap_cache) {
-        size_t cap = s->cap_cache ? s->cap_cache * 2 : 256;
-        struct sym_entry *c = calloc(cap, sizeof *c);
-        if (!c)
-            return NULL;
-        for (size_t i = 0; i < s->cap_cache; i++) {
-            if (!s->cache[i].key)
-                continue;
-            size_t j = slot_of(s->cache[i].key, cap);
-            while (c[j].key)
-                j = (j + 1) & (cap - 1);
-            c[j] = s->cache[i];
-        }
-        free(s->cache);
-        s->cache = c;
-        s->cap_cache = cap;
-    }
-    size_t j = slot_of(key, s->cap_cache);
-    while (s->cache[j].key && s->cache[j].key != key)
-        j = (j + 1) & (s->cap_cache - 1);
-    return &s->cache[j];
+    size_t cur = 0, at;
+    while ((at = hdx_index_find(&s->cache_index, key, &cur)) != HDX_INDEX_NONE)
+        if (s->cache[at].key == key)
+            return &s->cache[at];
+    struct sym_entry *e;
+    if (hdx_index_reserve(&s->cache_index, s->n_cache + 1) < 0 ||
+        !(e = hdx_append((void **)&s->cache, &s->n_cache, sizeof *e)))
+        return NULL;
+    hdx_index_insert(&s->cache_index, key, s->n_cache - 1); /* reserved: cannot fail */
+    return e;
 }
 
 int hdx_symbolize(hdx_symbolizer *s, hdx_frame *f, int is_return)
@@ -497,7 +464,6 @@ int hdx_symbolize(hdx_symbolizer *s, hdx_frame *f, int is_return)
     } else if (!e->key) {
         lookup(s, addr, e);
         e->key = addr + 1;
-        s->n_cache++;
     }
     if (e == &tmp)
         lookup(s, addr, e);
@@ -531,9 +497,10 @@ void hdx_symbolizer_free(hdx_symbolizer *s)
         free(s->mods);
         s->mods = next;
     }
-    for (size_t i = 0; i < s->cap_cache; i++)
+    for (size_t i = 0; i < s->n_cache; i++)
         entry_clear(&s->cache[i]);
     free(s->cache);
+    hdx_index_free(&s->cache_index);
     free(s);
 }
 

@@ -85,4 +85,13 @@ void hdx_symbolizer_free(hdx_symbolizer *s);
  */
 char *hdx_demangle(const char *name);
 
+/*
+ * The name a person (and classify) expects of an ELF symbol name: demangled (hdx_demangle),
+ * without the symbol version ("clock_nanosleep@GLIBC_2.2.5") or GCC's LTO privatization
+ * suffix ("time_sleep.lto_priv.0"). Other clone suffixes (.constprop, .isra, .cold) stay:
+ * they tell a different body. name must not be NULL. Heap string the caller frees; NULL
+ * only on ENOMEM.
+ */
+char *hdx_symbol_clean_name(const char *name);
+
 #endif

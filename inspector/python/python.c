@@ -13,6 +13,7 @@
 
 #include "native/stacks.h" /* hdx_proc_ns_pid */
 #include "python/pyimpl.h"
+#include "model/index.h"
 #include "model/util.h"
 
 /* The tid field of glibc's struct pthread (§4.1); scanned for when wrong. */
@@ -201,46 +202,32 @@ static int rd_bytes(hdx_pyproc *p, uint64_t obj, size_t max, uint8_t **out, size
 
 /* ------------------------------------------------------- address sets */
 
-/* An open-addressing set of target addresses, for cycle checks. */
+/* A set of target addresses, for cycle checks: the addresses and their hash index. */
 typedef struct addrset {
-    uint64_t *slot;
-    size_t cap, n;
+    uint64_t *addr;
+    size_t n;
+    hdx_index index; /* an address -> its place in addr */
 } addrset;
 
 static void addrset_free(addrset *s)
 {
-    free(s->slot);
+    free(s->addr);
+    hdx_index_free(&s->index);
     memset(s, 0, sizeof *s);
 }
 
 /* 1 when a was already there, 0 when added, -ENOMEM. */
 static int addrset_add(addrset *s, uint64_t a)
 {
-    if ((s->n + 1) * 2 > s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 64;
-        uint64_t *ns = calloc(cap, sizeof *ns);
-        if (!ns)
-            return -ENOMEM;
-        for (size_t i = 0; i < s->cap; i++) {
-            if (!s->slot[i])
-                continue;
-            size_t h = (size_t)((s->slot[i] >> 3) * 0x9e3779b97f4a7c15ULL) & (cap - 1);
-            while (ns[h])
-                h = (h + 1) & (cap - 1);
-            ns[h] = s->slot[i];
-        }
-        free(s->slot);
-        s->slot = ns;
-        s->cap = cap;
-    }
-    size_t h = (size_t)((a >> 3) * 0x9e3779b97f4a7c15ULL) & (s->cap - 1);
-    while (s->slot[h]) {
-        if (s->slot[h] == a)
+    size_t cur = 0, at;
+    while ((at = hdx_index_find(&s->index, a, &cur)) != HDX_INDEX_NONE)
+        if (s->addr[at] == a)
             return 1;
-        h = (h + 1) & (s->cap - 1);
-    }
-    s->slot[h] = a;
-    s->n++;
+    uint64_t *e;
+    if (hdx_index_reserve(&s->index, s->n + 1) < 0 || !(e = hdx_append((void **)&s->addr, &s->n, sizeof *e)))
+        return -ENOMEM;
+    *e = a;
+    hdx_index_insert(&s->index, a, s->n - 1); /* reserved: cannot fail */
     return 0;
 }
 

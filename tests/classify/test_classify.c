@@ -11,17 +11,7 @@
 #include "classify/groups.h"
 #include "model/evidence.h"
 #include "report/report.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__,     \
-                    __func__, #cond);                                                \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
+#include "../check.h"
 
 /* A process with one thread in the given syscall and state. */
 static hdx_process *proc(hdx_evidence *ev, int pid, int ppid, int rank, const char *exe, char state,

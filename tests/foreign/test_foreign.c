@@ -12,15 +12,8 @@
 
 #include "model/evidence.h"
 #include "formats/foreign.h"
+#include "../check.h"
 
-static int failures;
-#define CHECK(c)                                                                                                      \
-    do {                                                                                                              \
-        if (!(c)) {                                                                                                   \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                                     \
-            failures++;                                                                                               \
-        }                                                                                                             \
-    } while (0)
 static int same(const char *a, const char *b)
 {
     return a && b && !strcmp(a, b);

@@ -14,18 +14,7 @@
 
 #include "model/evidence.h"
 #include "model/util.h"
-
-static int live_failures;
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);    \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            live_failures++;                                                   \
-        }                                                                      \
-    } while (0)
+#include "../check.h"
 
 struct live_proc {
     pid_t pid;

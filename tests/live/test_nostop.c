@@ -241,7 +241,7 @@ static void check_waiting(const char *target)
     struct live_proc lp;
     int tids[5];
     if (start_target(&lp, target, "wait", tids) < 0) {
-        live_failures++;
+        failures++;
         return;
     }
     hdx_evidence *ev = NULL;
@@ -309,7 +309,7 @@ static void check_busy(const char *target)
     struct live_proc lp;
     int tids[5], rc = 0, stopped = 0;
     if (start_target(&lp, target, "busy", tids) < 0) {
-        live_failures++;
+        failures++;
         return;
     }
     hdx_evidence *ev = NULL;
@@ -350,9 +350,9 @@ int main(int argc, char **argv)
         check_waiting(argv[i]);
     check_busy(argv[1]);
     hdx_stacks_forget();
-    if (live_failures)
-        fprintf(stderr, "%d failure(s)\n", live_failures);
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
     else
         fprintf(stderr, "ok\n");
-    return live_failures ? 1 : 0;
+    return failures ? 1 : 0;
 }

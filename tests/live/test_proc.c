@@ -185,9 +185,9 @@ int main(int argc, char **argv)
     /* the process is gone now */
     CHECK(hdx_proc_sample(p) == -ESRCH && p->alive == 0, "sample after exit");
     hdx_evidence_free(ev);
-    if (live_failures)
-        fprintf(stderr, "%d failure(s)\n", live_failures);
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
     else
         fprintf(stderr, "ok\n");
-    return live_failures ? 1 : 0;
+    return failures ? 1 : 0;
 }

@@ -231,9 +231,9 @@ int main(int argc, char **argv)
     rmdir(dir);
     free(lock0);
     free(lock1);
-    if (live_failures)
-        fprintf(stderr, "%d failure(s)\n", live_failures);
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
     else
         fprintf(stderr, "ok\n");
-    return live_failures ? 1 : 0;
+    return failures ? 1 : 0;
 }

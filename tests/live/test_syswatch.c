@@ -161,10 +161,10 @@ int main(int argc, char **argv)
     live_kill(&lp);
     rmdir(dir);
     free(want);
-    if (live_failures)
-        fprintf(stderr, "%d failure(s)\n", live_failures);
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
     else
         fprintf(stderr, "ok\n");
     hdx_stacks_forget();
-    return live_failures ? 1 : 0;
+    return failures ? 1 : 0;
 }

@@ -150,9 +150,9 @@ int main(int argc, char **argv)
     } else {
         fprintf(stderr, "skip: no Python interpreter given or found: the python3 process is not checked\n");
     }
-    if (live_failures)
-        fprintf(stderr, "%d failure(s)\n", live_failures);
+    if (failures)
+        fprintf(stderr, "%d failure(s)\n", failures);
     else
         fprintf(stderr, "ok\n");
-    return live_failures ? 1 : 0;
+    return failures ? 1 : 0;
 }

@@ -24,18 +24,7 @@
 
 #include "python/pyimpl.h"
 #include "pyinterps.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                          \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                           \
-            printf(__VA_ARGS__);                                                                  \
-            printf("\n");                                                                         \
-            failures++;                                                                           \
-        }                                                                                         \
-    } while (0)
+#include "../check.h"
 
 /* ---------------------------------------------------------- line tables */
 

@@ -16,16 +16,7 @@
 #include "model/evidence.h"
 #include "report/report.h"
 #include "formats/snapshot.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                                                \
-    do {                                                                                                           \
-        if (!(cond)) {                                                                                             \
-            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, __func__, #cond);                \
-            failures++;                                                                                            \
-        }                                                                                                          \
-    } while (0)
+#include "../check.h"
 
 static char *sdup(const char *s)
 {
