@@ -1,7 +1,7 @@
 /*
  * hangdx.report/1 — schema names, hang classes and exit codes that the
  * inspector's commands, its tests and any reader of its JSON agree on.
- * The report layout itself is described in design.md ("Formats").
+ * The report layout itself is described in docs/design.md ("Formats").
  */
 #ifndef HANGDX_REPORT_H
 #define HANGDX_REPORT_H
@@ -10,7 +10,7 @@
 #define HDX_SNAPSHOT_SCHEMA "hangdx.snapshot/2"    /* what hangdx snapshot writes (inspector/snapshot.h) */
 #define HDX_SNAPSHOT_SCHEMA_V1 "hangdx.snapshot/1" /* the earlier format, still read */
 
-/* Exit codes of every hangdx command (design.md, "Exit status"). */
+/* Exit codes of every hangdx command (docs/design.md, "Exit status"). */
 #define HDX_EXIT_OK 0       /* a report was produced, whatever the verdict */
 #define HDX_EXIT_PARTIAL 1  /* some processes could not be read */
 #define HDX_EXIT_FAILURE 2  /* nothing useful could be produced */

@@ -123,7 +123,7 @@
 #define HDX_EV_STOPPED "stopped"
 
 /*
- * The environment variables that may leave the host (design.md, "what leaves
+ * The environment variables that may leave the host (docs/design.md, "what leaves
  * the host"): the only ones a trace header, a snapshot or a report carries.
  * A NULL-terminated initializer list.
  */

@@ -1,5 +1,5 @@
 /*
- * The classifier. Rules, in order (design.md "The hang classes"); the root
+ * The classifier. Rules, in order (docs/design.md "The hang classes"); the root
  * cause wins, so what others wait on is decided before the waiting:
  *  1. a lock that processes wait on: stale → build_lock; held by a process
  *     whose build is stuck → compile_stall; held by a process that is itself

@@ -1,7 +1,7 @@
 /*
  * The distributed rules: rendezvous_wait, p2p_mismatch and collective_wait,
  * over the rank processes' key threads (groups.h) and their waits (waits.h).
- * culprit_ranks follow design.md: the missing ranks; the ranks on a
+ * culprit_ranks follow docs/design.md: the missing ranks; the ranks on a
  * waits-for cycle or the peer that never answers; the ranks absent from the
  * collective or in another one.
  */

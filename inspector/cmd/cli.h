@@ -30,7 +30,7 @@ typedef struct hdx_cli_capture {
     const char *slurm_job;  /* its id (argv or SLURM_JOB_ID), once hdx_cli_capture_pids ran */
 } hdx_cli_capture;
 
-/* The defaults of design.md ("The command line"). */
+/* The defaults of docs/design.md ("The command line"). */
 void hdx_cli_capture_init(hdx_cli_capture *o);
 void hdx_cli_capture_clear(hdx_cli_capture *o);
 

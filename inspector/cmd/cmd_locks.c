@@ -244,7 +244,7 @@ static void print_text(const hdx_lock *l, const hdx_lock_judgement *j, int delet
     printf("\n");
 }
 
-/* The lock object of design.md "Formats", with what this command adds. */
+/* The lock object of docs/design.md "Formats", with what this command adds. */
 static cJSON *lock_json(const hdx_lock *l, const hdx_lock_judgement *j, int deleted)
 {
     cJSON *o = hdx_snapshot_lock_json(l, j);

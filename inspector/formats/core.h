@@ -1,12 +1,12 @@
 /*
- * ELF core files of hung ranks (issue 5): a gcore or kernel core becomes one
+ * ELF core files of hung ranks: a gcore or kernel core becomes one
  * hdx_process of the evidence, with the same stacks, native and Python, that
  * a live `hangdx dump` of that process would have shown.
  *
  * Native stacks come from elfutils libdwfl (dwfl_core_file_report,
  * dwfl_core_file_attach, dwfl_getthread_frames), which follows build ids and
  * .gnu_debuglink into /usr/lib/debug; libunwind's _UCD_* is not used, its
- * released versions misread file offsets (reference/python-internals.md §5).
+ * released versions misread file offsets (docs/python-frames.md "Core files").
  *
  * Python frames are read out of the core's memory through an hdx_pymem
  * backend: PT_LOAD segments up to p_filesz, and for pages the core lacks

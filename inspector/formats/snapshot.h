@@ -1,5 +1,5 @@
 /*
- * hangdx.snapshot/2: the evidence of one host on disk (design.md "Formats"),
+ * hangdx.snapshot/2: the evidence of one host on disk (docs/design.md "Formats"),
  * written by `hangdx snapshot` and read back by `hangdx analyze`, which also
  * reads hangdx.snapshot/1 (the earlier format: users' saved files) and
  * hangdx.report/1 objects through the same loader (their processes and locks

@@ -20,7 +20,7 @@
 enum hdx_frame_kind { HDX_FRAME_NATIVE = 0, HDX_FRAME_PYTHON = 1 };
 
 /* A Python local variable: ints, floats, bools, None and short strings in
- * full; other objects by their type name (design.md frame "locals"). */
+ * full; other objects by their type name (docs/design.md frame "locals"). */
 enum hdx_value_kind { HDX_VAL_NONE, HDX_VAL_BOOL, HDX_VAL_INT, HDX_VAL_FLOAT, HDX_VAL_STR, HDX_VAL_OTHER };
 typedef struct hdx_local {
     char *name;
@@ -395,7 +395,7 @@ const hdx_frame *hdx_thread_find_python(const hdx_thread *t, const char *functio
                                         size_t *from);
 
 /*
- * The Python frames of a FileBaton wait (a build_lock, design.md "The hang classes"), for
+ * The Python frames of a FileBaton wait (a build_lock, docs/design.md "The hang classes"), for
  * hdx_thread_find_python: torch.utils.file_baton.FileBaton.wait polls for the build directory's "lock" file to go away,
  * called from torch.utils.cpp_extension._jit_compile, whose local build_directory names it.
  * HDX_FILEBATON_WAIT is also the name of the wait (waits.c's op, a lock waiter's how).

@@ -1,6 +1,6 @@
 /*
  * Small cJSON constructors shared by every JSON writer (report, snapshot,
- * locks): unknown values become null, never left out (design.md "Formats").
+ * locks): unknown values become null, never left out (docs/design.md "Formats").
  * Each returns a new item the caller adds to a tree (cJSON frees it with
  * the tree), or NULL on ENOMEM.
  */
@@ -23,10 +23,10 @@ struct cJSON *hdx_json_hex(uint64_t v);      /* "0x1f" */
  * `nanos` ("2026-11-29T18:40:27.000123456Z") else whole seconds; HDX_UNKNOWN → null. */
 struct cJSON *hdx_json_time(int64_t ns, int nanos);
 
-/* A frame as design.md's `frame` object ("kind", "function", "file", "line",
+/* A frame as docs/design.md's `frame` object ("kind", "function", "file", "line",
  * "module", "offset", "pc", "locals"). */
 struct cJSON *hdx_json_frame(const hdx_frame *f);
-/* A frame's "locals": an object {name: value} (values as design.md's frame; an int
+/* A frame's "locals": an object {name: value} (values as docs/design.md's frame; an int
  * beyond ±2^53 as {"int": "digits"}, a float a JSON number would not give back as
  * {"float": "repr"}, another object as {"type": name}), or null when f has none. */
 struct cJSON *hdx_json_locals(const hdx_frame *f);

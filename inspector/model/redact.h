@@ -1,5 +1,5 @@
 /*
- * Environment values stay on this host (design.md, "what leaves the host"):
+ * Environment values stay on this host (docs/design.md, "what leaves the host"):
  * a process's environment is read only for the names of HDX_TRACE_ENV_NAMES,
  * but the value of any other variable can still sit in a Python local
  * (token = os.environ["HF_TOKEN"]) or in the command line. This module

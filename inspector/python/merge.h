@@ -1,6 +1,6 @@
 /*
  * Merging a thread's native and Python stacks, as py-spy's native mode and
- * pystack do (reference/python-internals.md §4.2): each native activation of
+ * pystack do (docs/python-frames.md "Merging native and Python stacks"): each native activation of
  * the eval loop is replaced by the Python frames it runs.
  */
 #ifndef HDX_MERGE_H

@@ -1,7 +1,7 @@
 /*
  * Finding CPython's _PyRuntime in the target's mapped ELF files with libelf
- * (reference §1.1, §1.2), and the version helpers that need no target
- * memory (§1.3).
+ * (docs/python-frames.md "Where _PyRuntime is", "Load bias"), and the version helpers that need no target
+ * memory (docs/python-frames.md "The version").
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -13,13 +13,13 @@
 /* An offset that does not exist in this version. */
 #define HDX_PYOFF_NONE (-1)
 
-/* How a frame is laid out and linked (§2.1). */
+/* How a frame is laid out and linked (docs/python-frames.md "The frame chain"). */
 enum hdx_pyframe_kind {
     HDX_PYF_FRAMEOBJ = 0, /* 3.8–3.10: PyFrameObject, f_back */
     HDX_PYF_IFRAME,       /* 3.11+: _PyInterpreterFrame, previous */
 };
 
-/* Line-table format (§2.3). */
+/* Line-table format (docs/python-frames.md "Line numbers"). */
 enum hdx_pylines_kind {
     HDX_PYL_LNOTAB = 0, /* 3.8–3.9, f_lasti in bytes */
     HDX_PYL_LINETABLE310, /* 3.10, f_lasti in code units */
@@ -58,7 +58,8 @@ typedef struct hdx_pyoffs {
     int fo_back, fo_code, fo_lasti, fo_localsplus;
     /* _PyInterpreterFrame (3.11+) */
     int if_previous, if_code, if_instr, if_is_entry, if_owner, if_localsplus;
-    int instr_is_prev;     /* 3.11/3.12 prev_instr; 3.13+ instr_ptr (same arithmetic, §2.3) */
+    int instr_is_prev;     /* 3.11/3.12 prev_instr; 3.13+ instr_ptr (same arithmetic,
+                              docs/python-frames.md "Line numbers") */
     int owner_shim_lo, owner_shim_hi; /* owners to skip (3..3 in 3.12/3.13, 3..4 in 3.14); -1 none */
     uint64_t tag_mask;     /* ~3 for 3.14 _PyStackRef (f_executable, localsplus), else ~0 */
 
@@ -130,11 +131,11 @@ struct hdx_pyproc {
  *                      read page by page;
  *  hdx_pyrd_type_name  the tp_name of obj's type into buf (max bytes, cut),
  *                      and the type's address into *type (may be NULL);
- *  hdx_pyrd_str        a str object as UTF-8 (§2.4): compact ASCII, compact
+ *  hdx_pyrd_str        a str object as UTF-8 (docs/python-frames.md "Strings"): compact ASCII, compact
  *                      latin-1/UCS2/UCS4 and legacy strings; at most max code
  *                      points, *full (may be NULL) says whether that was all;
  *                      *out heap (caller frees); -EINVAL not a plausible str;
- *  hdx_pyrd_long       an int (§6b) that fits a long long; -ERANGE when not;
+ *  hdx_pyrd_long       an int (docs/python-frames.md "Locals") that fits a long long; -ERANGE when not;
  *  hdx_pyrd_value      a local-like value of obj into l (kind, i, f, s, addr),
  *                      as python.c's locals are read; l->s heap; -ENOMEM only.
  */
@@ -199,7 +200,7 @@ const hdx_pyoffs *hdx_pyoffs_static(int minor);
 
 /*
  * Fill *o from a copy of the target's _Py_DebugOffsets (len bytes from the
- * start of _PyRuntime), for 3.13 and 3.14, validating as §3.1 says: cookie,
+ * start of _PyRuntime), for 3.13 and 3.14, validating as docs/python-frames.md "Debug offsets" says: cookie,
  * major/minor, not free-threaded, every size < 1 MiB, every used field
  * + width <= its struct's size. Returns 0, -ENOTSUP (unknown minor,
  * free-threaded) or -EINVAL (invalid), with *why (static) saying what.
@@ -220,7 +221,7 @@ typedef struct hdx_pyfound {
 
 /*
  * Look through the mappings for an ELF whose base name contains "python"
- * and that defines _PyRuntime (§1.1, §1.2), each file opened as
+ * and that defines _PyRuntime (docs/python-frames.md "Where _PyRuntime is", "Load bias"), each file opened as
  * hdx_map_file(pid, root, ...) finds it (pid <= 0: a core). Returns 0, -ENOENT
  * when none, or -ENOMEM. f->path is heap (caller frees).
  */

@@ -1,5 +1,5 @@
 /*
- * The three line-table formats of CPython 3.8–3.14 (reference §2.3). Pure
+ * The three line-table formats of CPython 3.8–3.14 (docs/python-frames.md "Line numbers"). Pure
  * functions on a copy of the table: no target memory is touched here.
  */
 #include "python/python.h"

@@ -1,7 +1,7 @@
 /*
  * Memory backends of the Python frame reader.
  * Live: process_vm_readv(2), with pread(2) on /proc/PID/mem as the fallback
- * when process_vm_readv is missing or filtered (reference §6, Permissions).
+ * when process_vm_readv is missing or filtered (docs/python-frames.md "Permissions").
  */
 #include <ctype.h>
 #include <errno.h>

@@ -1,8 +1,8 @@
 /*
- * One table of CPython offsets per version (reference §2.2, §6b), chosen
+ * One table of CPython offsets per version (docs/python-frames.md "Offsets", "Locals"), chosen
  * once at attach time and read through hdx_pyoffs: static tables for
  * 3.8–3.12, and for 3.13+ a table filled from the target's own
- * _Py_DebugOffsets (§3.1), validated first.
+ * _Py_DebugOffsets (docs/python-frames.md "Debug offsets"), validated first.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -11,7 +11,7 @@
 #include "python/pyimpl.h"
 
 /* gilstate.tstate_current comes after the GIL's pthread_mutex_t, which is
- * 40 bytes on x86-64 glibc and 48 on aarch64 (§2.2); every other offset is
+ * 40 bytes on x86-64 glibc and 48 on aarch64 (docs/python-frames.md "Offsets"); every other offset is
  * the same on both. */
 #if defined(__aarch64__)
 #define GIL_TSTATE_38 1384
@@ -129,7 +129,7 @@ const hdx_pyoffs *hdx_pyoffs_static(int minor)
 
 /*
  * Positions inside _Py_DebugOffsets (every member a uint64_t but the cookie),
- * per minor version: 3.13 (584 bytes) and 3.14 (760 bytes), §3.1. Each used
+ * per minor version: 3.13 (584 bytes) and 3.14 (760 bytes), docs/python-frames.md "Debug offsets". Each used
  * field names the position of its value, of its group's size, and the width
  * of the field in the target struct, for the "field + width <= size" check.
  */
@@ -271,7 +271,7 @@ int hdx_pyoffs_from_debug(const uint8_t *buf, size_t len, hdx_pyoffs *o, const c
         return -EINVAL;
     }
 
-    /* What the debug offsets do not say stays per version (§3.1). */
+    /* What the debug offsets do not say stays per version (docs/python-frames.md "Debug offsets"). */
     o->version = version;
     o->rt_gil_tstate = N;
     o->is_gil_ptr = N; /* locked/holder are relative to the interpreter state (its _gil) */

@@ -16,7 +16,7 @@
 #include "model/index.h"
 #include "model/util.h"
 
-/* The tid field of glibc's struct pthread (§4.1); scanned for when wrong. */
+/* The tid field of glibc's struct pthread (docs/python-frames.md "Thread ids"); scanned for when wrong. */
 #if defined(__aarch64__)
 #define PTHREAD_TID_OFFSET 0xd0
 #else
@@ -383,7 +383,7 @@ static uint64_t tuple_size(hdx_pyproc *p, uint64_t tuple)
     return size;
 }
 
-/* Load the slot names and kinds of a code object (§6b). */
+/* Load the slot names and kinds of a code object (docs/python-frames.md "Locals"). */
 static int code_load_locals(hdx_pyproc *p, code_info *c)
 {
     if (c->locals_state)
@@ -742,7 +742,7 @@ static int host_tid(walk_ctx *w, int tid)
 /*
  * ≤3.10: the TID from glibc's struct pthread at thread_id. The default offset
  * first; when it fails for a thread, once per process, scan each thread's
- * struct for an offset whose value is a live TID for every thread (§4.1).
+ * struct for an offset whose value is a live TID for every thread (docs/python-frames.md "Thread ids").
  */
 static void resolve_pthread_tids(walk_ctx *w, hdx_py_sample *s)
 {
@@ -973,7 +973,7 @@ static int set_spans(hdx_pyproc *p)
 }
 
 /* Scan the image's writable data and the anonymous mappings after it for
- * the Py_GetVersion() string (§1.3, 3.8–3.10 with an unusual file name). */
+ * the Py_GetVersion() string (docs/python-frames.md "The version", 3.8–3.10 with an unusual file name). */
 static int version_from_data(hdx_pyproc *p, const hdx_map *maps, size_t n)
 {
     size_t budget = 64u << 20;
@@ -1043,7 +1043,7 @@ hdx_pyproc *hdx_py_attach_mem(int pid, hdx_pymem *mem, const hdx_map *maps, size
         return fail(p, err, -rc, "cannot read _PyRuntime at %#llx in process %d (%s): %s",
                     (unsigned long long)p->runtime, pid, p->binary, strerror(-rc));
 
-    /* The version, without running anything (§1.3). */
+    /* The version, without running anything (docs/python-frames.md "The version"). */
     int cookie = !memcmp(head, "xdebugpy", 8);
     if (cookie) {
         uint64_t hex;

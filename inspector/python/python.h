@@ -4,8 +4,8 @@
  * anything in the target and without stopping it.
  *
  * The facts behind every offset and rule are in
- * shared/reference/python-internals.md; the comments below cite its sections
- * (§) and the CPython sources they come from.
+ * docs/python-frames.md; the comments below cite its headings
+ * and the CPython sources they come from.
  *
  * How it fits together:
  *   hdx_pymem      a memory backend (live: process_vm_readv, /proc/PID/mem
@@ -73,16 +73,16 @@ typedef struct hdx_pyproc hdx_pyproc;
  * Find the Python interpreter of a live process and its version, reading
  * only (nothing runs in the target, nothing is stopped).
  *
- * Discovery (§1): every mapped ELF whose base name contains "python" is
- * opened as /proc/PID/root/<path> (so that containers resolve; a trailing
- * " (deleted)" is stripped) and searched for `_PyRuntime` in .dynsym, then
+ * Discovery (docs/python-frames.md "Finding the interpreter"): every mapped ELF whose
+ * base name contains "python" is opened as /proc/PID/root/<path> (so that containers
+ * resolve; a trailing " (deleted)" is stripped) and searched for `_PyRuntime` in .dynsym, then
  * .symtab, then for the `.PyRuntime` section (CPython Python/pylifecycle.c,
  * Include/internal/pycore_runtime.h). The load bias is the start of the
  * mapping at file offset 0 minus the first PT_LOAD's p_vaddr rounded down to
- * its p_align (§1.2). This covers static non-PIE binaries (Debian's
+ * its p_align (docs/python-frames.md "Load bias"). This covers static non-PIE binaries (Debian's
  * /usr/bin/python3.11) and shared PIE builds (libpython3.X.so).
  *
- * Version (§1.3), first that answers: the `_Py_DebugOffsets` cookie
+ * Version (docs/python-frames.md "The version"), first that answers: the `_Py_DebugOffsets` cookie
  * "xdebugpy" and version at _PyRuntime (3.13+); the `Py_Version` symbol
  * (3.11+); the file name (libpython3.X…, python3.X); a scan of the image's
  * writable data for the Py_GetVersion() string ("3.8.18 (default, …").
@@ -102,7 +102,7 @@ typedef struct hdx_pyproc hdx_pyproc;
 hdx_pyproc *hdx_py_attach(int pid, char **err);
 
 /*
- * The same on given parts, for other backends (a core file, issue 5):
+ * The same on given parts, for other backends (a core file, formats/core.h):
  * mem (ownership moves to the handle, also on failure), the target's
  * mappings (copied), and root, the prefix under which the mapped paths are
  * opened ("/proc/PID/root" live; "" or a sysroot for a core). pid > 0 means a
@@ -133,7 +133,7 @@ uint64_t hdx_py_runtime_addr(const hdx_pyproc *p);
 /* -------------------------------------------------------------- reading */
 
 /* Flags of hdx_py_read(). */
-#define HDX_PY_LOCALS 1u /* also read each frame's local variables (§6b) */
+#define HDX_PY_LOCALS 1u /* also read each frame's local variables (docs/python-frames.md "Locals") */
 
 /* Limits: deeper stacks and longer lists are cut and marked partial. */
 #define HDX_PY_MAX_FRAMES 4096
@@ -146,13 +146,14 @@ uint64_t hdx_py_runtime_addr(const hdx_pyproc *p);
 /* One Python thread state. */
 typedef struct hdx_py_thread {
     int tid;            /* kernel TID in hangdx's PID namespace, or HDX_UNKNOWN
-                           (§4.1: 3.11+ native_thread_id; ≤3.10 the glibc
+                           (docs/python-frames.md "Thread ids": 3.11+ native_thread_id; ≤3.10 the glibc
                            struct pthread's tid field, checked against
                            /proc/PID/task) */
     uint64_t thread_id; /* pthread_self() of the thread (PyThreadState.thread_id) */
     uint64_t tstate;    /* address of its PyThreadState in the target */
     int64_t interp_id;  /* PyInterpreterState.id (0 for the main interpreter) */
-    int holds_gil;      /* 1 holds the GIL, 0 does not, HDX_UNKNOWN (§6 GIL holder) */
+    int holds_gil;      /* 1 holds the GIL, 0 does not, HDX_UNKNOWN
+                           (docs/python-frames.md "The GIL holder") */
     /* Frames innermost first: kind HDX_FRAME_PYTHON, function (co_qualname
      * from 3.11, co_name before), file (co_filename), line (0 unknown), and
      * locals with HDX_PY_LOCALS. Heap array (hdx_frames_free() releases it);
@@ -163,8 +164,9 @@ typedef struct hdx_py_thread {
     /* is_entry[i] != 0: frames[i] is the first (outermost) Python frame of
      * one _PyEval_EvalFrameDefault activation — 3.8–3.10 every frame; 3.11
      * _PyInterpreterFrame.is_entry; 3.12+ the frame whose previous frame is a
-     * shim (owner FRAME_OWNED_BY_CSTACK, §2.1, §4.2). n_frames entries, heap;
-     * may be taken over like frames. */
+     * shim (owner FRAME_OWNED_BY_CSTACK, docs/python-frames.md "The frame chain",
+     * "Merging native and Python stacks"). n_frames entries, heap; may be taken over
+     * like frames. */
     unsigned char *is_entry;
     int partial;        /* 0: the whole stack was read; else a negative errno
                            telling why it stops early: -EFAULT/-ESRCH torn read
@@ -293,7 +295,7 @@ void hdx_py_pgroups_clear(hdx_py_pgroups *g);
  */
 int hdx_sample_pgroups(hdx_pyproc *py, hdx_process *p, hdx_evidence *ev);
 
-/* ------------------------------------------------- line tables (§2.3) */
+/* ------------------------------------------------- line tables (docs/python-frames.md "Line numbers") */
 
 /*
  * The source line of one instruction, from a code object's line table; 0 when

@@ -1,4 +1,4 @@
-"""The inspector against hostile timing and permissions (issue 7).
+"""The inspector against hostile timing and permissions.
 
     HANGDX=build/bin/hangdx HOSTILE_TARGET=build/tests/bin/hostile_target \
         /usr/bin/python3 tests/hostile/test_hostile.py CASE

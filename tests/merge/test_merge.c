@@ -1,5 +1,5 @@
-/* Merging native and Python stacks: the rule of reference §4.2, on stacks
- * shaped like Debian python3.11's. */
+/* Merging native and Python stacks: the rule of docs/python-frames.md "Merging native and
+ * Python stacks", on stacks shaped like Debian python3.11's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

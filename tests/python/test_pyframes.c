@@ -213,7 +213,7 @@ static int check_sample(const hdx_py_sample *s, int minor, const tids *ids, int 
         check_frames(b, "busy", minor, bw, 4))
         return -1;
 
-    /* Locals (§6b): every kind of value the reader decodes. */
+    /* Locals (docs/python-frames.md "Locals"): every kind of value the reader decodes. */
     const hdx_frame *lf = &w->frames[2];
     if (want_int(lf, "x", 42, HDX_VAL_INT) || want_str(lf, "name", HDX_VAL_STR, "hello") ||
         want_int(lf, "flag", 1, HDX_VAL_BOOL) || want_str(lf, "items", HDX_VAL_OTHER, "list") ||
@@ -462,7 +462,7 @@ static int test_interp(const pyinterp *py)
     if (test_chaos(py, pid))
         goto out;
 
-    /* The Py_GetVersion() string scan (§1.3), the fallback for 3.8–3.10
+    /* The Py_GetVersion() string scan (docs/python-frames.md "The version"), the fallback for 3.8–3.10
      * binaries with unusual names, on every interpreter. */
     hdx_map *maps;
     size_t nmaps;

@@ -4,7 +4,7 @@
  *    CPython >= 3.8 here, against CPython's own answer (lines_dump.py);
  *  - random tables (no crash, no read past the end);
  *  - _Py_DebugOffsets parsing on the .PyRuntime section of libpython3.13
- *    (the values of reference §2.2), a synthetic 3.14 blob, and rejection of
+ *    (the values of docs/python-frames.md "Offsets"), a synthetic 3.14 blob, and rejection of
  *    damaged ones;
  *  - version detection from file names and Py_GetVersion() strings.
  *
@@ -195,7 +195,7 @@ static void test_debug_offsets(const pyinterp *py, size_t n)
         } else {
             int rc = hdx_pyoffs_from_debug(buf, got, &o, &why);
             CHECK(rc == 0, "3.13 debug offsets rejected: %s", why);
-            /* Reference §2.2, 3.13 column, and §3.1. */
+            /* docs/python-frames.md "Offsets", 3.13 column, and docs/python-frames.md "Debug offsets". */
             CHECK(o.version == 0x030d, "version %#x", o.version);
             CHECK(o.rt_interp_head == 632 && o.rt_finalizing == 608, "runtime %d %d", o.rt_interp_head, o.rt_finalizing);
             CHECK(o.is_next == 7264 && o.is_threads_head == 7344 && o.is_id == 7272, "interp %d %d %d",
@@ -237,7 +237,7 @@ static void test_debug_offsets(const pyinterp *py, size_t n)
     }
 
     /* A synthetic 3.14 blob: every group's size 4096, every field a distinct
-     * value; each must land in its member (positions from reference §3.1). */
+     * value; each must land in its member (positions from docs/python-frames.md "Debug offsets"). */
     memset(buf, 0, sizeof buf);
     memcpy(buf, "xdebugpy", 8);
     put(buf, 8, 0x030e00f0);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""hangdx run --hang-timeout on real jobs (issue 6).
+"""hangdx run --hang-timeout on real jobs.
 
 usage: test_watch.py CASE
   lock_report   a cpp_extension.load on a build directory with a stale lock: DIR/report.json

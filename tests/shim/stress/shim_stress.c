@@ -1,5 +1,5 @@
 /*
- * Stress programs for the preload shim (issue 7). Each mode does real work
+ * Stress programs for the preload shim. Each mode does real work
  * with the calls the shim wraps and prints a deterministic result: what it
  * read back, checksums, counts, its children's exit statuses, in a fixed
  * order. stress_test.py runs each mode with and without the shim and compares

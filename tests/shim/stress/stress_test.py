@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The shim under stress (issue 7): stress_test.py CASE SHIM_STRESS SHIM_HELPER.
+"""The shim under stress: stress_test.py CASE SHIM_STRESS SHIM_HELPER.
 
 Each case runs real programs (shim_stress.c, subproc.py, shim_helper.c) once without the shim
 and once with it, each in a fresh directory, and requires the same exit status, stdout and
