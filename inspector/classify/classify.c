@@ -330,6 +330,13 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, const hdx_lo
                  "release it",
                  waiters, kept_waiters(ev, l) == 1 ? "s" : "", site, l->path, creator))
         return -ENOMEM;
+    if (l->foreign) /* a gone container's path: a namesake here is not its lock */
+        return hdx_cls_set_text(&v->remedy,
+                        "the lock is a path of the container of mount namespace %llu, whose processes are all gone, "
+                        "and not this host's: in that container's file system (its image's writable layer, or the "
+                        "volume it had mounted there), delete %s, then relaunch; never a file of that name on this "
+                        "host",
+                        (unsigned long long)l->mnt_ns, l->path);
     return hdx_cls_set_text(&v->remedy,
                     "stop the ranks that wait on it first (a waiter that wakes up loads a half-built module), and "
                     "check that no build runs on any node that shares this directory (processes left from a killed "

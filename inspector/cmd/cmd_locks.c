@@ -234,6 +234,9 @@ static void print_text(const hdx_lock *l, const hdx_lock_judgement *j, int delet
     format_age(l->mtime_ns, age, sizeof age);
     printf("%-5s  %-5s  ", hdx_lock_state_name(j->state), hdx_lock_kind_name(j->kind));
     hdx_report_put_text(stdout, l->path);
+    if (l->foreign)
+        printf(" (in the container of mount namespace %llu, whose processes are all gone: not found here)",
+               (unsigned long long)l->mnt_ns);
     printf("  %s, %s%s", who, age, deleted ? "  [deleted]" : "");
     int first = 0;
     size_t live = live_waiters(l, &first);

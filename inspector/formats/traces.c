@@ -642,9 +642,9 @@ static int host_pid_in_ns(const hdx_trace_host *h, uint64_t pid_ns, int nspid, u
     return h && h->pid_in_ns ? h->pid_in_ns(pid_ns, nspid, start_ticks, h->ctx) : 0;
 }
 
-static int host_in_mnt_ns(const hdx_trace_host *h, uint64_t mnt_ns)
+static int host_in_mnt_ns(const hdx_trace_host *h, uint64_t mnt_ns, uint64_t before_ticks)
 {
-    return h && h->in_mnt_ns ? h->in_mnt_ns(mnt_ns, h->ctx) : 0;
+    return h && h->in_mnt_ns ? h->in_mnt_ns(mnt_ns, before_ticks, h->ctx) : 0;
 }
 
 static int host_alive(const hdx_trace_host *h, int pid, uint64_t start_ticks)
@@ -673,9 +673,10 @@ static char *host_path_here(const hdx_trace_host *h, int pid, const char *path, 
 }
 
 /* Paths of a foreign mount namespace: through a live process of it, exactly
- * (hdx_trace_host's path_here); and by the trace directory seen from both sides (exact when
- * the directory lies in the container's root, a guess when it was bind-mounted from
- * elsewhere), which is all there is once the container is gone. */
+ * (hdx_trace_host's path_here), a process of this boot that was in it when the image
+ * started (a namespace's inode is reused once it is gone); else, once the container is
+ * gone, by the trace directory seen from both sides (exact when the directory lies in the
+ * container's root, a guess when it was bind-mounted from elsewhere: path_here checks it). */
 static int view_of(const hdx_trace_set *set, const hdx_trace_image *img, const hdx_trace_host *host, nsview *v)
 {
     memset(v, 0, sizeof *v);
@@ -688,7 +689,9 @@ static int view_of(const hdx_trace_set *set, const hdx_trace_image *img, const h
         return 0;
     v->host = host;
     v->mnt_ns = img->mnt_ns;
-    v->live = host_in_mnt_ns(host, img->mnt_ns);
+    const char *boot = host_boot_id(host);
+    if (img->boot_id && boot[0] && !strcmp(img->boot_id, boot))
+        v->live = host_in_mnt_ns(host, img->mnt_ns, img->start_ticks);
     char host_dir[PATH_MAX];
     size_t t;
     if (!img->trace_dir || !realpath(set->dir, host_dir) || !(t = common_tail(host_dir, img->trace_dir)))
@@ -705,22 +708,32 @@ static int view_of(const hdx_trace_set *set, const hdx_trace_image *img, const h
 }
 
 /* The path of image's path p as seen here (heap), or NULL when it cannot be mapped; *same
- * says whether it is p itself. A live process of the namespace names it exactly; its
- * /proc/PID/root name is the last resort, after the trace directory's mapping. */
+ * says whether it is p itself. A live process of the namespace names it exactly (its
+ * /proc/PID/root name when nothing of this host's mounts holds it). Else the trace
+ * directory's mapping, taken only when the directory it gives exists here: a trace
+ * directory bind-mounted from elsewhere would give a namesake. */
 static char *path_here(const nsview *v, const char *p, int *same)
 {
     *same = !v->foreign_mnt;
     if (!v->foreign_mnt)
         return strdup(p);
-    char *live = v->live ? host_path_here(v->host, v->live, p, same) : NULL;
-    if (live && strncmp(live, "/proc/", 6))
-        return live;
+    if (v->live)
+        return host_path_here(v->host, v->live, p, same);
     *same = 0;
     size_t lf = v->from ? strlen(v->from) : 0;
     if (!v->from || strncmp(p, v->from, lf) || (lf && p[lf] && p[lf] != '/'))
-        return live;
-    free(live);
-    return hdx_asprintf("%s%s", v->to, p + lf);
+        return NULL;
+    char *here = hdx_asprintf("%s%s", v->to, p + lf), *slash = here ? strrchr(here, '/') : NULL;
+    if (slash && slash > here) {
+        *slash = 0;
+        int dir = v->host && v->host->is_dir && v->host->is_dir(here, v->host->ctx) == 1;
+        *slash = '/';
+        if (!dir) {
+            free(here);
+            return NULL;
+        }
+    }
+    return here;
 }
 
 typedef struct pstate {
@@ -1009,14 +1022,16 @@ int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_pr
         if (view_of(set, &set->images[i], host, &views[i]) < 0)
             goto nomem;
         foreign += views[i].foreign_mnt || views[i].foreign_pid;
-        unmapped += views[i].foreign_mnt && !views[i].from && !views[i].live;
+        unmapped += views[i].foreign_mnt && !views[i].live;
     }
     if (foreign)
-        hdx_evidence_note(ev, "%s: %zu trace image%s of processes in other namespaces (a container): their pids and "
-                              "paths are mapped to this host's%s",
+        hdx_evidence_note(ev, "%s: %zu trace image%s of processes in other namespaces (a container): their pids are "
+                              "mapped to this host's while they live, their paths through a live process of "
+                              "their container%s",
                           set->dir, foreign, foreign == 1 ? "" : "s",
-                          unmapped ? "; the paths of some could not be (no live process of their mount namespace, "
-                                     "and the trace directory tells nothing): their locks are not checked here"
+                          unmapped ? "; some containers are gone: their paths are mapped only where the trace "
+                                     "directory shows where they lie, else their locks are named by the container's "
+                                     "mount namespace and not checked here"
                                    : "");
     for (size_t i = 0; i < set->n_images; i++) {
         const hdx_trace_image *img = &set->images[i];

@@ -117,9 +117,12 @@ void hdx_trace_set_free(hdx_trace_set *set);
  *   own_ns     the inode of the reader's own namespace `name` ("pid", "mnt"), 0 unknown;
  *   pid_in_ns  the pid here of the live process whose pid is nspid in pid namespace
  *              pid_ns and that started at start_ticks (0: any), or 0 when none;
- *   in_mnt_ns  a live process of mount namespace mnt_ns, or 0 when none;
+ *   in_mnt_ns  a live process of mount namespace mnt_ns that started no later than
+ *              before_ticks (0: any; a reused namespace inode names a newer namespace),
+ *              or 0 when none;
  *   path_here  the host's name (heap) of the file that live process pid names path in its
- *              own root, *same set when it is path itself; NULL on ENOMEM.
+ *              own root, *same set when it is path itself; NULL on ENOMEM;
+ *   is_dir     1 when path is a directory here, else 0.
  * Strings returned are borrowed (valid until the next call on this host).
  */
 typedef struct hdx_trace_host {
@@ -128,8 +131,9 @@ typedef struct hdx_trace_host {
     const char *(*hostname)(void *ctx);
     uint64_t (*own_ns)(const char *name, void *ctx);
     int (*pid_in_ns)(uint64_t pid_ns, int nspid, uint64_t start_ticks, void *ctx);
-    int (*in_mnt_ns)(uint64_t mnt_ns, void *ctx);
+    int (*in_mnt_ns)(uint64_t mnt_ns, uint64_t before_ticks, void *ctx);
     char *(*path_here)(int pid, const char *path, int *same, void *ctx);
+    int (*is_dir)(const char *path, void *ctx);
     void *ctx;
 } hdx_trace_host;
 

@@ -869,8 +869,19 @@ int hdx_locks_find_files(const char *dir, hdx_lock_search *s, char ***paths, siz
     memset(s, 0, sizeof *s);
     if (!dir || !paths || !n)
         return -EINVAL;
-    if (!realpath(dir, abs))
-        return -errno;
+    /* Made absolute, never resolved: realpath would turn a container's file seen through
+     * /proc/PID/root/... into this host's namesake (the magic link reads "/"). */
+    char cwd[PATH_MAX];
+    while (dir[0] == '.' && dir[1] == '/')
+        dir += 2;
+    if (!strcmp(dir, "."))
+        dir = "";
+    int len = dir[0] == '/' ? snprintf(abs, sizeof abs, "%s", dir)
+              : getcwd(cwd, sizeof cwd) ? snprintf(abs, sizeof abs, "%s%s%s", cwd, dir[0] ? "/" : "", dir) : -1;
+    if (len < 0 || (size_t)len >= sizeof abs)
+        return len < 0 ? -errno : -ENAMETOOLONG;
+    while (len > 1 && abs[len - 1] == '/')
+        abs[--len] = 0;
     int fd = open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return -errno;

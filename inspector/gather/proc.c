@@ -535,7 +535,8 @@ struct in_ns {
     const char *ns;
     uint64_t ino;
     int nspid;
-    uint64_t start_ticks;
+    uint64_t start_ticks;  /* the process's own start, 0: any */
+    uint64_t before_ticks; /* a process that started no later, 0: any */
 };
 
 static int match_in_ns(int pid, const void *arg)
@@ -545,18 +546,20 @@ static int match_in_ns(int pid, const void *arg)
         return 0;
     if (q->nspid > 0 && hdx_proc_ns_pid(pid, pid) != q->nspid)
         return 0;
+    if (q->before_ticks && hdx_proc_start_ticks(pid) > q->before_ticks)
+        return 0;
     return hdx_proc_alive(pid, q->start_ticks) == 1 ? pid : 0;
 }
 
 int hdx_proc_pid_in_ns(uint64_t pid_ns, int nspid, uint64_t start_ticks)
 {
-    struct in_ns q = {"pid", pid_ns, nspid, start_ticks};
+    struct in_ns q = {"pid", pid_ns, nspid, start_ticks, 0};
     return pid_ns && nspid > 0 ? each_pid(match_in_ns, &q) : 0;
 }
 
-int hdx_proc_in_mnt_ns(uint64_t mnt_ns)
+int hdx_proc_in_mnt_ns(uint64_t mnt_ns, uint64_t before_ticks)
 {
-    struct in_ns q = {"mnt", mnt_ns, 0, 0};
+    struct in_ns q = {"mnt", mnt_ns, 0, 0, before_ticks};
     return mnt_ns ? each_pid(match_in_ns, &q) : 0;
 }
 
@@ -958,16 +961,23 @@ static int live_pid_in_ns(uint64_t pid_ns, int nspid, uint64_t start_ticks, void
     return hdx_proc_pid_in_ns(pid_ns, nspid, start_ticks);
 }
 
-static int live_in_mnt_ns(uint64_t mnt_ns, void *ctx)
+static int live_in_mnt_ns(uint64_t mnt_ns, uint64_t before_ticks, void *ctx)
 {
     (void)ctx;
-    return hdx_proc_in_mnt_ns(mnt_ns);
+    return hdx_proc_in_mnt_ns(mnt_ns, before_ticks);
 }
 
 static char *live_path_here(int pid, const char *path, int *same, void *ctx)
 {
     (void)ctx;
     return hdx_proc_path_here(pid, path, same);
+}
+
+static int live_is_dir(const char *path, void *ctx)
+{
+    (void)ctx;
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 const struct hdx_trace_host *hdx_proc_trace_host(void)
@@ -980,6 +990,7 @@ const struct hdx_trace_host *hdx_proc_trace_host(void)
         .pid_in_ns = live_pid_in_ns,
         .in_mnt_ns = live_in_mnt_ns,
         .path_here = live_path_here,
+        .is_dir = live_is_dir,
         .ctx = NULL,
     };
     return &live;

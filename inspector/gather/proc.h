@@ -69,9 +69,12 @@ uint64_t hdx_proc_ns(int pid, const char *name);
  * pid_ns and that started at start_ticks (0: any), or 0 when none. Scans /proc. */
 int hdx_proc_pid_in_ns(uint64_t pid_ns, int nspid, uint64_t start_ticks);
 
-/* A live process of the mount namespace mnt_ns, or 0 when none (the container is gone).
- * Scans /proc. */
-int hdx_proc_in_mnt_ns(uint64_t mnt_ns);
+/* A live process of the mount namespace mnt_ns that started no later than before_ticks
+ * (clock ticks after boot, field 22 of its stat; 0: any), or 0 when none: the container
+ * is gone, or the inode was given to a newer namespace (the kernel reuses namespace
+ * inodes; a namespace that existed when a traced process started has a process that old,
+ * or one that joined it later while that one lived). Scans /proc. */
+int hdx_proc_in_mnt_ns(uint64_t mnt_ns, uint64_t before_ticks);
 
 /* This boot's id (/proc/sys/kernel/random/boot_id), static buffer, "" if unreadable. */
 const char *hdx_proc_boot_id(void);

@@ -47,7 +47,7 @@ int hdx_json_get_i64(const cJSON *o, const char *key, int64_t min, int64_t max, 
 
 int hdx_json_get_int(const cJSON *o, const char *key, int min, int max, int *out, hdx_json_error *why)
 {
-    int64_t v;
+    int64_t v = 0;
     int r = hdx_json_get_i64(o, key, min, max, &v, why);
     if (r == 1)
         *out = (int)v;
