@@ -73,7 +73,8 @@
 #include <stddef.h>
 
 #include "model/evidence.h"
-#include "model/evidence_json.h" /* the writer: hdx_snapshot_json, hdx_snapshot_process_json ... */
+#include "model/evidence_json.h"  /* the writer: hdx_snapshot_json, hdx_snapshot_process_json ... */
+#include "model/evidence_merge.h" /* hdx_evidence_merge, which the loader joins each input with */
 
 struct cJSON;
 
@@ -107,7 +108,7 @@ enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path);
 
 /*
  * Parse a hangdx.snapshot/2 or /1, or a hangdx.report/1 object held in root, and merge
- * it into ev (hdx_snapshot_merge). `name` names the input in messages (a file
+ * it into ev (hdx_evidence_merge). `name` names the input in messages (a file
  * name). On error ev is left as it was, and *err (when err is not NULL) gets
  * a heap message for a person naming the input, which the caller frees.
  * Returns 0, or:
@@ -144,28 +145,6 @@ typedef struct hdx_snapshot_batch hdx_snapshot_batch;
 hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, size_t n, int threads);
 int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_evidence **out, char **err);
 void hdx_snapshot_batch_free(hdx_snapshot_batch *b);
-
-/*
- * Move everything of src into dst, and leave src empty (free it with
- * hdx_evidence_free). The merge is associative:
- *  - processes are appended. The same rank in two rank processes of
- *    different hosts is an error (-EEXIST) naming both (host and pid); src's
- *    is_rank_process is set first (hdx_mark_rank_processes), so launchers
- *    that carry a scheduler's task number do not count. The same pid on
- *    the same host: the one with threads (a snapshot) replaces one without
- *    (a trace's); two with threads are the same host given twice (-EEXIST);
- *  - locks with the same path are one lock (a shared build directory seen
- *    from several hosts): waiters are joined, state is the strongest
- *    (held > stale > free) with its holder, a known creator wins;
- *  - notes are joined, each once;
- *  - an empty dst (no processes, locks, samples or host) takes src's host,
- *    time and sampling settings; otherwise host stays only when both agree,
- *    taken_at is the earliest, and samples, interval_ms and build_timeout_s
- *    are the smallest that any sampled input had (samples 0 = none).
- * On error dst and src are left as they were; *err as above.
- * dst->live is never changed.
- */
-int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err);
 
 /* Parse an RFC 3339 time ("2026-11-29T18:40:27Z", fractions and offsets
  * allowed) into ns since the epoch. 0 or -EINVAL. */
