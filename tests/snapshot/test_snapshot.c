@@ -769,8 +769,9 @@ static void test_time(void)
     CHECK(hdx_snapshot_parse_time(NULL, &ns) == -EINVAL);
 }
 
-/* A field added to the model must be written and read by snapshot.c (and checked in
- * check_same above): the sizes of the model's structs tell that one was added. */
+/* A field added to the model must be written (model/evidence_json.c) and read
+ * (formats/snapshot_read.c), and checked in check_same above: the sizes of the model's
+ * structs tell that one was added. */
 static void test_model_unchanged(void)
 {
     static const struct {
@@ -789,8 +790,9 @@ static void test_model_unchanged(void)
         return; /* the sizes below are LP64's */
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (sizes[i].have != sizes[i].known) {
-            fprintf(stderr, "%s is %zu bytes, snapshot.c knows it at %zu: a field was added or removed — carry it in "
-                            "inspector/snapshot.c (writer and reader), check it in check_same, then update this size\n",
+            fprintf(stderr, "%s is %zu bytes, the snapshot knows it at %zu: a field was added or removed — carry it "
+                            "in inspector/model/evidence_json.c (writer) and inspector/formats/snapshot_read.c "
+                            "(reader), check it in check_same, then update this size\n",
                     sizes[i].name, sizes[i].have, sizes[i].known);
             failures++;
         }
