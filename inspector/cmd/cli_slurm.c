@@ -184,7 +184,7 @@ int hdx_cli_slurm_merged(const char *cmd, const hdx_cli_capture *o, hdx_evidence
     size_t i = 0;
     for (; i < n; i++) {
         char *err = NULL;
-        int r = hdx_snapshot_merge(ev, nodes[i], &err);
+        int r = hdx_evidence_merge(ev, nodes[i], &err);
         if (r) {
             fprintf(stderr, "hangdx %s: cannot merge the snapshot of %s: %s\n", cmd,
                     nodes[i]->host ? nodes[i]->host : "a node", err ? err : strerror(-r));

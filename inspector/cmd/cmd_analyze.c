@@ -220,7 +220,7 @@ static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int
                       char **err)
 {
     char *merr = NULL;
-    if (r == 0 && (r = hdx_snapshot_merge(ev, one, &merr)) < 0)
+    if (r == 0 && (r = hdx_evidence_merge(ev, one, &merr)) < 0)
         *err = hdx_asprintf("%s: %s", path, merr ? merr : strerror(-r));
     free(merr);
     hdx_evidence_free(one);

@@ -968,7 +968,7 @@ int hdx_core_load(const char *path, hdx_evidence *ev, char **err)
             hdx_evidence_note(one, "%s: pages the core lacks were read from %s without a build id check (%s)",
                               path, f->path, f->why);
     }
-    if ((r = hdx_snapshot_merge(ev, one, &merr)) < 0)
+    if ((r = hdx_evidence_merge(ev, one, &merr)) < 0)
         *err = hdx_asprintf("%s: %s", path, merr ? merr : strerror(-r));
 out:
     if (r == -ENOMEM && !*err)

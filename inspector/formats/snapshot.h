@@ -73,7 +73,8 @@
 #include <stddef.h>
 
 #include "model/evidence.h"
-#include "model/evidence_json.h" /* the writer: hdx_snapshot_json, hdx_snapshot_process_json ... */
+#include "model/evidence_json.h"  /* the writer: hdx_snapshot_json, hdx_snapshot_process_json ... */
+#include "model/evidence_merge.h" /* hdx_evidence_merge, which the loader joins each input with */
 
 struct cJSON;
 
@@ -90,13 +91,37 @@ enum hdx_snapshot_kind {
     HDX_INPUT_OTHER_SCHEMA,  /* a JSON object with another or no "schema" in its first 4 KiB */
 };
 
+/* ---- the file (snapshot_file.c) ------------------------------------------------- */
+
 /*
  * Write hdx_snapshot_json(ev) to path (created or truncated; written to a
  * temporary file in the same directory and renamed, so a reader never sees
- * half a snapshot), or to stdout when path is NULL or "-".
- * 0 or a negative errno.
+ * half a snapshot), or to stdout when path is NULL or "-". ev is borrowed.
+ * Returns 0, or -EINVAL (ev NULL), -ENOMEM, -EIO (a short write), or the
+ * negative errno of fopen, fclose or rename; on error the temporary file is gone
+ * and path is as it was.
  */
 int hdx_snapshot_write(const hdx_evidence *ev, const char *path);
+
+/*
+ * hdx_snapshot_from_json (below) of JSON text of len bytes (need not be
+ * NUL-terminated; borrowed), parsed in this thread's cJSON arena (json_arena.h):
+ * nothing of the parsed tree stays in ev. Returns what hdx_snapshot_from_json
+ * does, and also -EINVAL (text or ev NULL; no message), -EFBIG (over
+ * HDX_SNAPSHOT_MAX_BYTES) or -EBADMSG (not JSON, or cut short), with a message in *err.
+ */
+int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_evidence *ev, char **err);
+
+/*
+ * The same from the file at path (a regular file of at most HDX_SNAPSHOT_MAX_BYTES),
+ * which names the input in messages. Returns what hdx_snapshot_load_text does, and
+ * also the negative errno of open or fstat, -EINVAL (path or ev NULL, or not a
+ * regular file) or -EFBIG, each with its message in *err (heap, the caller's; NULL
+ * on success and on -EINVAL for NULL arguments).
+ */
+int hdx_snapshot_load(const char *path, hdx_evidence *ev, char **err);
+
+/* ---- what a file is (snapshot_sniff.c) ---------------------------------------- */
 
 /*
  * Which kind of input the file at path is, from its first 4 KiB: looks for
@@ -105,38 +130,46 @@ int hdx_snapshot_write(const hdx_evidence *ev, const char *path);
  */
 enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path);
 
+/* ---- the reader (snapshot_read.c) -------------------------------------------- */
+
 /*
- * Parse a hangdx.snapshot/2 or /1, or a hangdx.report/1 object held in root, and merge
- * it into ev (hdx_snapshot_merge). `name` names the input in messages (a file
- * name). On error ev is left as it was, and *err (when err is not NULL) gets
- * a heap message for a person naming the input, which the caller frees.
+ * Parse a hangdx.snapshot/2 or /1, or a hangdx.report/1 object held in root
+ * (borrowed: nothing of it stays in ev), into an evidence of its own, and merge
+ * that into ev (hdx_evidence_merge). `name` names the input in messages (a file
+ * name; NULL: "input"). On error ev is left as it was, and *err (when err is not
+ * NULL) gets a heap message for a person naming the input, which the caller frees;
+ * on success *err is NULL.
  * Returns 0, or:
+ *   -EINVAL           ev is NULL (no message);
  *   -EPROTONOSUPPORT  an unknown schema or version;
  *   -EBADMSG          a malformed object (wrong types, bad values) or beyond
  *                     the reader's limits;
- *   -EEXIST           the merge found the same rank on two hosts;
+ *   -EEXIST           the merge found the same rank on two hosts, the same process
+ *                     twice, or a process group with other ranks;
  *   -ENOMEM.
  * Missing optional fields are taken as unknown. A report's "verdict" and
  * "groups" are ignored: analyze classifies again.
  */
 int hdx_snapshot_from_json(const struct cJSON *root, const char *name, hdx_evidence *ev, char **err);
 
-/* The same from JSON text of len bytes (need not be NUL-terminated). */
-int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_evidence *ev, char **err);
+/* Parse an RFC 3339 time ("2026-11-29T18:40:27Z", fractions and offsets
+ * allowed) into *ns, ns since the epoch. 0, or -EINVAL (s or ns NULL, not such
+ * a time, or one after 2262); *ns is set on success only. */
+int hdx_snapshot_parse_time(const char *s, int64_t *ns);
 
-/* The same from the file at path (at most HDX_SNAPSHOT_MAX_BYTES); errors
- * of open/read are returned as their negative errno, with a message. */
-int hdx_snapshot_load(const char *path, hdx_evidence *ev, char **err);
+/* ---- many files at once (snapshot_batch.c) ------------------------------------- */
 
 /*
  * Load many snapshot or report files at once, each into an evidence of its own, on up
  * to `threads` threads (the merge stays the caller's, in its order):
  *  - hdx_snapshot_batch_start: starts the threads on paths[0..n) (borrowed: they must
  *    outlive the batch). NULL with errno ENOMEM. Fewer threads than asked (none at all
- *    included) only makes take() load in the caller's thread.
+ *    included) only makes take() load in the caller's thread. The caller frees the
+ *    batch with hdx_snapshot_batch_free.
  *  - hdx_snapshot_batch_take: waits for file i and gives its evidence (*out, the
- *    caller's to merge or free), or its error as hdx_snapshot_load would (*err, a heap
- *    message the caller frees). Each file is taken once.
+ *    caller's to merge or free; NULL on error), or its error as hdx_snapshot_load
+ *    would (returned, and *err, a heap message the caller frees). -EINVAL when b is
+ *    NULL or i >= n. Each file is taken once.
  *  - hdx_snapshot_batch_free: stops the threads (files not started are never loaded),
  *    and frees what was not taken. Accepts NULL.
  */
@@ -144,31 +177,5 @@ typedef struct hdx_snapshot_batch hdx_snapshot_batch;
 hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, size_t n, int threads);
 int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_evidence **out, char **err);
 void hdx_snapshot_batch_free(hdx_snapshot_batch *b);
-
-/*
- * Move everything of src into dst, and leave src empty (free it with
- * hdx_evidence_free). The merge is associative:
- *  - processes are appended. The same rank in two rank processes of
- *    different hosts is an error (-EEXIST) naming both (host and pid); src's
- *    is_rank_process is set first (hdx_mark_rank_processes), so launchers
- *    that carry a scheduler's task number do not count. The same pid on
- *    the same host: the one with threads (a snapshot) replaces one without
- *    (a trace's); two with threads are the same host given twice (-EEXIST);
- *  - locks with the same path are one lock (a shared build directory seen
- *    from several hosts): waiters are joined, state is the strongest
- *    (held > stale > free) with its holder, a known creator wins;
- *  - notes are joined, each once;
- *  - an empty dst (no processes, locks, samples or host) takes src's host,
- *    time and sampling settings; otherwise host stays only when both agree,
- *    taken_at is the earliest, and samples, interval_ms and build_timeout_s
- *    are the smallest that any sampled input had (samples 0 = none).
- * On error dst and src are left as they were; *err as above.
- * dst->live is never changed.
- */
-int hdx_snapshot_merge(hdx_evidence *dst, hdx_evidence *src, char **err);
-
-/* Parse an RFC 3339 time ("2026-11-29T18:40:27Z", fractions and offsets
- * allowed) into ns since the epoch. 0 or -EINVAL. */
-int hdx_snapshot_parse_time(const char *s, int64_t *ns);
 
 #endif

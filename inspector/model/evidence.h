@@ -325,7 +325,7 @@ typedef struct hdx_evidence {
     char **notes;       /* what could not be checked, and why */
     size_t n_notes;
     /* Job logs (logs.c): every pattern match in input order, and the summary per
-     * rank. Logs are an input, not part of a snapshot: snapshot.c does not carry them. */
+     * rank. Logs are an input, not part of a snapshot: a snapshot does not carry them. */
     hdx_log_fact *log_facts;
     size_t n_log_facts;
     hdx_log_rank *log_ranks;
@@ -336,7 +336,7 @@ typedef struct hdx_evidence {
     /* Lookups of processes by (host, pid), pid and rank (hdx_evidence_index); private. */
     struct hdx_proc_index *proc_index;
     /* Strings and arrays that frames of this evidence borrow (frames with `pooled` set):
-     * interned names and locals of loaded snapshots; private (snapshot.c). */
+     * interned names and locals of loaded snapshots; private (formats/snapshot_read.c). */
     struct hdx_pool *pool;
 } hdx_evidence;
 

@@ -669,8 +669,8 @@ static void test_multi_host(void)
     job->taken_ns = HDX_UNKNOWN;
     char *err = NULL;
     hdx_evidence *ca = copy(a), *cb = copy(b);
-    CHECK(hdx_snapshot_merge(job, ca, &err) == 0);
-    CHECK(hdx_snapshot_merge(job, cb, &err) == 0);
+    CHECK(hdx_evidence_merge(job, ca, &err) == 0);
+    CHECK(hdx_evidence_merge(job, cb, &err) == 0);
     CHECK(job->n_procs == 4);
     int seen[4] = {0};
     for (size_t i = 0; i < job->n_procs; i++)
@@ -713,7 +713,7 @@ static void test_multi_host(void)
     hdx_evidence *c = host_evidence("c", 300, 1, 1);
     size_t before = job->n_procs;
     err = NULL;
-    CHECK(hdx_snapshot_merge(job, c, &err) == -EEXIST);
+    CHECK(hdx_evidence_merge(job, c, &err) == -EEXIST);
     CHECK(err && strstr(err, "rank 1") && strstr(err, "pid 101 on a") && strstr(err, "pid 300 on c"));
     if (err)
         printf("same rank on two hosts: %s\n", err);
@@ -729,7 +729,7 @@ static void test_multi_host(void)
     /* The same host's snapshot twice is refused too. */
     hdx_evidence *a2 = copy(a);
     err = NULL;
-    CHECK(hdx_snapshot_merge(job, a2, &err) == -EEXIST && err && strstr(err, "two inputs"));
+    CHECK(hdx_evidence_merge(job, a2, &err) == -EEXIST && err && strstr(err, "two inputs"));
     free(err);
 
     /* Associative: (a + b) + d and a + (b + d) give the same JSON. */
@@ -744,9 +744,9 @@ static void test_multi_host(void)
     w->rank = 4;
     hdx_evidence_note(d, "from d");
     hdx_evidence *left = copy(a), *x = copy(b), *y = copy(d);
-    CHECK(hdx_snapshot_merge(left, x, NULL) == 0 && hdx_snapshot_merge(left, y, NULL) == 0);
+    CHECK(hdx_evidence_merge(left, x, NULL) == 0 && hdx_evidence_merge(left, y, NULL) == 0);
     hdx_evidence *right = copy(a), *bd = copy(b), *z = copy(d);
-    CHECK(hdx_snapshot_merge(bd, z, NULL) == 0 && hdx_snapshot_merge(right, bd, NULL) == 0);
+    CHECK(hdx_evidence_merge(bd, z, NULL) == 0 && hdx_evidence_merge(right, bd, NULL) == 0);
     char *sl = to_text(left), *sr = to_text(right);
     CHECK(sl && sr && !strcmp(sl, sr));
     CHECK(left->n_procs == 6 && left->n_locks == 1 && left->locks[0].n_waiters == 3 && left->locks[0].has_creator);
@@ -769,8 +769,9 @@ static void test_time(void)
     CHECK(hdx_snapshot_parse_time(NULL, &ns) == -EINVAL);
 }
 
-/* A field added to the model must be written and read by snapshot.c (and checked in
- * check_same above): the sizes of the model's structs tell that one was added. */
+/* A field added to the model must be written (model/evidence_json.c) and read
+ * (formats/snapshot_read.c), and checked in check_same above: the sizes of the model's
+ * structs tell that one was added. */
 static void test_model_unchanged(void)
 {
     static const struct {
@@ -789,8 +790,9 @@ static void test_model_unchanged(void)
         return; /* the sizes below are LP64's */
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (sizes[i].have != sizes[i].known) {
-            fprintf(stderr, "%s is %zu bytes, snapshot.c knows it at %zu: a field was added or removed — carry it in "
-                            "inspector/snapshot.c (writer and reader), check it in check_same, then update this size\n",
+            fprintf(stderr, "%s is %zu bytes, the snapshot knows it at %zu: a field was added or removed — carry it "
+                            "in inspector/model/evidence_json.c (writer) and inspector/formats/snapshot_read.c "
+                            "(reader), check it in check_same, then update this size\n",
                     sizes[i].name, sizes[i].have, sizes[i].known);
             failures++;
         }
