@@ -417,35 +417,6 @@ static long deciding_lock(const hdx_evidence *ev, const hdx_verdict *v)
     return held;
 }
 
-static int mark_lock_waiter(hdx_thread *t)
-{
-    free(t->wait);
-    free(t->wait_op);
-    t->wait_op = NULL;
-    t->wait_peer = HDX_UNKNOWN;
-    return (t->wait = strdup(HDX_WAIT_BUILD_LOCK)) ? 0 : -ENOMEM;
-}
-
-/* Label every thread's wait: frame and syscall signatures, then the lock waiters. */
-static int label_waits(hdx_evidence *ev)
-{
-    for (size_t i = 0; i < ev->n_procs; i++)
-        for (size_t j = 0; j < ev->procs[i].n_threads; j++)
-            if (hdx_wait_classify(&ev->procs[i].threads[j]))
-                return -ENOMEM;
-    for (size_t i = 0; i < ev->n_locks; i++) {
-        const hdx_lock *l = &ev->locks[i];
-        for (size_t j = 0; j < l->n_waiters; j++) {
-            hdx_process *p = hdx_evidence_find_waiter(ev, &l->waiters[j]);
-            for (size_t k = 0; p && k < p->n_threads; k++)
-                if ((l->waiters[j].tid == HDX_UNKNOWN && k == 0) || p->threads[k].tid == l->waiters[j].tid)
-                    if (mark_lock_waiter(&p->threads[k]))
-                        return -ENOMEM;
-        }
-    }
-    return 0;
-}
-
 /* The ranks of the lock waiters' job that wait in a distributed call behind a
  * lock verdict: its consequences. None when no waiter is a rank. */
 static int add_consequences(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
@@ -594,25 +565,9 @@ int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
     if (jr < 0)
         return jr;
     v->n_locks = ev->n_locks;
-    hdx_mark_rank_processes(ev);
-    size_t other_jobs = hdx_keep_largest_job(ev);
-    int asked = 0; /* the job judged is that of a process given by PID */
-    for (size_t i = 0; other_jobs && i < ev->n_procs; i++)
-        asked |= ev->procs[i].asked && ev->procs[i].is_rank_process;
-    if (other_jobs)
-        hdx_evidence_note(ev, "%zu rank process%s of other jobs (another MASTER_ADDR/MASTER_PORT) were set aside: the "
-                              "verdict is about %s; inspect each job's pids alone",
-                          other_jobs, other_jobs == 1 ? "" : "es",
-                          asked ? "the job of the process given" : "the job with the most live ranks here");
-    if (label_waits(ev))
-        return -ENOMEM;
     int any_progress = 0;
-    for (size_t i = 0; i < ev->n_procs; i++) {
-        hdx_process *p = &ev->procs[i];
-        if (ev->samples > 0)
-            p->progressing = hdx_cls_progressing(ev, p);
-        any_progress |= p->progressing == 1 && !p->set_aside;
-    }
+    for (size_t i = 0; i < ev->n_procs; i++)
+        any_progress |= ev->procs[i].progressing == 1 && !ev->procs[i].set_aside;
 
     int fr = verdict_frozen(ev, v);
     if (fr)

@@ -49,10 +49,26 @@ typedef struct hdx_verdict {
 } hdx_verdict;
 
 /*
+ * The label step, run once on the evidence before hdx_classify: it writes
+ * into ev the facts the rules read (docs/design.md "Data flow"):
+ *  - each thread's wait (hdx_thread.wait, wait_op, wait_peer, wait_frame):
+ *    what it waits on, read from its stack and its system call (waits.h,
+ *    hdx_wait_classify), and "build_lock" for the waiters of ev's locks;
+ *  - each process's progressing, when ev has samples: whether it made
+ *    progress between them (docs/design.md "Busy or blocked"); post-mortem
+ *    evidence keeps what was recorded;
+ *  - which processes are the ranks (is_rank_process, hdx_mark_rank_processes)
+ *    and which belong to another job (set_aside, hdx_keep_largest_job), with a
+ *    note on ev saying how many rank processes were set aside.
+ * Labelling again gives the same labels (notes are said once). No I/O. Returns
+ * 0, -EINVAL (ev NULL) or -ENOMEM (labels then partly set).
+ */
+int hdx_evidence_label(hdx_evidence *ev);
+
+/*
  * Classify ev into *v (zeroed by the caller or left from hdx_verdict_clear),
  * v->locks included: the judgement of each lock of ev (hdx_lock_judge).
- * Also sets each thread's wait label (hdx_thread.wait) and each process's
- * progressing flag when samples allow. Returns 0 or -ENOMEM.
+ * Needs ev labelled (hdx_evidence_label). Returns 0 or -ENOMEM.
  */
 int hdx_classify(hdx_evidence *ev, hdx_verdict *v);
 

@@ -645,7 +645,8 @@ int hdx_cmd_analyze(int argc, char **argv)
     if (kept)
         hdx_evidence_note(ev, "lock states as each host saw them when its snapshot was taken; not checked again");
     /* The locks only traces brought are looked at here, now; classify judges them all. */
-    if ((r = hdx_locks_record_facts(ev, 1)) < 0 || (r = hdx_classify(ev, &v)) < 0)
+    if ((r = hdx_locks_record_facts(ev, 1)) < 0 || (r = hdx_evidence_label(ev)) < 0 ||
+        (r = hdx_classify(ev, &v)) < 0)
         goto nomem;
     if ((r = hdx_report_write(ev, &v, json, out)) < 0) {
         fprintf(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));
