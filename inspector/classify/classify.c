@@ -49,6 +49,9 @@ void hdx_verdict_clear(hdx_verdict *v)
     free(v->locks);
     hdx_waitsfor_free(v->graph);
     free(v->graph);
+    for (size_t i = 0; i < v->n_notes; i++)
+        free(v->notes[i]);
+    free(v->notes);
     memset(v, 0, sizeof *v);
 }
 
@@ -152,6 +155,30 @@ int hdx_cls_add_int(int **arr, size_t *n, int v)
 int hdx_cls_add_pid(hdx_verdict *v, int pid)
 {
     return pid > 0 ? hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, pid) : 0;
+}
+
+int hdx_cls_note(hdx_verdict *v, const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    int r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (r < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < v->n_notes; i++) {
+        if (!strcmp(v->notes[i], s)) { /* say each thing once */
+            free(s);
+            return 0;
+        }
+    }
+    char **slot = hdx_append((void **)&v->notes, &v->n_notes, sizeof *slot);
+    if (!slot) {
+        free(s);
+        return -ENOMEM;
+    }
+    *slot = s;
+    return 0;
 }
 
 int hdx_cls_set_text(char **dst, const char *fmt, ...)
@@ -558,7 +585,7 @@ static int stack_rules(const hdx_evidence *ev, hdx_verdict *v, int any_progress)
     return 0;
 }
 
-int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
+int hdx_classify(const hdx_evidence *ev, hdx_verdict *v)
 {
     hdx_verdict_clear(v);
     int jr = hdx_lock_judge_all(ev, &v->locks); /* the state of each lock (lockjudge.c) */

@@ -46,6 +46,10 @@ typedef struct hdx_verdict {
     size_t n_locks;
     struct hdx_waitsfor *graph; /* the job's waits-for graph the verdict was read from (waitsfor.h), or
                                    NULL: it borrows from the evidence, which must outlive the verdict */
+    char **notes;               /* what the classifier adds for a person (what the job logs alone would say,
+                                   a culprit's last log line), each once; the report prints them after the
+                                   evidence's notes. Owned by the verdict */
+    size_t n_notes;
 } hdx_verdict;
 
 /*
@@ -68,9 +72,10 @@ int hdx_evidence_label(hdx_evidence *ev);
 /*
  * Classify ev into *v (zeroed by the caller or left from hdx_verdict_clear),
  * v->locks included: the judgement of each lock of ev (hdx_lock_judge).
- * Needs ev labelled (hdx_evidence_label). Returns 0 or -ENOMEM.
+ * Needs ev labelled (hdx_evidence_label). Pure: reads ev and writes only *v,
+ * its notes (v->notes) included. Returns 0 or -ENOMEM.
  */
-int hdx_classify(hdx_evidence *ev, hdx_verdict *v);
+int hdx_classify(const hdx_evidence *ev, hdx_verdict *v);
 
 /*
  * Judge the state of lock l of ev from the facts a host recorded of it
