@@ -1,6 +1,8 @@
 /*
- * The classifier. Rules, in order (docs/design.md "The hang classes"); the root
- * cause wins, so what others wait on is decided before the waiting:
+ * The classifier, on evidence the label step (label.c) has labelled; pure: it
+ * reads the evidence and writes only the verdict. Rules, in order
+ * (docs/design.md "The hang classes"); the root cause wins, so what others
+ * wait on is decided before the waiting:
  *  1. a lock that processes wait on: stale → build_lock; held by a process
  *     whose build is stuck → compile_stall; held by a process that is itself
  *     stuck → build_lock; held by a process that makes progress → not_hung

@@ -1,6 +1,10 @@
 /*
- * The classifier: evidence in, verdict out. Pure: no I/O, no ptrace, no
- * clock; tested on recorded evidence alone (docs/design.md "Stages").
+ * The classifier, in two steps (docs/design.md "Data flow"): hdx_evidence_label
+ * writes into the evidence the facts derived from it (waits, progress, rank
+ * processes, other jobs), then hdx_classify reads the labelled evidence and
+ * writes a verdict. hdx_classify is pure: a const evidence in, a verdict out
+ * (its notes included), no I/O, no ptrace, no clock; tested on recorded
+ * evidence alone (docs/design.md "Stages").
  *
  * Stage rule: classify may include model. (docs/design.md "Stages")
  */

@@ -1,6 +1,7 @@
 /*
  * Helpers shared by the classifier's files (classify.c: the driver and the
- * lock rules; classify_dist.c: the distributed rules). Internal; pure.
+ * lock rules; classify_dist.c: the distributed rules; classify_logs.c: the log
+ * rules; label.c: the label step). Internal; no I/O.
  */
 #ifndef HDX_CLASSIFY_IMPL_H
 #define HDX_CLASSIFY_IMPL_H
@@ -19,7 +20,8 @@
 
 /* 1 when p made progress, else 0: CPU time across the samples, of its key thread when that
  * waits in a distributed call, else of its threads but the service ones; with one sample a
- * running thread; post-mortem as recorded. Needs the waits labelled (hdx_wait_classify). */
+ * running thread; post-mortem as recorded. Needs the waits labelled (hdx_wait_classify); the label
+ * step (label.c) stores it as p->progressing. */
 int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p);
 
 /* "rank 1 (pid 123)" or "pid 123", from p, or from pid and rank when p is NULL.
