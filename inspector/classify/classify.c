@@ -1,6 +1,8 @@
 /*
- * The classifier. Rules, in order (docs/design.md "The hang classes"); the root
- * cause wins, so what others wait on is decided before the waiting:
+ * The classifier, on evidence the label step (label.c) has labelled; pure: it
+ * reads the evidence and writes only the verdict. Rules, in order
+ * (docs/design.md "The hang classes"); the root cause wins, so what others
+ * wait on is decided before the waiting:
  *  1. a lock that processes wait on: stale → build_lock; held by a process
  *     whose build is stuck → compile_stall; held by a process that is itself
  *     stuck → build_lock; held by a process that makes progress → not_hung
@@ -49,6 +51,9 @@ void hdx_verdict_clear(hdx_verdict *v)
     free(v->locks);
     hdx_waitsfor_free(v->graph);
     free(v->graph);
+    for (size_t i = 0; i < v->n_notes; i++)
+        free(v->notes[i]);
+    free(v->notes);
     memset(v, 0, sizeof *v);
 }
 
@@ -152,6 +157,30 @@ int hdx_cls_add_int(int **arr, size_t *n, int v)
 int hdx_cls_add_pid(hdx_verdict *v, int pid)
 {
     return pid > 0 ? hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, pid) : 0;
+}
+
+int hdx_cls_note(hdx_verdict *v, const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    int r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (r < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < v->n_notes; i++) {
+        if (!strcmp(v->notes[i], s)) { /* say each thing once */
+            free(s);
+            return 0;
+        }
+    }
+    char **slot = hdx_append((void **)&v->notes, &v->n_notes, sizeof *slot);
+    if (!slot) {
+        free(s);
+        return -ENOMEM;
+    }
+    *slot = s;
+    return 0;
 }
 
 int hdx_cls_set_text(char **dst, const char *fmt, ...)
@@ -424,35 +453,6 @@ static long deciding_lock(const hdx_evidence *ev, const hdx_verdict *v)
     return held;
 }
 
-static int mark_lock_waiter(hdx_thread *t)
-{
-    free(t->wait);
-    free(t->wait_op);
-    t->wait_op = NULL;
-    t->wait_peer = HDX_UNKNOWN;
-    return (t->wait = strdup(HDX_WAIT_BUILD_LOCK)) ? 0 : -ENOMEM;
-}
-
-/* Label every thread's wait: frame and syscall signatures, then the lock waiters. */
-static int label_waits(hdx_evidence *ev)
-{
-    for (size_t i = 0; i < ev->n_procs; i++)
-        for (size_t j = 0; j < ev->procs[i].n_threads; j++)
-            if (hdx_wait_classify(&ev->procs[i].threads[j]))
-                return -ENOMEM;
-    for (size_t i = 0; i < ev->n_locks; i++) {
-        const hdx_lock *l = &ev->locks[i];
-        for (size_t j = 0; j < l->n_waiters; j++) {
-            hdx_process *p = hdx_evidence_find_waiter(ev, &l->waiters[j]);
-            for (size_t k = 0; p && k < p->n_threads; k++)
-                if ((l->waiters[j].tid == HDX_UNKNOWN && k == 0) || p->threads[k].tid == l->waiters[j].tid)
-                    if (mark_lock_waiter(&p->threads[k]))
-                        return -ENOMEM;
-        }
-    }
-    return 0;
-}
-
 /* The ranks of the lock waiters' job that wait in a distributed call behind a
  * lock verdict: its consequences. None when no waiter is a rank. */
 static int add_consequences(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
@@ -594,32 +594,16 @@ static int stack_rules(const hdx_evidence *ev, hdx_verdict *v, int any_progress)
     return 0;
 }
 
-int hdx_classify(hdx_evidence *ev, hdx_verdict *v)
+int hdx_classify(const hdx_evidence *ev, hdx_verdict *v)
 {
     hdx_verdict_clear(v);
     int jr = hdx_lock_judge_all(ev, &v->locks); /* the state of each lock (lockjudge.c) */
     if (jr < 0)
         return jr;
     v->n_locks = ev->n_locks;
-    hdx_mark_rank_processes(ev);
-    size_t other_jobs = hdx_keep_largest_job(ev);
-    int asked = 0; /* the job judged is that of a process given by PID */
-    for (size_t i = 0; other_jobs && i < ev->n_procs; i++)
-        asked |= ev->procs[i].asked && ev->procs[i].is_rank_process;
-    if (other_jobs)
-        hdx_evidence_note(ev, "%zu rank process%s of other jobs (another MASTER_ADDR/MASTER_PORT) were set aside: the "
-                              "verdict is about %s; inspect each job's pids alone",
-                          other_jobs, other_jobs == 1 ? "" : "es",
-                          asked ? "the job of the process given" : "the job with the most live ranks here");
-    if (label_waits(ev))
-        return -ENOMEM;
     int any_progress = 0;
-    for (size_t i = 0; i < ev->n_procs; i++) {
-        hdx_process *p = &ev->procs[i];
-        if (ev->samples > 0)
-            p->progressing = hdx_cls_progressing(ev, p);
-        any_progress |= p->progressing == 1 && !p->set_aside;
-    }
+    for (size_t i = 0; i < ev->n_procs; i++)
+        any_progress |= ev->procs[i].progressing == 1 && !ev->procs[i].set_aside;
 
     int fr = verdict_frozen(ev, v);
     if (fr)

@@ -1,6 +1,10 @@
 /*
- * The classifier: evidence in, verdict out. Pure: no I/O, no ptrace, no
- * clock; tested on recorded evidence alone (docs/design.md "Stages").
+ * The classifier, in two steps (docs/design.md "Data flow"): hdx_evidence_label
+ * writes into the evidence the facts derived from it (waits, progress, rank
+ * processes, other jobs), then hdx_classify reads the labelled evidence and
+ * writes a verdict. hdx_classify is pure: a const evidence in, a verdict out
+ * (its notes included), no I/O, no ptrace, no clock; tested on recorded
+ * evidence alone (docs/design.md "Stages").
  *
  * Stage rule: classify may include model. (docs/design.md "Stages")
  */
@@ -46,15 +50,36 @@ typedef struct hdx_verdict {
     size_t n_locks;
     struct hdx_waitsfor *graph; /* the job's waits-for graph the verdict was read from (waitsfor.h), or
                                    NULL: it borrows from the evidence, which must outlive the verdict */
+    char **notes;               /* what the classifier adds for a person (what the job logs alone would say,
+                                   a culprit's last log line), each once; the report prints them after the
+                                   evidence's notes. Owned by the verdict */
+    size_t n_notes;
 } hdx_verdict;
+
+/*
+ * The label step, run once on the evidence before hdx_classify: it writes
+ * into ev the facts the rules read (docs/design.md "Data flow"):
+ *  - each thread's wait (hdx_thread.wait, wait_op, wait_peer, wait_frame):
+ *    what it waits on, read from its stack and its system call (waits.h,
+ *    hdx_wait_classify), and "build_lock" for the waiters of ev's locks;
+ *  - each process's progressing, when ev has samples: whether it made
+ *    progress between them (docs/design.md "Busy or blocked"); post-mortem
+ *    evidence keeps what was recorded;
+ *  - which processes are the ranks (is_rank_process, hdx_mark_rank_processes)
+ *    and which belong to another job (set_aside, hdx_keep_largest_job), with a
+ *    note on ev saying how many rank processes were set aside.
+ * Labelling again gives the same labels (notes are said once). No I/O. Returns
+ * 0, -EINVAL (ev NULL) or -ENOMEM (labels then partly set).
+ */
+int hdx_evidence_label(hdx_evidence *ev);
 
 /*
  * Classify ev into *v (zeroed by the caller or left from hdx_verdict_clear),
  * v->locks included: the judgement of each lock of ev (hdx_lock_judge).
- * Also sets each thread's wait label (hdx_thread.wait) and each process's
- * progressing flag when samples allow. Returns 0 or -ENOMEM.
+ * Needs ev labelled (hdx_evidence_label). Pure: reads ev and writes only *v,
+ * its notes (v->notes) included. Returns 0 or -ENOMEM.
  */
-int hdx_classify(hdx_evidence *ev, hdx_verdict *v);
+int hdx_classify(const hdx_evidence *ev, hdx_verdict *v);
 
 /*
  * Judge the state of lock l of ev from the facts a host recorded of it

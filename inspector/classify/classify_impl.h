@@ -1,6 +1,7 @@
 /*
  * Helpers shared by the classifier's files (classify.c: the driver and the
- * lock rules; classify_dist.c: the distributed rules). Internal; pure.
+ * lock rules; classify_dist.c: the distributed rules; classify_logs.c: the log
+ * rules; label.c: the label step). Internal; no I/O.
  */
 #ifndef HDX_CLASSIFY_IMPL_H
 #define HDX_CLASSIFY_IMPL_H
@@ -19,7 +20,8 @@
 
 /* 1 when p made progress, else 0: CPU time across the samples, of its key thread when that
  * waits in a distributed call, else of its threads but the service ones; with one sample a
- * running thread; post-mortem as recorded. Needs the waits labelled (hdx_wait_classify). */
+ * running thread; post-mortem as recorded. Needs the waits labelled (hdx_wait_classify); the label
+ * step (label.c) stores it as p->progressing. */
 int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p);
 
 /* "rank 1 (pid 123)" or "pid 123", from p, or from pid and rank when p is NULL.
@@ -34,6 +36,9 @@ int hdx_cls_add_int(int **arr, size_t *n, int v);
 
 /* Add pid to v's culprit pids, unless it is unknown (a dump without pids). 0 or -ENOMEM. */
 int hdx_cls_add_pid(hdx_verdict *v, int pid);
+
+/* Add a note for a person to v->notes (printf format), unless v has it already. 0 or -ENOMEM. */
+int hdx_cls_note(hdx_verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Replace *dst with a formatted heap string. 0 or -ENOMEM. */
 int hdx_cls_set_text(char **dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -54,9 +59,9 @@ int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v);
  * stack rules. With may_decide (no stack rule decided), a decisive log rule
  * fills v and returns 1; so does a log that decides nothing when no thread
  * has frames (v says the logs decide nothing). Without may_decide it only adds
- * a note to ev saying what the logs alone would say, and returns 0. 0 also
+ * a note to v saying what the logs alone would say, and returns 0. 0 also
  * when the logs decide nothing and stacks are there to judge; -ENOMEM.
  */
-int hdx_cls_logs(hdx_evidence *ev, hdx_verdict *v, int may_decide);
+int hdx_cls_logs(const hdx_evidence *ev, hdx_verdict *v, int may_decide);
 
 #endif

@@ -735,7 +735,7 @@ static int exits_rule(const hdx_evidence *ev, hdx_verdict *v)
 }
 
 /* The weak Megatron last line: a question, answered from other evidence or left unchecked. */
-static int weak_question(hdx_evidence *ev, char *buf, size_t size)
+static int weak_question(const hdx_evidence *ev, hdx_verdict *v, char *buf, size_t size)
 {
     buf[0] = 0;
     int *ranks = NULL;
@@ -765,10 +765,10 @@ static int weak_question(hdx_evidence *ev, char *buf, size_t size)
                  "both a stale fused-kernel lock and unrelated multi-node hangs; unchecked: no lock, trace or build "
                  "line tells which (run 'hangdx locks' on the fused_kernels/build directory, or 'hangdx inspect' "
                  "while the job hangs)", n == 1 ? "" : "s", r);
-    return hdx_evidence_note(ev, "%s", buf) < 0 ? -ENOMEM : 1;
+    return hdx_cls_note(v, "%s", buf) < 0 ? -ENOMEM : 1;
 }
 
-static int decide(hdx_evidence *ev, hdx_verdict *v)
+static int decide(const hdx_evidence *ev, hdx_verdict *v)
 {
     int r = config_rule(ev, v);
     if (r)
@@ -783,33 +783,33 @@ static int decide(hdx_evidence *ev, hdx_verdict *v)
 }
 
 /* A note per culprit rank: its last log line. */
-static int note_culprits(hdx_evidence *ev, const hdx_verdict *v)
+static int note_culprits(const hdx_evidence *ev, hdx_verdict *v)
 {
     for (size_t i = 0; i < v->n_culprit_ranks && i < 16; i++) {
         const hdx_log_rank *r = hdx_evidence_log_rank(ev, v->culprit_ranks[i]);
-        if (r && r->last_line && hdx_evidence_note(ev, "rank %d's last log line (%s:%ld%s%s): %s%s%s", r->rank, r->file,
-                                                   r->last_line_no, r->last_time ? ", " : "",
-                                                   r->last_time ? r->last_time : "", r->last_line,
-                                                   r->exit_cause ? "; it ended with " : "",
-                                                   r->exit_cause ? r->exit_cause : ""))
+        if (r && r->last_line && hdx_cls_note(v, "rank %d's last log line (%s:%ld%s%s): %s%s%s", r->rank, r->file,
+                                              r->last_line_no, r->last_time ? ", " : "",
+                                              r->last_time ? r->last_time : "", r->last_line,
+                                              r->exit_cause ? "; it ended with " : "",
+                                              r->exit_cause ? r->exit_cause : ""))
             return -ENOMEM;
     }
     return 0;
 }
 
-int hdx_cls_logs(hdx_evidence *ev, hdx_verdict *v, int may_decide)
+int hdx_cls_logs(const hdx_evidence *ev, hdx_verdict *v, int may_decide)
 {
     if (!ev->n_log_facts && !ev->n_log_ranks)
         return 0;
     char question[600];
-    int q = weak_question(ev, question, sizeof question);
+    int q = weak_question(ev, v, question, sizeof question);
     if (q < 0)
         return q;
     if (!may_decide) {
         hdx_verdict lv;
         memset(&lv, 0, sizeof lv);
         int r = decide(ev, &lv);
-        if (r > 0 && hdx_evidence_note(ev, "the job logs alone would say %s: %s", hdx_class_name(lv.cls), lv.summary))
+        if (r > 0 && hdx_cls_note(v, "the job logs alone would say %s: %s", hdx_class_name(lv.cls), lv.summary))
             r = -ENOMEM;
         hdx_verdict_clear(&lv);
         return r < 0 ? r : 0;

@@ -17,7 +17,7 @@
  * of the cycle waits for it on has moved on past that group's call: it alone
  * is the culprit.
  *
- * Pure: reads the evidence (labels set by hdx_wait_classify), no I/O.
+ * Pure: reads the evidence (labels set by hdx_evidence_label), no I/O.
  */
 #ifndef HDX_WAITSFOR_H
 #define HDX_WAITSFOR_H

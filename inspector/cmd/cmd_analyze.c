@@ -106,7 +106,8 @@ int hdx_cmd_analyze(int argc, char **argv)
     if (r < 0)
         goto fail;
     /* The locks only traces brought are looked at here, now; classify judges them all. */
-    if ((r = hdx_locks_record_facts(ev, 1)) < 0 || (r = hdx_classify(ev, &v)) < 0)
+    if ((r = hdx_locks_record_facts(ev, 1)) < 0 || (r = hdx_evidence_label(ev)) < 0 ||
+        (r = hdx_classify(ev, &v)) < 0)
         goto nomem;
     if ((r = hdx_report_write(ev, &v, json, out)) < 0) {
         fprintf(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));

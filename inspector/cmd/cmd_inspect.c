@@ -90,7 +90,7 @@ int hdx_cmd_inspect(int argc, char **argv)
     if (!(ev = hdx_evidence_new()) ||
         (o.slurm ? hdx_cli_slurm_merged("inspect", &o, ev, &failures)
                  : hdx_cli_capture_run("inspect", ev, &o, &failures)) ||
-        hdx_classify(ev, &v))
+        hdx_evidence_label(ev) || hdx_classify(ev, &v))
         goto out;
     int rc = hdx_report_write(ev, &v, json, out);
     if (rc) {

@@ -429,7 +429,8 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
         goto fail;
     }
     ev->build_timeout_s = 1800;
-    if ((rc = hdx_capture(ev, &co, &failures)) || (rc = hdx_classify(ev, &v)))
+    if ((rc = hdx_capture(ev, &co, &failures)) || (rc = hdx_evidence_label(ev)) ||
+        (rc = hdx_classify(ev, &v)))
         goto fail;
     int alive = 0;
     for (size_t i = 0; i < ev->n_procs; i++)

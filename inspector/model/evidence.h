@@ -70,7 +70,8 @@ typedef struct hdx_thread {
                              number, so frames holds the native stack and py_frames the Python one */
     int stack_error;   /* 0, or a negative errno telling why frames are missing */
     char *polled_path; /* absolute path a bounded syscall watch saw it stat, or NULL */
-    char *wait;        /* wait label set by classify ("build_lock", "collective", "p2p_recv", ...), or NULL */
+    char *wait;        /* wait label set by the label step, hdx_evidence_label ("build_lock",
+                          "collective", "p2p_recv", ...), or NULL */
     char *wait_op;     /* what it waits in: the collective or p2p call ("all_reduce", "recv"), or NULL */
     int wait_peer;     /* p2p: the global rank it waits for (src/dst/peer local), HDX_UNKNOWN */
     long wait_frame;   /* index in frames of the frame that told the wait, -1 none */
@@ -102,7 +103,8 @@ typedef struct hdx_process {
     double cpu_ms_first;   /* utime+stime of all threads, ms, first sample */
     double cpu_ms;         /* the same at the last sample */
     int64_t window_ms;     /* wall time between those two samples, ms (0: one sample) */
-    int progressing;       /* 1 CPU time grew across samples, 0 not, HDX_UNKNOWN */
+    int progressing;       /* 1 CPU time grew across samples, 0 not, HDX_UNKNOWN (set by the label
+                              step when there are samples; post-mortem as recorded) */
     int stack_changed;     /* 1 the main thread's stack differs between the first and the last
                               sample, 0 the same, HDX_UNKNOWN (one stack sample) */
     int64_t stopped_us;    /* total time its threads were stopped, microseconds, or HDX_UNKNOWN: each
@@ -114,9 +116,10 @@ typedef struct hdx_process {
     int alive;             /* 1 running now, 0 gone, HDX_UNKNOWN */
     int read_error;        /* 0, or a negative errno: what could not be read (see notes) */
     char *python;          /* "3.11 /usr/bin/python3.11" when Python frames were read, else NULL */
-    int is_rank_process;   /* set by classify: 1 when p is its rank's own process, not a launcher
-                              or child that inherited the rank variables (hdx_mark_rank_processes) */
-    int set_aside;         /* set by classify: 1 when p belongs to another job than the one judged
+    int is_rank_process;   /* set by the label step (hdx_evidence_label): 1 when p is its rank's own
+                              process, not a launcher or child that inherited the rank variables
+                              (hdx_mark_rank_processes) */
+    int set_aside;         /* set by the label step: 1 when p belongs to another job than the one judged
                               (hdx_keep_largest_job); every rule ignores it */
     int asked;             /* 1 when its PID, or an ancestor's, was given to inspect or snapshot:
                               with --all too, its job is the one judged */

@@ -29,6 +29,18 @@ static const hdx_lock_judgement *judged(const hdx_evidence *ev, const hdx_verdic
     return tmp;
 }
 
+/* Verdict note i, or NULL when there is none or ev says it already: a report analyzed again
+ * brings the verdict's notes back among the evidence's, and the classifier says them again. */
+static const char *verdict_note(const hdx_evidence *ev, const hdx_verdict *v, size_t i)
+{
+    if (!v || i >= v->n_notes)
+        return NULL;
+    for (size_t k = 0; k < ev->n_notes; k++)
+        if (!strcmp(ev->notes[k], v->notes[i]))
+            return NULL;
+    return v->notes[i];
+}
+
 /* Add to notes what the lock judgements tell a person (hdx_lock_judgement_note). */
 static void lock_notes_json(cJSON *notes, const hdx_evidence *ev, const hdx_verdict *v)
 {
@@ -227,6 +239,9 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
     for (size_t i = 0; i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
+    for (size_t i = 0; v && i < v->n_notes; i++)
+        if (verdict_note(ev, v, i))
+            cJSON_AddItemToArray(notes, cJSON_CreateString(v->notes[i]));
     lock_notes_json(notes, ev, v);
     return r;
 }
@@ -655,15 +670,20 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
     hdx_groups_free(g, ng);
 
     char note[1024];
-    int lock_notes = 0;
-    for (size_t i = 0; i < ev->n_locks && !lock_notes; i++) {
+    int more_notes = 0;
+    for (size_t i = 0; i < ev->n_locks && !more_notes; i++) {
         hdx_lock_judgement tmp;
-        lock_notes = hdx_lock_judgement_note(&ev->locks[i], judged(ev, v, i, &tmp), note, sizeof note);
+        more_notes = hdx_lock_judgement_note(&ev->locks[i], judged(ev, v, i, &tmp), note, sizeof note);
     }
-    if (ev->n_notes || lock_notes) {
+    for (size_t i = 0; v && i < v->n_notes && !more_notes; i++)
+        more_notes = verdict_note(ev, v, i) != NULL;
+    if (ev->n_notes || more_notes) {
         fprintf(f, "\nnotes:\n");
         for (size_t i = 0; i < ev->n_notes; i++)
             put_field(f, "  - ", ev->notes[i], "\n");
+        for (size_t i = 0; v && i < v->n_notes; i++)
+            if (verdict_note(ev, v, i))
+                put_field(f, "  - ", v->notes[i], "\n");
         for (size_t i = 0; i < ev->n_locks; i++) {
             hdx_lock_judgement tmp;
             if (hdx_lock_judgement_note(&ev->locks[i], judged(ev, v, i, &tmp), note, sizeof note))

@@ -86,7 +86,7 @@ static void stale_baton_from_trace(void)
     l->creator_alive = 0;
     waiter(l, 200, 1);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_BUILD_LOCK);
     CHECK(v.confidence == HDX_CONF_HIGH);
     CHECK(v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 1);
@@ -106,7 +106,7 @@ static void stale_baton_no_trace(void)
     hdx_lock *l = lock(ev, "/w/build/lock", HDX_LOCK_BATON, HDX_LOCK_STALE, HDX_UNKNOWN);
     waiter(l, 300, HDX_UNKNOWN);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_BUILD_LOCK);
     CHECK(v.confidence == HDX_CONF_MEDIUM);
     CHECK(v.n_culprit_ranks == 0);
@@ -125,7 +125,7 @@ static void stale_baton_unverified(void)
     l->unchecked = 97;
     waiter(l, 300, HDX_UNKNOWN);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_BUILD_LOCK && v.confidence == HDX_CONF_LOW);
     CHECK(strstr(v.summary, "looks stale") && strstr(v.summary, "97 processes"));
     CHECK(strstr(v.remedy, "run hangdx as root") && !strstr(v.remedy, "rm "));
@@ -144,7 +144,7 @@ static void held_baton_busy_compiler(void)
     hdx_lock *l = lock(ev, "/w/build/lock", HDX_LOCK_BATON, HDX_LOCK_HELD, 100);
     waiter(l, 200, 1);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_NOT_HUNG);
     CHECK(strstr(v.summary, "a build is running") != NULL);
     CHECK(strstr(v.summary, "cc1plus (pid 120)") != NULL); /* the compiler under ninja */
@@ -163,7 +163,7 @@ static void held_baton_idle_compiler(void)
     hdx_lock *l = lock(ev, "/w/build/lock", HDX_LOCK_BATON, HDX_LOCK_HELD, 100);
     waiter(l, 200, 1);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_COMPILE_STALL);
     CHECK(v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 0);
     CHECK(strstr(v.summary, "c++ (pid 120)") != NULL);
@@ -182,7 +182,7 @@ static void held_baton_past_timeout(void)
     l->mtime_ns = ev->taken_ns - 120LL * 1000000000LL;
     waiter(l, 100, 0);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_COMPILE_STALL);
     CHECK(strstr(v.summary, "past --build-timeout") != NULL);
     hdx_verdict_clear(&v);
@@ -198,7 +198,7 @@ static void flock_holder_stuck(void)
     hdx_lock *l = lock(ev, "/w/cache/x.lock", HDX_LOCK_FLOCK, HDX_LOCK_HELD, 500);
     waiter(l, 400, HDX_UNKNOWN);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_BUILD_LOCK);
     CHECK(has(v.culprit_pids, v.n_culprit_pids, 500));
     CHECK(!has(v.culprit_pids, v.n_culprit_pids, 400));
@@ -214,7 +214,7 @@ static void busy_process(void)
         hdx_evidence *ev = evidence(samples);
         proc(ev, 600, 1, HDX_UNKNOWN, "python3", 'R', HDX_SYSCALL_RUNNING, 100, 590);
         hdx_verdict v = {0};
-        CHECK(hdx_classify(ev, &v) == 0);
+        CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
         CHECK(v.cls == HDX_CLASS_NOT_HUNG);
         CHECK(ev->procs[0].progressing == 1);
         CHECK(!strcmp(ev->procs[0].threads[0].wait, "running"));
@@ -229,7 +229,7 @@ static void idle_unknown(void)
     hdx_evidence *ev = evidence(2);
     proc(ev, 700, 1, 0, "python3", 'S', 202 /* futex */, 100, 100);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_UNKNOWN);
     CHECK(v.confidence == HDX_CONF_LOW);
     CHECK(!strcmp(ev->procs[0].threads[0].wait, "futex"));
@@ -277,7 +277,7 @@ static void two_jobs_lock_of_other_job(void)
     hdx_lock *l = lock(ev, "/w/ext/lock", HDX_LOCK_BATON, HDX_LOCK_STALE, HDX_UNKNOWN);
     waiter(l, 1000, 0);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 0);
     CHECK(v.n_culprit_pids == 1 && v.culprit_pids[0] == 2000);
@@ -307,7 +307,7 @@ static void two_jobs_larger_gone(void)
     rank_in(ev, 4000, 0, 2, "29800", "skip_and_sleep", "/t/hangs.py", 40);
     rank_in(ev, 4001, 1, 2, "29800", "all_reduce", C10D, 2050);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(v.n_culprit_pids == 1 && v.culprit_pids[0] == 4000);
     CHECK(ev->procs[0].set_aside == 1 && ev->procs[4].set_aside == 0 && ev->procs[4].is_rank_process == 1);
@@ -325,7 +325,7 @@ static void two_jobs_asked_one(void)
     rank_in(ev, 4000, 0, 2, "29800", "skip_and_sleep", "/t/hangs.py", 40);
     rank_in(ev, 4001, 1, 2, "29800", "all_reduce", C10D, 2050)->asked = 1;
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(v.n_culprit_pids == 1 && v.culprit_pids[0] == 4000);
     CHECK(ev->procs[0].set_aside == 1 && ev->procs[4].set_aside == 0);
@@ -352,7 +352,7 @@ static void multi_host_names_host(void)
             for (size_t i = 0; i < ev->n_procs; i++)
                 ev->procs[i].pid = 5000 + (int)i;
         hdx_verdict v = {0};
-        CHECK(hdx_classify(ev, &v) == 0);
+        CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
         CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 6);
         char *text = NULL;
         size_t len = 0;
@@ -401,7 +401,7 @@ static void gpu_stuck_wording(void)
     other->threads[0].name = strdup("sleep");
     outer_frame(&other->threads[0], HDX_FRAME_NATIVE, "main", NULL);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.n_culprit_ranks == 0);
     CHECK(v.summary && strstr(v.summary, "rank 0 (world size 1, all here) waits in cudaStreamSynchronize: the GPU "
                                          "work it waits for") && !strstr(v.summary, "(0)"));
@@ -437,7 +437,7 @@ static void comm_init_wording(void)
     outer_frame(t, HDX_FRAME_PYTHON, "train_step", "/t/nccl_hangs.py");
     rank_in(ev, 460, 1, 2, "29500", "skip_and_sleep", "/t/nccl_hangs.py", 52);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_RENDEZVOUS_WAIT && v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 1);
     CHECK(v.summary && strstr(v.summary, "rank 0 waits in NCCL communicator initialisation (ncclCommInitRank, "
                                          "under all_reduce, store 127.0.0.1:29500)"));
@@ -478,7 +478,7 @@ static void gloo_worker_is_no_p2p(void)
         }
         rank_in(ev, 702, 2, 3, "29501", "skip_and_sleep", "/t/hangs.py", 149);
         hdx_verdict v = {0};
-        CHECK(hdx_classify(ev, &v) == 0);
+        CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
         CHECK(v.cls != HDX_CLASS_P2P_MISMATCH);
         CHECK(ev->procs[0].threads[1].wait && !strcmp(ev->procs[0].threads[1].wait, "service"));
         if (read)

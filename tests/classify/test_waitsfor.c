@@ -188,7 +188,7 @@ static void subgroups(void)
     in_collective(ev, 2, 4, "all_gather", "2");
     asleep(ev, 3, 4);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.confidence == HDX_CONF_HIGH);
     CHECK(culprits_are(&v, (int[]){3}, 1));
@@ -212,7 +212,7 @@ static void tp_dp_world(void)
     in_collective(ev, 6, 8, "all_reduce", group_of(ev, "dp", 6));
     in_collective(ev, 7, 8, "all_reduce", group_of(ev, "dp", 7));
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.confidence == HDX_CONF_HIGH);
     CHECK(culprits_are(&v, (int[]){5}, 1));
@@ -257,7 +257,7 @@ static void peer_moved_on(void)
     in_collective(ev, 2, 4, "all_reduce", group_of(ev, "dp", 2));
     in_collective(ev, 3, 4, "barrier", NULL);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.confidence == HDX_CONF_HIGH);
     CHECK(culprits_are(&v, (int[]){1}, 1));
@@ -277,7 +277,7 @@ static void pipeline_behind_tp(void)
     in_p2p(ev, 2, 4, "recv", 0, 0, group_of(ev, "pp", 2));
     in_p2p(ev, 3, 4, "recv", 1, 0, group_of(ev, "pp", 3));
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(culprits_are(&v, (int[]){0}, 1));
@@ -296,7 +296,7 @@ static void tp_mismatch(void)
     in_collective(ev, 2, 4, "all_gather", group_of(ev, "tp", 2));
     in_collective(ev, 3, 4, "broadcast", group_of(ev, "tp", 3));
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(culprits_are(&v, (int[]){2, 3}, 2));
@@ -316,7 +316,7 @@ static void pp_cycle(void)
     in_collective(ev, 1, 4, "all_reduce", group_of(ev, "dp", 1));
     in_collective(ev, 3, 4, "all_reduce", group_of(ev, "dp", 3));
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_P2P_MISMATCH);
     CHECK(culprits_are(&v, (int[]){0, 2}, 2));
@@ -333,7 +333,7 @@ static void tag_mismatch(void)
     in_p2p(ev, 0, 2, "send", 1, 1, NULL);
     in_p2p(ev, 1, 2, "recv", 0, 2, NULL);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_P2P_MISMATCH);
     CHECK(culprits_are(&v, (int[]){0, 1}, 2));
@@ -353,7 +353,7 @@ static void order_cycle(void)
     in_collective(ev, 1, 3, "all_reduce", "2");
     in_collective(ev, 2, 3, "all_reduce", "3");
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.confidence == HDX_CONF_HIGH);
     CHECK(culprits_are(&v, (int[]){0, 1, 2}, 3));
@@ -370,7 +370,7 @@ static void gather_skip(void)
     in_collective(ev, 1, 3, "barrier", NULL);
     asleep(ev, 2, 3);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(culprits_are(&v, (int[]){2}, 1));
@@ -385,7 +385,7 @@ static void dead_rank(void)
     in_collective(ev, 0, 3, "all_reduce", NULL);
     in_collective(ev, 2, 3, "all_reduce", NULL);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(culprits_are(&v, (int[]){1}, 1));
@@ -423,14 +423,14 @@ static void healthy_build(void)
     cc->cmdline[0] = strdup("/usr/lib/gcc/x86_64-linux-gnu/12/cc1plus");
     cc->n_cmdline = 1;
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_NOT_HUNG && v.culprit_working == 1 && v.n_culprit_ranks == 0);
     CHECK(strstr(v.summary, "a build is running"));
     hdx_verdict_clear(&v);
     /* past --build-timeout it is a compile_stall, still working: nothing may end it */
     ev->build_timeout_s = 10;
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_COMPILE_STALL && v.culprit_working == 1 && culprits_are(&v, (int[]){0}, 1));
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
@@ -465,7 +465,7 @@ static void batched_p2p(void)
     l->kind = HDX_VAL_BOOL;
     in_collective(ev, 1, 2, "barrier", NULL);
     hdx_verdict v = {0};
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     dump(__func__, &v);
     CHECK(v.cls == HDX_CLASS_P2P_MISMATCH);
     CHECK(culprits_are(&v, (int[]){0, 1}, 2));
@@ -502,7 +502,7 @@ static void busy_or_blocked(void)
             c->cpu_ms = c->cpu_ms_first + 240;
         }
         hdx_verdict v = {0};
-        CHECK(hdx_classify(ev, &v) == 0);
+        CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
         dump(__func__, &v);
         CHECK(ev->procs[0].progressing == 0 && ev->procs[1].progressing == 0);
         CHECK(ev->procs[2].progressing == computing);

@@ -25,7 +25,7 @@
 static inline void hdx_fuzz_classify(hdx_evidence *ev)
 {
     hdx_verdict v = { 0 };
-    if (hdx_classify(ev, &v) == 0)
+    if (hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0)
         cJSON_Delete(hdx_report_json(ev, &v));
     hdx_verdict_clear(&v);
 }

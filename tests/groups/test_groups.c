@@ -38,7 +38,7 @@ int main(void)
 
     hdx_group *g = NULL;
     size_t n = 0;
-    hdx_mark_rank_processes(ev); /* as classify does */
+    hdx_mark_rank_processes(ev); /* as hdx_evidence_label does */
     CHECK(hdx_groups_make(ev, &g, &n) == 0);
     CHECK(n == 2);
     char buf[64];

@@ -687,7 +687,7 @@ static void test_multi_host(void)
 
     /* The report of the merged job names both hosts and the 4 processes. */
     hdx_verdict v = {0};
-    CHECK(hdx_classify(job, &v) == 0);
+    CHECK(hdx_evidence_label(job) == 0 && hdx_classify(job, &v) == 0);
     cJSON *rep = hdx_report_json(job, &v);
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "hosts")) == 2);
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "processes")) == 4);
@@ -836,7 +836,7 @@ static void test_same_pid_on_two_hosts(void)
     hdx_process_clear(&job->procs[2]);
     hdx_verdict v;
     memset(&v, 0, sizeof v);
-    CHECK(hdx_classify(job, &v) == 0);
+    CHECK(hdx_evidence_label(job) == 0 && hdx_classify(job, &v) == 0);
     CHECK(v.cls == HDX_CLASS_BUILD_LOCK && v.n_culprit_pids == 1 && v.culprit_pids && v.culprit_pids[0] == 100);
     CHECK(v.summary && strstr(v.summary, "rank 3 (pid 100 on b)") && !strstr(v.summary, "rank 0"));
     if (v.summary && !strstr(v.summary, "rank 3 (pid 100 on b)"))
@@ -903,7 +903,7 @@ static void verdict_of(hdx_evidence *ev, char *buf, size_t size)
 {
     hdx_verdict v;
     memset(&v, 0, sizeof v);
-    CHECK(hdx_classify(ev, &v) == 0);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     size_t used = (size_t)snprintf(buf, size, "%s", hdx_class_name(v.cls));
     for (size_t i = 0; i < v.n_culprit_ranks && used < size; i++)
         used += (size_t)snprintf(buf + used, size - used, " %d", v.culprit_ranks[i]);
