@@ -162,25 +162,10 @@ int hdx_cls_add_pid(hdx_verdict *v, int pid)
 int hdx_cls_note(hdx_verdict *v, const char *fmt, ...)
 {
     va_list ap;
-    char *s = NULL;
     va_start(ap, fmt);
-    int r = vasprintf(&s, fmt, ap);
+    int r = hdx_notes_vadd(&v->notes, &v->n_notes, fmt, ap);
     va_end(ap);
-    if (r < 0)
-        return -ENOMEM;
-    for (size_t i = 0; i < v->n_notes; i++) {
-        if (!strcmp(v->notes[i], s)) { /* say each thing once */
-            free(s);
-            return 0;
-        }
-    }
-    char **slot = hdx_append((void **)&v->notes, &v->n_notes, sizeof *slot);
-    if (!slot) {
-        free(s);
-        return -ENOMEM;
-    }
-    *slot = s;
-    return 0;
+    return r;
 }
 
 int hdx_cls_set_text(char **dst, const char *fmt, ...)

@@ -283,28 +283,33 @@ hdx_waiter *hdx_lock_add_waiter(hdx_lock *l)
     return w;
 }
 
-int hdx_evidence_note(hdx_evidence *ev, const char *fmt, ...)
+int hdx_notes_vadd(char ***notes, size_t *n, const char *fmt, va_list ap)
 {
-    va_list ap;
     char *s = NULL;
-    va_start(ap, fmt);
-    int r = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    if (r < 0)
+    if (vasprintf(&s, fmt, ap) < 0)
         return -ENOMEM;
-    for (size_t i = 0; i < ev->n_notes; i++) {
-        if (strcmp(ev->notes[i], s) == 0) { /* say each thing once */
+    for (size_t i = 0; i < *n; i++) {
+        if (strcmp((*notes)[i], s) == 0) { /* say each thing once */
             free(s);
             return 0;
         }
     }
-    char **slot = hdx_append((void **)&ev->notes, &ev->n_notes, sizeof *slot);
+    char **slot = hdx_append((void **)notes, n, sizeof *slot);
     if (!slot) {
         free(s);
         return -ENOMEM;
     }
     *slot = s;
     return 0;
+}
+
+int hdx_evidence_note(hdx_evidence *ev, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = hdx_notes_vadd(&ev->notes, &ev->n_notes, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 /* ---- the process index -------------------------------------------------- */
@@ -320,15 +325,6 @@ struct hdx_proc_index {
 
 enum { KEY_HOST_PID = 1, KEY_PID = 2, KEY_RANK = 3 };
 
-static uint64_t mix(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    return h ^ (h >> 33);
-}
-
 static uint64_t host_hash(const char *host)
 {
     return host ? hdx_fnv1a(host, strlen(host), HDX_FNV1A_OFFSET_BASIS) : 0;
@@ -336,7 +332,7 @@ static uint64_t host_hash(const char *host)
 
 static uint64_t key_of(int kind, const char *host, long long v)
 {
-    uint64_t k = mix(((uint64_t)kind << 56) ^ (uint64_t)(v & 0xffffffffffffLL) ^ mix(kind == KEY_HOST_PID ? host_hash(host) : 0));
+    uint64_t k = hdx_hash_mix(((uint64_t)kind << 56) ^ (uint64_t)(v & 0xffffffffffffLL) ^ hdx_hash_mix(kind == KEY_HOST_PID ? host_hash(host) : 0));
     return k ? k : 1;
 }
 

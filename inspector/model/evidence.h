@@ -12,6 +12,7 @@
 #ifndef HDX_EVIDENCE_H
 #define HDX_EVIDENCE_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -375,7 +376,11 @@ const hdx_pgroup *hdx_evidence_find_pgroup(const hdx_evidence *ev, const char *n
 /* Release what a group owns (not the struct itself). */
 void hdx_pgroup_clear(hdx_pgroup *g);
 
-/* Add a note (printf format). Returns 0 or -ENOMEM. */
+/* Add a note for a person (printf format, ap) to the list *notes of *n heap strings (the
+ * list grows; the caller owns it), unless the list has that text already. 0 or -ENOMEM. */
+int hdx_notes_vadd(char ***notes, size_t *n, const char *fmt, va_list ap);
+
+/* Add a note (printf format) to ev, unless ev has it already. Returns 0 or -ENOMEM. */
 int hdx_evidence_note(hdx_evidence *ev, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -64,15 +64,6 @@ typedef struct ftab {
     int failed;
 } ftab;
 
-static uint64_t mix64(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    return h ^ (h >> 33);
-}
-
 /* The index of s in "strings", added when new; -1 for NULL (null), -2 on ENOMEM. */
 static long ftab_string(ftab *t, const char *s)
 {
@@ -101,12 +92,12 @@ static long ftab_string(ftab *t, const char *s)
 
 static uint64_t fkey_hash(const struct fkey *k)
 {
-    uint64_t h = mix64((uint64_t)k->kind * 31 + (uint64_t)k->line);
-    h = mix64(h ^ (uint64_t)k->function);
-    h = mix64(h ^ ((uint64_t)k->file << 20) ^ (uint64_t)k->module);
-    h = mix64(h ^ k->offset);
-    h = mix64(h ^ k->pc);
-    return mix64(h ^ (uintptr_t)k->locals);
+    uint64_t h = hdx_hash_mix((uint64_t)k->kind * 31 + (uint64_t)k->line);
+    h = hdx_hash_mix(h ^ (uint64_t)k->function);
+    h = hdx_hash_mix(h ^ ((uint64_t)k->file << 20) ^ (uint64_t)k->module);
+    h = hdx_hash_mix(h ^ k->offset);
+    h = hdx_hash_mix(h ^ k->pc);
+    return hdx_hash_mix(h ^ (uintptr_t)k->locals);
 }
 
 static int fkey_same(const struct fkey *a, const struct fkey *b)
@@ -332,13 +323,13 @@ void hdx_frame_text_cache_free(hdx_frame_text_cache *c)
  * shared, read-only pool memory, so their pointers stand for their content. */
 static uint64_t frame_key_hash(const hdx_frame *f)
 {
-    uint64_t h = mix64((uint64_t)f->kind * 31 + (uint64_t)(unsigned)f->line);
-    h = mix64(h ^ (uintptr_t)f->function);
-    h = mix64(h ^ (uintptr_t)f->file);
-    h = mix64(h ^ (uintptr_t)f->module);
-    h = mix64(h ^ f->offset);
-    h = mix64(h ^ f->pc);
-    return mix64(h ^ (uintptr_t)f->locals ^ (uint64_t)f->n_locals << 48);
+    uint64_t h = hdx_hash_mix((uint64_t)f->kind * 31 + (uint64_t)(unsigned)f->line);
+    h = hdx_hash_mix(h ^ (uintptr_t)f->function);
+    h = hdx_hash_mix(h ^ (uintptr_t)f->file);
+    h = hdx_hash_mix(h ^ (uintptr_t)f->module);
+    h = hdx_hash_mix(h ^ f->offset);
+    h = hdx_hash_mix(h ^ f->pc);
+    return hdx_hash_mix(h ^ (uintptr_t)f->locals ^ (uint64_t)f->n_locals << 48);
 }
 
 static int frame_key_same(const hdx_frame *a, const hdx_frame *b)

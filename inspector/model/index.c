@@ -5,17 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Spread every bit of h over the low bits that pick a table slot: the finaliser of
- * MurmurHash3 (fmix64), a bijection, so distinct hashes stay distinct. */
-static uint64_t mix(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    return h ^ (h >> 33);
-}
-
 /* Place a mixed hash in a table that has room; no growth. */
 static void place(uint64_t *hashes, size_t *slots, size_t cap, uint64_t m, size_t slot1)
 {
@@ -66,7 +55,7 @@ int hdx_index_insert(hdx_index *x, uint64_t hash, size_t slot)
         if (rc < 0)
             return rc;
     }
-    place(x->hashes, x->slots, x->cap, mix(hash), slot + 1);
+    place(x->hashes, x->slots, x->cap, hdx_hash_mix(hash), slot + 1);
     x->count++;
     return 0;
 }
@@ -75,7 +64,7 @@ size_t hdx_index_find(const hdx_index *x, uint64_t hash, size_t *cursor)
 {
     if (!x->cap)
         return HDX_INDEX_NONE;
-    uint64_t m = mix(hash);
+    uint64_t m = hdx_hash_mix(hash);
     size_t s = *cursor ? *cursor - 1 : (size_t)m & (x->cap - 1);
     for (; x->slots[s]; s = (s + 1) & (x->cap - 1))
         if (x->hashes[s] == m) {

@@ -29,6 +29,18 @@ typedef struct hdx_index {
     size_t count;     /* entries */
 } hdx_index;
 
+/* Spread every bit of h over the low bits (the finaliser of MurmurHash3, fmix64): a
+ * bijection, so distinct hashes stay distinct. For combining the parts of a key's hash; the
+ * index mixes each hash it is given itself. */
+static inline uint64_t hdx_hash_mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
+}
+
 #define HDX_INDEX_NONE SIZE_MAX /* hdx_index_find: no (more) entry with that hash */
 
 /*
