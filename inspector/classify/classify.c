@@ -28,35 +28,6 @@
 #include "classify/waits.h"
 #include "classify/waitsfor.h"
 
-
-const char *hdx_class_name(enum hdx_class c)
-{
-    static const char *const names[] = {
-        "build_lock",      "compile_stall", "collective_wait", "p2p_mismatch",
-        "rendezvous_wait", "config_error",  "not_hung",        "unknown",
-    };
-    return (unsigned)c <= HDX_CLASS_UNKNOWN ? names[c] : "unknown";
-}
-
-void hdx_verdict_clear(hdx_verdict *v)
-{
-    if (!v)
-        return;
-    free(v->summary);
-    free(v->remedy);
-    free(v->culprit_ranks);
-    free(v->culprit_pids);
-    free(v->missing_ranks);
-    free(v->group);
-    free(v->locks);
-    hdx_waitsfor_free(v->graph);
-    free(v->graph);
-    for (size_t i = 0; i < v->n_notes; i++)
-        free(v->notes[i]);
-    free(v->notes);
-    memset(v, 0, sizeof *v);
-}
-
 /* A thread's (or threads') CPU time that grew by grew ms in a window of window_ms is work. */
 static int grew_enough(double grew, int64_t window_ms)
 {
@@ -101,86 +72,12 @@ int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p)
     return p->progressing; /* post-mortem: as recorded */
 }
 
-/* How many generations p is below ancestor (1 for a child), or 0 when it is not.
- * Pids repeat across hosts: the parent is looked up on p's host. */
-static int descendant_depth(const hdx_evidence *ev, const hdx_process *p, const hdx_process *ancestor)
-{
-    for (int depth = 1; p && depth <= 64; depth++) {
-        if (p->ppid == ancestor->pid && (!p->host || !ancestor->host || !strcmp(p->host, ancestor->host)))
-            return depth;
-        p = hdx_evidence_find_process_on(ev, p->host, p->ppid);
-    }
-    return 0;
-}
 
-/* "rank 1 (pid 123)", "rank 1" (pid unknown: a dump without pids) or "pid 123";
- * in a multi-host job the pid with its host: "rank 1 (pid 123 on node3)". */
-void hdx_cls_who(const hdx_evidence *ev, const hdx_process *p, int pid, int rank, char *buf, size_t size)
-{
-    const char *host = NULL;
-    if (p) {
-        pid = p->pid;
-        rank = p->rank;
-        host = p->host && hdx_evidence_multi_host(ev) ? p->host : NULL;
-    }
-    if (rank >= 0 && pid > 0)
-        snprintf(buf, size, "rank %d (pid %d%s%s)", rank, pid, host ? " on " : "", host ? host : "");
-    else if (rank >= 0)
-        snprintf(buf, size, "rank %d", rank);
-    else
-        snprintf(buf, size, "pid %d%s%s", pid, host ? " on " : "", host ? host : "");
-}
 
-const char *hdx_cls_proc_name(const hdx_process *p)
-{
-    if (p->n_cmdline && p->cmdline[0]) {
-        const char *slash = strrchr(p->cmdline[0], '/');
-        return slash ? slash + 1 : p->cmdline[0];
-    }
-    if (p->n_threads && p->threads[0].name)
-        return p->threads[0].name;
-    return "?";
-}
 
-int hdx_cls_add_int(int **arr, size_t *n, int v)
-{
-    for (size_t i = 0; i < *n; i++)
-        if ((*arr)[i] == v)
-            return 0;
-    int *slot = hdx_append((void **)arr, n, sizeof *slot);
-    if (!slot)
-        return -ENOMEM;
-    *slot = v;
-    return 0;
-}
 
-int hdx_cls_add_pid(hdx_verdict *v, int pid)
-{
-    return pid > 0 ? hdx_cls_add_int(&v->culprit_pids, &v->n_culprit_pids, pid) : 0;
-}
 
-int hdx_cls_note(hdx_verdict *v, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int r = hdx_notes_vadd(&v->notes, &v->n_notes, fmt, ap);
-    va_end(ap);
-    return r;
-}
 
-int hdx_cls_set_text(char **dst, const char *fmt, ...)
-{
-    va_list ap;
-    char *s = NULL;
-    va_start(ap, fmt);
-    int r = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    if (r < 0)
-        return -ENOMEM;
-    free(*dst);
-    *dst = s;
-    return 0;
-}
 
 /* A waiter of the job judged: not one of a job set aside (hdx_keep_largest_job). */
 static int waiter_kept(const hdx_evidence *ev, const hdx_waiter *w)
@@ -215,18 +112,6 @@ static void waiters_phrase(const hdx_evidence *ev, const hdx_lock *l, char *buf,
         snprintf(buf, size, "no process seen waiting");
 }
 
-void hdx_cls_where(const hdx_thread *t, char *buf, size_t size)
-{
-    for (size_t i = 0; t && i < t->n_frames; i++) {
-        const hdx_frame *f = &t->frames[i];
-        if (f->kind != HDX_FRAME_PYTHON || !f->function)
-            continue;
-        const char *base = f->file ? strrchr(f->file, '/') : NULL;
-        snprintf(buf, size, "%s (%s:%d)", f->function, base ? base + 1 : (f->file ? f->file : "?"), f->line);
-        return;
-    }
-    snprintf(buf, size, "%s", t && t->wait ? t->wait : "an unknown place");
-}
 
 /* "torch/utils/file_baton.py:42" from a frame's absolute path. */
 static void short_site(const hdx_frame *f, char *buf, size_t size)
@@ -277,7 +162,7 @@ static build_state build_of(const hdx_evidence *ev, const hdx_lock *l, const hdx
     int best = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *c = &ev->procs[i];
-        int depth = c->alive == 0 ? 0 : descendant_depth(ev, c, holder);
+        int depth = c->alive == 0 ? 0 : hdx_cls_descendant_depth(ev, c, holder);
         if (!depth)
             continue;
         b.n_children++;
@@ -381,7 +266,7 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, const hdx_loc
     int timed_out = b.build_s >= 0 && ev->build_timeout_s > 0 && b.build_s > (double)ev->build_timeout_s;
     char child[256] = "";
     if (b.child)
-        snprintf(child, sizeof child, "%s (pid %d) has run %.0f s, %s", hdx_cls_proc_name(b.child), b.child->pid,
+        snprintf(child, sizeof child, "%s (pid %d) has run %.0f s, %s", hdx_process_name(b.child), b.child->pid,
                  b.child->age_s,
                  b.child->state == 'T' || b.child->state == 't' ? "stopped (state T)"
                  : hdx_cls_progressing(ev, b.child)                ? "CPU-busy"
@@ -533,7 +418,7 @@ static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
         char w[160];
         hdx_cls_who(ev, &ev->procs[i], 0, 0, w, sizeof w);
         used += (size_t)snprintf(busy + used, sizeof busy - used, "%s%s %s", used ? ", " : "", w,
-                                 hdx_cls_proc_name(&ev->procs[i]));
+                                 hdx_process_name(&ev->procs[i]));
     }
     return hdx_cls_set_text(&v->summary, "the processes are making progress (CPU time grows): %s", busy);
 }

@@ -514,7 +514,7 @@ static void doing(const hdx_waitsfor *g, const hdx_wf_rank *r, char *buf, size_t
         break;
     case HDX_WF_BUILDING:
         if (r->tool)
-            snprintf(buf, size, "it runs a build: %s (pid %d) has run %.0f s%s", hdx_cls_proc_name(r->tool), r->tool->pid,
+            snprintf(buf, size, "it runs a build: %s (pid %d) has run %.0f s%s", hdx_process_name(r->tool), r->tool->pid,
                      r->tool->age_s, r->working ? ", using CPU" : ", idle");
         else
             snprintf(buf, size, "it runs a build in %s", where);

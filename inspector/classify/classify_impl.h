@@ -28,11 +28,12 @@ int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p);
  * When ev spans several hosts and p names its host: "rank 1 (pid 123 on node3)". */
 void hdx_cls_who(const hdx_evidence *ev, const hdx_process *p, int pid, int rank, char *buf, size_t size);
 
-/* The program's base name ("python3"), from argv[0] or the main thread's name. Borrowed. */
-const char *hdx_cls_proc_name(const hdx_process *p);
-
 /* Add v to a heap set of ints (once). 0 or -ENOMEM. */
 int hdx_cls_add_int(int **arr, size_t *n, int v);
+
+/* How many generations p is below ancestor (1 for a child), or 0 when it is not. Pids
+ * repeat across hosts: the parent is looked up on p's host. */
+int hdx_cls_descendant_depth(const hdx_evidence *ev, const hdx_process *p, const hdx_process *ancestor);
 
 /* Add pid to v's culprit pids, unless it is unknown (a dump without pids). 0 or -ENOMEM. */
 int hdx_cls_add_pid(hdx_verdict *v, int pid);

@@ -886,3 +886,14 @@ const hdx_log_rank *hdx_evidence_log_rank(const hdx_evidence *ev, int rank)
             return &ev->log_ranks[i];
     return NULL;
 }
+
+const char *hdx_process_name(const hdx_process *p)
+{
+    if (p->n_cmdline && p->cmdline[0]) {
+        const char *slash = strrchr(p->cmdline[0], '/');
+        return slash ? slash + 1 : p->cmdline[0];
+    }
+    if (p->n_threads && p->threads[0].name)
+        return p->threads[0].name;
+    return "?";
+}

@@ -483,6 +483,9 @@ void hdx_mark_rank_processes(hdx_evidence *ev);
  */
 const char *hdx_process_part(const hdx_evidence *ev, const hdx_process *p);
 
+/* The program's base name ("python3"), from argv[0] or the main thread's name. Borrowed. */
+const char *hdx_process_name(const hdx_process *p);
+
 /* Do a and b belong to one job? Every job variable that both have (MASTER_ADDR,
  * MASTER_PORT, TORCHELASTIC_RUN_ID, SLURM_JOB_ID) agrees. */
 int hdx_process_same_job(const hdx_process *a, const hdx_process *b);
