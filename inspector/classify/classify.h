@@ -6,7 +6,7 @@
  * (its notes included), no I/O, no ptrace, no clock; tested on recorded
  * evidence alone (docs/design.md "Stages").
  *
- * Stage rule: classify may include model. (docs/design.md "Stages")
+ * Stage rule: classify may include model; no I/O. (docs/design.md "Stages")
  */
 #ifndef HDX_CLASSIFY_H
 #define HDX_CLASSIFY_H

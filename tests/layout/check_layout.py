@@ -5,9 +5,12 @@ Each folder inspector/<stage>/ holds one stage of the data flow, and one of its
 headers carries the rule of that stage in its first comment, in exactly this form:
 
      * Stage rule: <stage> may include <what>.
+     * Stage rule: <stage> may include <what>; no I/O.
 
 where <what> is "nothing" (only the stage itself), "every stage", or stage names
-joined by ", ". Anything after the full stop (a reference) is ignored.
+joined by ", ". Anything after the full stop (a reference) is ignored. "no I/O"
+forbids the stage's files the system headers through which a program does I/O,
+waits or reads the clock (IO_HEADERS below; <stdio.h> stays, for snprintf).
 
 This script reads those rules, lists every .c and .h under inspector/<stage>/, parses
 each `#include "x/y.h"` and fails (exit 1), printing one line per problem, on:
@@ -15,6 +18,7 @@ each `#include "x/y.h"` and fails (exit 1), printing one line per problem, on:
     (printed `file -> header`);
   - a quoted include that names no folder, or a folder that is neither a stage nor
     one of include/ (include/hangdx: what the shim and the inspector share);
+  - a system header of IO_HEADERS in a stage whose rule says "no I/O";
   - a .c or .h of inspector/ outside a stage folder;
   - a stage folder without its rule line, or with two; a rule of a stage that has
     no folder, or naming a stage that does not exist; rules that are no order (a
@@ -30,8 +34,14 @@ import sys
 import tempfile
 
 RULE_RE = re.compile(r"^\s*\*\s*Stage rule:\s*(.*)$")
-RULE_FORM = re.compile(r"^([a-z_]+) may include (nothing|every stage|[a-z_]+(?:, [a-z_]+)*)\.(?:\s.*)?$")
+RULE_FORM = re.compile(r"^([a-z_]+) may include (nothing|every stage|[a-z_]+(?:, [a-z_]+)*)(; no I/O)?\.(?:\s.*)?$")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+SYSTEM_RE = re.compile(r'^\s*#\s*include\s*<([^>]+)>')
+# Headers of the calls that do I/O, wait, or read the clock or the process's state.
+IO_HEADERS = {"unistd.h", "fcntl.h", "dirent.h", "glob.h", "poll.h", "signal.h", "time.h", "pthread.h",
+              "dlfcn.h", "sys/stat.h", "sys/types.h", "sys/ptrace.h", "sys/wait.h", "sys/uio.h",
+              "sys/socket.h", "sys/mman.h", "sys/syscall.h", "sys/time.h", "sys/file.h", "libunwind.h",
+              "libunwind-ptrace.h", "elfutils/libdwfl.h", "libelf.h", "gelf.h"}
 SOURCE_EXT = (".c", ".h")
 
 
@@ -65,6 +75,7 @@ def check(root):
 
     # The rules: one line per stage folder.
     rules = {}  # stage -> set of stages it may include, or None for every stage
+    pure = set()  # stages whose rule says "no I/O"
     where = {}
     texts = {}
     for f in files:
@@ -80,7 +91,7 @@ def check(root):
             if not form:
                 problems.append('%s: a stage rule not in the form "Stage rule: <stage> may include <stages>."' % at)
                 continue
-            stage, what = form.group(1), form.group(2)
+            stage, what, no_io = form.group(1), form.group(2), bool(form.group(3))
             own = f.split(os.sep)[0] if os.sep in f else None
             if stage != own:
                 problems.append("%s: the rule of stage %s is in folder %s" % (at, stage, own or "inspector/"))
@@ -91,6 +102,8 @@ def check(root):
             allowed = None if what == "every stage" else set() if what == "nothing" else set(what.split(", "))
             rules[stage] = allowed
             where[stage] = at
+            if no_io:
+                pure.add(stage)
     for stage in stages:
         if stage not in rules:
             problems.append('inspector/%s/: no stage rule line (" * Stage rule: %s may include ...." in one of its '
@@ -130,6 +143,9 @@ def check(root):
             continue  # its missing rule is reported above
         allowed = rules[stage]
         for line in texts[f]:
+            s = SYSTEM_RE.match(line)
+            if s and stage in pure and s.group(1) in IO_HEADERS:
+                problems.append("inspector/%s -> <%s> (stage %s does no I/O)" % (f, s.group(1), stage))
             m = INCLUDE_RE.match(line)
             if not m:
                 continue
@@ -183,6 +199,11 @@ def self_test():
             failures.append("%s: want %s, got %s" % (name, want, got))
 
     expect("clean tree", lambda r: None, [])
+    expect("a stage of no I/O includes <unistd.h>",
+           lambda r: (write(r, "inspector/classify/classify.h",
+                            rule("classify", "model; no I/O") + '#include "model/evidence.h"\n'),
+                      write(r, "inspector/classify/lock.c", '#include <stdio.h>\n#include <unistd.h>\n')),
+           ["inspector/classify/lock.c -> <unistd.h> (stage classify does no I/O)"])
     expect("a model file includes classify",
            lambda r: write(r, "inspector/model/pool.c", '#include "model/evidence.h"\n#include "classify/classify.h"\n'),
            ["inspector/model/pool.c -> classify/classify.h"])
