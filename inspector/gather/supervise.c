@@ -21,9 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gather/proc.h"
 #include "gather/watch.h"
 #include "hangdx/trace.h"
 #include "model/procstat.h"
+#include "model/util.h"
 #include "native/stacks.h"
 
 #define TICK_S 1.0        /* between two looks at the job */
@@ -379,6 +381,57 @@ static pid_t start_job(char *const *command, int watch, struct job_start *js)
 }
 
 /* The job, without a watch: waited for, its signals passed on. 0 or -errno (as hdx_supervise). */
+/* Whether pid names the shim in its LD_PRELOAD but has not mapped it: ld.so could not open
+ * the path in that process's root (a chroot or a container without hangdx's directory), and
+ * said so only on the job's stderr. Only a process whose root is not hangdx's is asked: on
+ * the host, a setuid or static program ignores LD_PRELOAD by design. */
+static int shim_missing(int pid)
+{
+    char link[64], root[8];
+    snprintf(link, sizeof link, "/proc/%d/root", pid);
+    ssize_t n = readlink(link, root, sizeof root - 1);
+    int other_root = n > 1 || (n == 1 && root[0] != '/');
+    if (!other_root && hdx_proc_ns(pid, "mnt") == hdx_proc_ns(0, "mnt"))
+        return 0;
+    char *preload = hdx_proc_getenv(pid, "LD_PRELOAD");
+    int named = preload && strstr(preload, "libhangdx-preload.so") != NULL;
+    free(preload);
+    if (!named)
+        return 0;
+    snprintf(link, sizeof link, "/proc/%d/maps", pid);
+    char *maps = hdx_read_file(link, 64u << 20, NULL);
+    int mapped = maps && strstr(maps, "libhangdx-preload.so") != NULL;
+    free(maps);
+    return maps && !mapped;
+}
+
+/* Say once when a process of the job runs without the shim it was given (shim_missing):
+ * nothing it does is traced. Returns 1 once said. */
+static int check_shim(void)
+{
+    int *pids = NULL;
+    size_t n = 0;
+    int said = 0;
+    if (hdx_watch_job_pids(witness_pid, &pids, &n) == 0)
+        for (size_t i = 0; i < n && !said; i++)
+            if (shim_missing(pids[i])) {
+                char path[64];
+                snprintf(path, sizeof path, "/proc/%d/comm", pids[i]);
+                char *comm = hdx_read_file(path, 64, NULL);
+                if (comm)
+                    comm[strcspn(comm, "\n")] = 0;
+                say("hangdx run: the shim is not loaded in pid %d (%s), which runs in another root (a chroot or a "
+                    "container): ld.so could not open its LD_PRELOAD path there (its message is on the job's "
+                    "stderr), so nothing it does is traced; make hangdx's directory visible at the same path in "
+                    "that root, or run the self-contained hangdx inside it (docs/containers.md)\n",
+                    pids[i], comm ? comm : "?");
+                free(comm);
+                said = 1;
+            }
+    free(pids);
+    return said;
+}
+
 static int run_child(const hdx_supervise_options *o, hdx_supervise_result *r)
 {
     struct job_start js;
@@ -386,6 +439,19 @@ static int run_child(const hdx_supervise_options *o, hdx_supervise_result *r)
     if (pid < 0)
         return (int)pid;
     r->pid = pid;
+    /* The first 30 s, every second: whether the job's processes loaded the shim (check_shim);
+     * the job's end is seen within 0.1 s meanwhile. */
+    for (int tick = 1, told = 0; tick <= 300 && !told; tick++) {
+        pid_t w = waitpid(pid, &r->status, WNOHANG);
+        if (w == pid)
+            goto done;
+        if (w < 0 && errno != EINTR)
+            break; /* said below */
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        if (tick % 10 == 0)
+            told = check_shim();
+    }
     while (waitpid(pid, &r->status, 0) < 0) {
         if (errno != EINTR) {
             int e = errno;
@@ -394,6 +460,7 @@ static int run_child(const hdx_supervise_options *o, hdx_supervise_result *r)
             return -e;
         }
     }
+done:
     child_pid = 0;
     stop_witness();
     return 0;
@@ -500,7 +567,7 @@ static int watch_child(const hdx_supervise_options *o, hdx_supervise_result *r)
     if (!w)
         say("hangdx run: out of memory: the job runs unwatched\n");
     double t = now_s(), last_progress = t, next_tick = t; /* first tick: the baseline */
-    int status = 0, ended = 0, reported = 0, killed = 0, progressed = 1;
+    int status = 0, ended = 0, reported = 0, killed = 0, progressed = 1, shim_told = 0;
     size_t n_python = 0; /* processes whose Python stacks the last check read */
     while (!(ended |= reap(pid, &status))) {
         double wait = next_tick - now_s();
@@ -514,6 +581,8 @@ static int watch_child(const hdx_supervise_options *o, hdx_supervise_result *r)
         if (!w || t < next_tick)
             continue;
         next_tick = t + TICK_S;
+        if (!shim_told)
+            shim_told = check_shim();
         hdx_stacks_release_orphans(); /* a thread a capture could not detach (it was in D) never stays stopped */
         /* Output and trace events are progress. CPU time alone is not (a rank spinning in
          * cuStreamSynchronize uses a whole core): it counts when a main thread's Python stack
