@@ -693,7 +693,9 @@ def case_frozen(tmp):
         freeze(False)
         for p in procs:
             assert_untraced(p.pid, "after inspecting the frozen job")
-            check_compute(p, "after thawing")
+            # The freeze itself (not hangdx) may fall between a SIGUSR1's delivery and the
+            # target's acknowledgement of it: the computation is checked, not the signal count.
+            check_compute(p, "after thawing", signals_exact=False)
     finally:
         for p in procs:
             kill(p)
