@@ -389,21 +389,35 @@ static int busy(const hdx_evidence *ev, const hdx_process *p)
     return thread_grew(ev, p, main_thread) && (p->stack_changed == 1 || t->state != 'R');
 }
 
-/* Every rank (every process when none has a rank) busy. */
-static int all_busy(const hdx_evidence *ev)
+/* Does any process of ev carry a rank of its own? */
+static int has_rank_process(const hdx_evidence *ev)
 {
-    int any_rank = 0, seen = 0;
     for (size_t i = 0; i < ev->n_procs; i++)
-        any_rank |= ev->procs[i].is_rank_process;
+        if (ev->procs[i].is_rank_process)
+            return 1;
+    return 0;
+}
+
+/* How many live ranks (live processes when none has a rank) of the job judged there are when
+ * every one of them is such that holds(ev, p); 0 when one is not, or there is none. */
+static int every_live_rank(const hdx_evidence *ev, int (*holds)(const hdx_evidence *, const hdx_process *))
+{
+    int any_rank = has_rank_process(ev), seen = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
         if ((any_rank && !p->is_rank_process) || p->alive == 0 || p->set_aside)
             continue;
-        if (!busy(ev, p))
+        if (!holds(ev, p))
             return 0;
-        seen = 1;
+        seen++;
     }
     return seen;
+}
+
+static int frozen(const hdx_evidence *ev, const hdx_process *p)
+{
+    (void)ev;
+    return p->frozen == 1;
 }
 
 static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
@@ -427,18 +441,8 @@ static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
  * the job is suspended (a scheduler's or a person's freeze), not hung; -ENOMEM, 1, or 0. */
 static int verdict_frozen(const hdx_evidence *ev, hdx_verdict *v)
 {
-    int any_rank = 0, frozen = 0;
-    for (size_t i = 0; i < ev->n_procs; i++)
-        any_rank |= ev->procs[i].is_rank_process;
-    for (size_t i = 0; i < ev->n_procs; i++) {
-        const hdx_process *p = &ev->procs[i];
-        if ((any_rank && !p->is_rank_process) || p->alive == 0 || p->set_aside)
-            continue;
-        if (p->frozen != 1)
-            return 0;
-        frozen++;
-    }
-    if (!frozen)
+    int n = every_live_rank(ev, frozen);
+    if (!n)
         return 0;
     v->cls = HDX_CLASS_NOT_HUNG;
     v->confidence = HDX_CONF_HIGH;
@@ -447,14 +451,14 @@ static int verdict_frozen(const hdx_evidence *ev, hdx_verdict *v)
         return -ENOMEM;
     return hdx_cls_set_text(&v->summary, "every %s (%d) is frozen by its cgroup's freezer: the job is suspended, "
                                          "not hung",
-                            any_rank ? "rank process" : "process", frozen)
+                            has_rank_process(ev) ? "rank process" : "process", n)
                ? -ENOMEM : 1;
 }
 
 /* The rules on stacks and CPU samples: 1 when one decided v, 0 when none did, -ENOMEM. */
 static int stack_rules(const hdx_evidence *ev, hdx_verdict *v, int any_progress)
 {
-    if (all_busy(ev))
+    if (every_live_rank(ev, busy))
         return verdict_not_hung(ev, v) ? -ENOMEM : 1;
     int r = hdx_cls_distributed(ev, v);
     if (r != 0)
