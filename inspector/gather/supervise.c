@@ -29,6 +29,7 @@
 #include "native/stacks.h"
 
 #define TICK_S 1.0        /* between two looks at the job */
+#define SHIM_CHECK_S 30   /* how long into the job check_shim looks, every second */
 #define CPU_WINDOW_S 3.0  /* CPU growth is summed over this long (or the hang timeout when shorter) */
 #define CPU_SHARE 0.05    /* of one core: what a hung job's pollers stay well below */
 
@@ -439,9 +440,9 @@ static int run_child(const hdx_supervise_options *o, hdx_supervise_result *r)
     if (pid < 0)
         return (int)pid;
     r->pid = pid;
-    /* The first 30 s, every second: whether the job's processes loaded the shim (check_shim);
+    /* The first SHIM_CHECK_S, every second: whether the job's processes loaded the shim (check_shim);
      * the job's end is seen within 0.1 s meanwhile. */
-    for (int tick = 1, told = 0; tick <= 300 && !told; tick++) {
+    for (int tick = 1, told = 0; tick <= SHIM_CHECK_S * 10 && !told; tick++) {
         pid_t w = waitpid(pid, &r->status, WNOHANG);
         if (w == pid)
             goto done;
@@ -566,7 +567,7 @@ static int watch_child(const hdx_supervise_options *o, hdx_supervise_result *r)
     hdx_watch *w = hdx_watch_new(o->trace_dir, witness_pid, window, CPU_SHARE);
     if (!w)
         say("hangdx run: out of memory: the job runs unwatched\n");
-    double t = now_s(), last_progress = t, next_tick = t; /* first tick: the baseline */
+    double t = now_s(), started = t, last_progress = t, next_tick = t; /* first tick: the baseline */
     int status = 0, ended = 0, reported = 0, killed = 0, progressed = 1, shim_told = 0;
     size_t n_python = 0; /* processes whose Python stacks the last check read */
     while (!(ended |= reap(pid, &status))) {
@@ -581,7 +582,7 @@ static int watch_child(const hdx_supervise_options *o, hdx_supervise_result *r)
         if (!w || t < next_tick)
             continue;
         next_tick = t + TICK_S;
-        if (!shim_told)
+        if (!shim_told && t - started < SHIM_CHECK_S)
             shim_told = check_shim();
         hdx_stacks_release_orphans(); /* a thread a capture could not detach (it was in D) never stays stopped */
         /* Output and trace events are progress. CPU time alone is not (a rank spinning in
