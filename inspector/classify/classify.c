@@ -104,7 +104,7 @@ static void waiters_phrase(const hdx_evidence *ev, const hdx_lock *l, char *buf,
         if (!waiter_kept(ev, &l->waiters[i]))
             continue;
         char w[160];
-        hdx_cls_who(ev, hdx_evidence_find_waiter(ev, &l->waiters[i]), l->waiters[i].pid,
+        hdx_evidence_who(ev, hdx_evidence_find_waiter(ev, &l->waiters[i]), l->waiters[i].pid,
             l->waiters[i].rank, w, sizeof w);
         used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", w);
     }
@@ -201,7 +201,7 @@ static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, const hdx_lo
     call_site(ev, l, site, sizeof site);
     if (l->has_creator) {
         char c[160];
-        hdx_cls_who(ev, NULL, l->creator_pid, l->creator_rank, c, sizeof c);
+        hdx_evidence_who(ev, NULL, l->creator_pid, l->creator_rank, c, sizeof c);
         snprintf(creator, sizeof creator, "created by %s, which is %s", c,
                  j->creator_alive == 1 ? "alive but no longer holds it" : "gone");
     } else {
@@ -249,7 +249,7 @@ static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, const hdx_loc
     char waiters[512], h[160], site[600];
     waiters_phrase(ev, l, waiters, sizeof waiters);
     call_site(ev, l, site, sizeof site);
-    hdx_cls_who(ev, holder, j->holder_pid, HDX_UNKNOWN, h, sizeof h);
+    hdx_evidence_who(ev, holder, j->holder_pid, HDX_UNKNOWN, h, sizeof h);
     if (holder && holder->rank >= 0 && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, holder->rank))
         return -ENOMEM;
     if (hdx_cls_add_pid(v, j->holder_pid))
@@ -430,7 +430,7 @@ static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
         if (ev->procs[i].progressing != 1 || ev->procs[i].set_aside)
             continue;
         char w[160];
-        hdx_cls_who(ev, &ev->procs[i], 0, 0, w, sizeof w);
+        hdx_evidence_who(ev, &ev->procs[i], 0, 0, w, sizeof w);
         used += (size_t)snprintf(busy + used, sizeof busy - used, "%s%s %s", used ? ", " : "", w,
                                  hdx_process_name(&ev->procs[i]));
     }

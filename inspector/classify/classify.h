@@ -28,8 +28,59 @@ enum hdx_class {
 
 enum hdx_confidence { HDX_CONF_LOW, HDX_CONF_MEDIUM, HDX_CONF_HIGH };
 
+/*
+ * What decided a verdict: one value per outcome of a rule (docs/design.md
+ * "Findings", which lists the facts each one carries). The report words a
+ * verdict from its finding and facts (report/words.h); tests check these.
+ */
+enum hdx_finding {
+    HDX_FIND_NONE = 0,
+    /* the rules on locks, CPU and stacks (classify.c) */
+    HDX_FIND_FROZEN,              /* every live rank frozen by its cgroup's freezer */
+    HDX_FIND_LOCK_STALE,          /* waiters on a lock nobody holds or has open */
+    HDX_FIND_LOCK_STALE_UNCHECKED, /* the same, but processes of other users could not be checked */
+    HDX_FIND_LOCK_HOLDER_UNREAD,  /* a holder seen in /proc/locks that could not be inspected */
+    HDX_FIND_BUILD_STUCK,         /* the holder's build makes no progress, or ran past --build-timeout */
+    HDX_FIND_BUILD_RUNNING,       /* the holder's build makes progress */
+    HDX_FIND_LOCK_HOLDER_STUCK,   /* the holder is itself stuck, with no build under it */
+    HDX_FIND_PROGRESS,            /* the processes make progress */
+    HDX_FIND_NO_PROCESS,          /* the input held no process */
+    HDX_FIND_ALL_EXITED,          /* every process has exited, and nothing says it was stuck */
+    HDX_FIND_NO_STACKS,           /* no rule matched, and no stack could be read */
+    HDX_FIND_NO_RULE,             /* stuck, but no rule matched */
+    /* the distributed rules (classify_dist.c) */
+    HDX_FIND_RENDEZVOUS,          /* ranks wait in process-group or NCCL communicator initialisation */
+    HDX_FIND_P2P,                 /* send/recv that cannot match, without process groups */
+    HDX_FIND_COLLECTIVE_ELSEWHERE, /* ranks wait in a collective that others are not in */
+    HDX_FIND_COLLECTIVE_MISSING,  /* ... that ranks not inspected are missing from */
+    HDX_FIND_COLLECTIVE_GPU,      /* the whole world waits on the GPU work under the collective */
+    HDX_FIND_COLLECTIVE_STUCK,    /* the whole world waits in it, none elsewhere */
+    HDX_FIND_COLLECTIVE_UNSEEN,   /* ranks wait in it, none missing here, world size unknown */
+    HDX_FIND_GRAPH,               /* the waits-for graph of the process groups (v->graph) names the root */
+    /* the log rules (classify_logs.c) */
+    HDX_FIND_LOG_FIRST,
+};
+
+/* The kinds of value a fact holds. */
+enum hdx_fact_kind { HDX_FACT_NUM, HDX_FACT_TEXT, HDX_FACT_INTS };
+
+/* One fact of a verdict, named: what the rule that decided read from the evidence
+ * (a path, an op, the ranks that wait), as the report words it and prints it in
+ * its JSON (verdict.facts). */
+typedef struct hdx_fact {
+    const char *name; /* static, e.g. "path", "waiting", "op" (docs/design.md "Findings") */
+    enum hdx_fact_kind kind;
+    long long num;    /* HDX_FACT_NUM */
+    char *text;       /* HDX_FACT_TEXT, owned */
+    int *ints;        /* HDX_FACT_INTS, owned */
+    size_t n_ints;
+} hdx_fact;
+
 typedef struct hdx_verdict {
     enum hdx_class cls;
+    enum hdx_finding finding; /* what decided it */
+    hdx_fact *facts;          /* the finding's facts, each name once; owned */
+    size_t n_facts;
     char *summary; /* one sentence for a person */
     char *remedy;  /* what to do, or NULL */
     int *culprit_ranks;
@@ -115,6 +166,27 @@ int hdx_lock_judge_all(const hdx_evidence *ev, hdx_lock_judgement **out);
  * 1 when a note was written, 0 when there is none (buf untouched).
  */
 int hdx_lock_judgement_note(const hdx_lock *l, const hdx_lock_judgement *j, char *buf, size_t size);
+
+/*
+ * Set v's fact name (a static string) to a number, a text (copied; NULL sets
+ * nothing) or a set of ints (copied, in their order), replacing a fact of that
+ * name. Returns 0 or -ENOMEM.
+ */
+int hdx_verdict_set_num(hdx_verdict *v, const char *name, long long num);
+int hdx_verdict_set_text(hdx_verdict *v, const char *name, const char *text);
+int hdx_verdict_set_ints(hdx_verdict *v, const char *name, const int *ints, size_t n);
+
+/* v's fact name, borrowed from v, or NULL when v has none of that name. */
+const hdx_fact *hdx_verdict_fact(const hdx_verdict *v, const char *name);
+
+/* The number of fact name, or dflt when v has no such number. */
+long long hdx_verdict_num(const hdx_verdict *v, const char *name, long long dflt);
+
+/* The text of fact name (borrowed from v), or NULL when v has no such text. */
+const char *hdx_verdict_text(const hdx_verdict *v, const char *name);
+
+/* "lock_stale", "graph", ... (docs/design.md "Findings"); "none" for HDX_FIND_NONE. */
+const char *hdx_finding_name(enum hdx_finding f);
 
 /* Release what v owns and zero it. Accepts NULL. */
 void hdx_verdict_clear(hdx_verdict *v);

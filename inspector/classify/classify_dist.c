@@ -123,11 +123,11 @@ static size_t tell_where(const job *j, const rank_view *r, char *buf, size_t siz
         snprintf(where, sizeof where, "stopped (state T)");
     else {
         char at[240];
-        hdx_cls_where(r->t, at, sizeof at);
+        hdx_thread_where(r->t, at, sizeof at);
         snprintf(where, sizeof where, "in %s", at);
     }
     char who[160];
-    hdx_cls_who(j->ev, r->p, 0, 0, who, sizeof who);
+    hdx_evidence_who(j->ev, r->p, 0, 0, who, sizeof who);
     int n = snprintf(buf, size, "%s is %s", who, where);
     return n < 0 ? 0 : (size_t)n;
 }
@@ -308,7 +308,7 @@ static int verdict_p2p(const job *j, hdx_verdict *v)
             continue; /* they wait on each other: a cycle told from either side */
         if (used < sizeof text) {
             char where[256];
-            hdx_cls_where(b ? b->t : NULL, where, sizeof where);
+            hdx_thread_where(b ? b->t : NULL, where, sizeof where);
             used += (size_t)snprintf(text + used, sizeof text - used, "%srank %d %s rank %d, which %s%s",
                                      used ? "; " : "", a->p->rank, p2p_verb(a), peer,
                                      b ? "never answers: it is in " : "is not among the inspected processes",
@@ -484,7 +484,7 @@ static void who_at(const hdx_evidence *ev, const hdx_wf_rank *r, char *buf, size
     if (coords[0])
         snprintf(buf, size, "rank %d (%s)", r->rank, coords);
     else if (r->p)
-        hdx_cls_who(ev, r->p, 0, 0, buf, size);
+        hdx_evidence_who(ev, r->p, 0, 0, buf, size);
     else
         snprintf(buf, size, "rank %d", r->rank);
 }
@@ -503,7 +503,7 @@ static int call_group(const hdx_waitsfor *g, long call)
 static void doing(const hdx_waitsfor *g, const hdx_wf_rank *r, char *buf, size_t size)
 {
     char where[256];
-    hdx_cls_where(r->t, where, sizeof where);
+    hdx_thread_where(r->t, where, sizeof where);
     switch (r->state) {
     case HDX_WF_ASLEEP:
         snprintf(buf, size, "it %s in %s", r->t && r->t->wait && !strcmp(r->t->wait, "sleep") ? "sleeps" : "is blocked",

@@ -24,10 +24,6 @@
  * step (label.c) stores it as p->progressing. */
 int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p);
 
-/* "rank 1 (pid 123)" or "pid 123", from p, or from pid and rank when p is NULL.
- * When ev spans several hosts and p names its host: "rank 1 (pid 123 on node3)". */
-void hdx_cls_who(const hdx_evidence *ev, const hdx_process *p, int pid, int rank, char *buf, size_t size);
-
 /* Add v to a heap set of ints (once). 0 or -ENOMEM. */
 int hdx_cls_add_int(int **arr, size_t *n, int v);
 
@@ -43,10 +39,6 @@ int hdx_cls_note(hdx_verdict *v, const char *fmt, ...) __attribute__((format(pri
 
 /* Replace *dst with a formatted heap string. 0 or -ENOMEM. */
 int hdx_cls_set_text(char **dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Where a thread is, for a person: "skip_and_sleep (hangs.py:40)" from its
- * innermost Python frame, else its wait label or state. */
-void hdx_cls_where(const hdx_thread *t, char *buf, size_t size);
 
 /*
  * The distributed rules (3–5 of classify.c): rendezvous_wait, p2p_mismatch,

@@ -24,6 +24,110 @@ const char *hdx_class_name(enum hdx_class c)
     return (unsigned)c <= HDX_CLASS_UNKNOWN ? names[c] : "unknown";
 }
 
+const char *hdx_finding_name(enum hdx_finding f)
+{
+    static const char *const names[] = {
+        [HDX_FIND_NONE] = "none",
+        [HDX_FIND_FROZEN] = "frozen",
+        [HDX_FIND_LOCK_STALE] = "lock_stale",
+        [HDX_FIND_LOCK_STALE_UNCHECKED] = "lock_stale_unchecked",
+        [HDX_FIND_LOCK_HOLDER_UNREAD] = "lock_holder_unread",
+        [HDX_FIND_BUILD_STUCK] = "build_stuck",
+        [HDX_FIND_BUILD_RUNNING] = "build_running",
+        [HDX_FIND_LOCK_HOLDER_STUCK] = "lock_holder_stuck",
+        [HDX_FIND_PROGRESS] = "progress",
+        [HDX_FIND_NO_PROCESS] = "no_process",
+        [HDX_FIND_ALL_EXITED] = "all_exited",
+        [HDX_FIND_NO_STACKS] = "no_stacks",
+        [HDX_FIND_NO_RULE] = "no_rule",
+        [HDX_FIND_RENDEZVOUS] = "rendezvous",
+        [HDX_FIND_P2P] = "p2p",
+        [HDX_FIND_COLLECTIVE_ELSEWHERE] = "collective_elsewhere",
+        [HDX_FIND_COLLECTIVE_MISSING] = "collective_missing",
+        [HDX_FIND_COLLECTIVE_GPU] = "collective_gpu",
+        [HDX_FIND_COLLECTIVE_STUCK] = "collective_stuck",
+        [HDX_FIND_COLLECTIVE_UNSEEN] = "collective_unseen",
+        [HDX_FIND_GRAPH] = "graph",
+    };
+    return (size_t)f < sizeof names / sizeof names[0] && names[f] ? names[f] : "none";
+}
+
+/* The slot of fact name in v, made empty when it is new; NULL on ENOMEM. */
+static hdx_fact *fact_slot(hdx_verdict *v, const char *name)
+{
+    for (size_t i = 0; i < v->n_facts; i++)
+        if (!strcmp(v->facts[i].name, name)) {
+            free(v->facts[i].text);
+            free(v->facts[i].ints);
+            v->facts[i] = (hdx_fact){.name = name};
+            return &v->facts[i];
+        }
+    hdx_fact *f = hdx_append((void **)&v->facts, &v->n_facts, sizeof *f);
+    if (f)
+        f->name = name;
+    return f;
+}
+
+int hdx_verdict_set_num(hdx_verdict *v, const char *name, long long num)
+{
+    hdx_fact *f = fact_slot(v, name);
+    if (!f)
+        return -ENOMEM;
+    f->kind = HDX_FACT_NUM;
+    f->num = num;
+    return 0;
+}
+
+int hdx_verdict_set_text(hdx_verdict *v, const char *name, const char *text)
+{
+    if (!text)
+        return 0;
+    char *copy = strdup(text);
+    hdx_fact *f = copy ? fact_slot(v, name) : NULL;
+    if (!f) {
+        free(copy);
+        return -ENOMEM;
+    }
+    f->kind = HDX_FACT_TEXT;
+    f->text = copy;
+    return 0;
+}
+
+int hdx_verdict_set_ints(hdx_verdict *v, const char *name, const int *ints, size_t n)
+{
+    int *copy = malloc((n ? n : 1) * sizeof *copy);
+    hdx_fact *f = copy ? fact_slot(v, name) : NULL;
+    if (!f) {
+        free(copy);
+        return -ENOMEM;
+    }
+    if (n)
+        memcpy(copy, ints, n * sizeof *copy);
+    f->kind = HDX_FACT_INTS;
+    f->ints = copy;
+    f->n_ints = n;
+    return 0;
+}
+
+const hdx_fact *hdx_verdict_fact(const hdx_verdict *v, const char *name)
+{
+    for (size_t i = 0; v && i < v->n_facts; i++)
+        if (!strcmp(v->facts[i].name, name))
+            return &v->facts[i];
+    return NULL;
+}
+
+long long hdx_verdict_num(const hdx_verdict *v, const char *name, long long dflt)
+{
+    const hdx_fact *f = hdx_verdict_fact(v, name);
+    return f && f->kind == HDX_FACT_NUM ? f->num : dflt;
+}
+
+const char *hdx_verdict_text(const hdx_verdict *v, const char *name)
+{
+    const hdx_fact *f = hdx_verdict_fact(v, name);
+    return f && f->kind == HDX_FACT_TEXT ? f->text : NULL;
+}
 
 /* How many generations p is below ancestor (1 for a child), or 0 when it is not.
  * Pids repeat across hosts: the parent is looked up on p's host. */
@@ -36,25 +140,6 @@ int hdx_cls_descendant_depth(const hdx_evidence *ev, const hdx_process *p, const
     }
     return 0;
 }
-
-/* "rank 1 (pid 123)", "rank 1" (pid unknown: a dump without pids) or "pid 123";
- * in a multi-host job the pid with its host: "rank 1 (pid 123 on node3)". */
-void hdx_cls_who(const hdx_evidence *ev, const hdx_process *p, int pid, int rank, char *buf, size_t size)
-{
-    const char *host = NULL;
-    if (p) {
-        pid = p->pid;
-        rank = p->rank;
-        host = p->host && hdx_evidence_multi_host(ev) ? p->host : NULL;
-    }
-    if (rank >= 0 && pid > 0)
-        snprintf(buf, size, "rank %d (pid %d%s%s)", rank, pid, host ? " on " : "", host ? host : "");
-    else if (rank >= 0)
-        snprintf(buf, size, "rank %d", rank);
-    else
-        snprintf(buf, size, "pid %d%s%s", pid, host ? " on " : "", host ? host : "");
-}
-
 
 int hdx_cls_add_int(int **arr, size_t *n, int v)
 {
@@ -96,25 +181,17 @@ int hdx_cls_set_text(char **dst, const char *fmt, ...)
     return 0;
 }
 
-void hdx_cls_where(const hdx_thread *t, char *buf, size_t size)
-{
-    for (size_t i = 0; t && i < t->n_frames; i++) {
-        const hdx_frame *f = &t->frames[i];
-        if (f->kind != HDX_FRAME_PYTHON || !f->function)
-            continue;
-        const char *base = f->file ? strrchr(f->file, '/') : NULL;
-        snprintf(buf, size, "%s (%s:%d)", f->function, base ? base + 1 : (f->file ? f->file : "?"), f->line);
-        return;
-    }
-    snprintf(buf, size, "%s", t && t->wait ? t->wait : "an unknown place");
-}
-
 void hdx_verdict_clear(hdx_verdict *v)
 {
     if (!v)
         return;
     free(v->summary);
     free(v->remedy);
+    for (size_t i = 0; i < v->n_facts; i++) {
+        free(v->facts[i].text);
+        free(v->facts[i].ints);
+    }
+    free(v->facts);
     free(v->culprit_ranks);
     free(v->culprit_pids);
     free(v->missing_ranks);

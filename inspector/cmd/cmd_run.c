@@ -35,6 +35,7 @@
 #include "hangdx/report.h"
 #include "model/util.h"
 #include "report/report.h"
+#include "report/words.h"
 
 #define KILL_GRACE_S 10.0 /* default wait after SIGINT, and again after SIGTERM */
 #define KILL_GRACE_MAX_S 86400.0
@@ -412,6 +413,7 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
     double quiet_s = q->quiet_s;
     hdx_evidence *ev = NULL;
     hdx_verdict v = {0};
+    char *summary = NULL, *remedy = NULL;
     struct hang_root r = {0};
     char txt[PATH_MAX + 32], json[PATH_MAX + 32], tmp[PATH_MAX + 32];
     hang_root_clear(root);
@@ -440,9 +442,11 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
         ret = -1;
         goto out;
     }
+    if ((rc = hdx_verdict_words(ev, &v, &summary, &remedy)))
+        goto fail;
     if (v.cls == HDX_CLASS_NOT_HUNG) {
         fprintf(stderr, "hangdx: not_hung: %s; no report, next check after %.0f s more without progress\n",
-                v.summary ? v.summary : "(no summary)", quiet_s);
+                summary ? summary : "(no summary)", quiet_s);
         ret = 0;
         goto out;
     }
@@ -459,7 +463,7 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
         goto fail;
     /* The summary points at what follows it in a report ("read the stack groups below"): on
      * stderr nothing follows, so it points at the report file instead. */
-    const char *sum = v.summary ? v.summary : "(no summary)";
+    const char *sum = summary ? summary : "(no summary)";
     size_t sl = strlen(sum), bl = strlen(" below");
     if (sl > bl && !strcmp(sum + sl - bl, " below"))
         fprintf(stderr, "hangdx: %s: %.*s in %s\n", hdx_class_name(v.cls), (int)(sl - bl), sum, txt);
@@ -475,6 +479,8 @@ fail:
     root->spare = "its hang could not be reported";
 out:
     hang_root_clear(&r);
+    free(summary);
+    free(remedy);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
     return ret;

@@ -887,6 +887,36 @@ const hdx_log_rank *hdx_evidence_log_rank(const hdx_evidence *ev, int rank)
     return NULL;
 }
 
+void hdx_evidence_who(const hdx_evidence *ev, const hdx_process *p, int pid, int rank, char *buf, size_t size)
+{
+    const char *host = NULL;
+    if (p) {
+        pid = p->pid;
+        rank = p->rank;
+        host = p->host && hdx_evidence_multi_host(ev) ? p->host : NULL;
+    }
+    if (rank >= 0 && pid > 0)
+        snprintf(buf, size, "rank %d (pid %d%s%s)", rank, pid, host ? " on " : "", host ? host : "");
+    else if (rank >= 0)
+        snprintf(buf, size, "rank %d", rank);
+    else
+        snprintf(buf, size, "pid %d%s%s", pid, host ? " on " : "", host ? host : "");
+}
+
+
+void hdx_thread_where(const hdx_thread *t, char *buf, size_t size)
+{
+    for (size_t i = 0; t && i < t->n_frames; i++) {
+        const hdx_frame *f = &t->frames[i];
+        if (f->kind != HDX_FRAME_PYTHON || !f->function)
+            continue;
+        const char *base = f->file ? strrchr(f->file, '/') : NULL;
+        snprintf(buf, size, "%s (%s:%d)", f->function, base ? base + 1 : (f->file ? f->file : "?"), f->line);
+        return;
+    }
+    snprintf(buf, size, "%s", t && t->wait ? t->wait : "an unknown place");
+}
+
 const char *hdx_process_name(const hdx_process *p)
 {
     if (p->n_cmdline && p->cmdline[0]) {

@@ -483,6 +483,15 @@ void hdx_mark_rank_processes(hdx_evidence *ev);
  */
 const char *hdx_process_part(const hdx_evidence *ev, const hdx_process *p);
 
+/* Name a process for a person, into buf (size bytes): "rank 1 (pid 123)", "rank 1" (pid
+ * unknown: a dump without pids) or "pid 123", from p, or from pid and rank when p is NULL;
+ * in a multi-host job the pid with its host: "rank 1 (pid 123 on node3)". */
+void hdx_evidence_who(const hdx_evidence *ev, const hdx_process *p, int pid, int rank, char *buf, size_t size);
+
+/* Where thread t is, for a person, into buf: "skip_and_sleep (hangs.py:40)" from its innermost
+ * Python frame, else its wait label, else "an unknown place" (t may be NULL). */
+void hdx_thread_where(const hdx_thread *t, char *buf, size_t size);
+
 /* The program's base name ("python3"), from argv[0] or the main thread's name. Borrowed. */
 const char *hdx_process_name(const hdx_process *p);
 

@@ -15,6 +15,7 @@
 #include "model/util.h"
 #include "classify/waitsfor.h"
 #include "classify/classify.h"
+#include "report/words.h"
 
 /* Most frames a group's stack or a text report shows per thread. */
 #define TEXT_FRAMES_MAX 24
@@ -156,6 +157,19 @@ static cJSON *waits_for_json(const hdx_waitsfor *g)
     return a;
 }
 
+/* The verdict's facts as one object: a number, a string or an array of ints each. */
+static cJSON *facts_json(const hdx_verdict *v)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (size_t i = 0; o && i < v->n_facts; i++) {
+        const hdx_fact *f = &v->facts[i];
+        cJSON_AddItemToObject(o, f->name, f->kind == HDX_FACT_NUM    ? cJSON_CreateNumber((double)f->num)
+                                          : f->kind == HDX_FACT_TEXT ? hdx_json_str(f->text)
+                                                                     : int_array(f->ints, f->n_ints));
+    }
+    return o;
+}
+
 static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with_procs)
 {
     cJSON *r = cJSON_CreateObject();
@@ -189,16 +203,25 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
         cJSON_AddItemToArray(hosts, cJSON_CreateString(ev->host));
     cJSON_AddItemToObject(r, "taken_at", hdx_json_time(ev->taken_ns, 0));
 
+    char *summary, *remedy;
+    if (hdx_verdict_words(ev, v, &summary, &remedy)) {
+        cJSON_Delete(r);
+        return NULL;
+    }
     cJSON *vo = cJSON_AddObjectToObject(r, "verdict");
     cJSON_AddStringToObject(vo, "class", hdx_class_name(v->cls));
-    cJSON_AddItemToObject(vo, "summary", hdx_json_str(v->summary));
+    cJSON_AddStringToObject(vo, "finding", hdx_finding_name(v->finding));
+    cJSON_AddItemToObject(vo, "facts", facts_json(v));
+    cJSON_AddItemToObject(vo, "summary", hdx_json_str(summary));
     cJSON_AddItemToObject(vo, "culprit_ranks", int_array(v->culprit_ranks, v->n_culprit_ranks));
     cJSON_AddItemToObject(vo, "culprit_pids", int_array(v->culprit_pids, v->n_culprit_pids));
     cJSON_AddItemToObject(vo, "missing_ranks", int_array(v->missing_ranks, v->n_missing_ranks));
     cJSON_AddItemToObject(vo, "missing_count", v->missing_count > 0 ? cJSON_CreateNumber(v->missing_count)
                                                : v->n_missing_ranks ? cJSON_CreateNumber((double)v->n_missing_ranks)
                                                                     : cJSON_CreateNull());
-    cJSON_AddItemToObject(vo, "remedy", hdx_json_str(v->remedy));
+    cJSON_AddItemToObject(vo, "remedy", hdx_json_str(remedy));
+    free(summary);
+    free(remedy);
     cJSON_AddStringToObject(vo, "confidence", confidence_names[v->confidence]);
     cJSON_AddBoolToObject(vo, "culprit_working", v->culprit_working);
     cJSON_AddItemToObject(vo, "group", verdict_group_json(ev, v));
@@ -519,9 +542,12 @@ static void text_pgroups(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
 int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
 {
     int hosts = hdx_evidence_multi_host(ev); /* then each pid is named with its host */
+    char *summary, *remedy;
+    if (hdx_verdict_words(ev, v, &summary, &remedy))
+        return -ENOMEM;
     fprintf(f, "verdict: %s (confidence %s)\n", hdx_class_name(v->cls), confidence_names[v->confidence]);
-    if (v->summary)
-        put_field(f, "  ", v->summary, "\n");
+    if (summary)
+        put_field(f, "  ", summary, "\n");
     if (v->n_culprit_ranks || v->n_culprit_pids) {
         char buf[256];
         int *tmp = malloc((v->n_culprit_ranks + 1) * sizeof *tmp);
@@ -538,8 +564,10 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             fputc('\n', f);
         }
     }
-    if (v->remedy)
-        put_field(f, "remedy: ", v->remedy, "\n");
+    if (remedy)
+        put_field(f, "remedy: ", remedy, "\n");
+    free(summary);
+    free(remedy);
 
     if (ev->n_pgroups)
         text_pgroups(f, ev, v);
