@@ -7,12 +7,16 @@
  *     whose build is stuck → compile_stall; held by a process that is itself
  *     stuck → build_lock; held by a process that makes progress → not_hung
  *     (a build is running). Collective waits behind it are its consequences;
- *  1b. job logs, when no stack evidence decides (classify_logs.c; with stacks they add notes);
  *  2. every rank busy (CPU time grows, and no distributed wait) → not_hung;
  *  3. ranks in process-group initialisation → rendezvous_wait;
  *  4. ranks in send/recv → p2p_mismatch, from the waits-for graph;
  *  5. ranks in a collective → collective_wait (classify_dist.c);
- *  6. otherwise any progress → not_hung, else unknown with the stack groups.
+ *  6. otherwise any progress → not_hung;
+ *  1b. job logs, when no stack evidence decides (classify_logs.c; with stacks they add notes);
+ *  otherwise unknown, with the stack groups.
+ * A wholly frozen job (cgroup freezer) is not_hung before all of them. The rules are a
+ * table (rules[] below); each sets the verdict's finding and facts, and the report words
+ * them (report/words.h).
  */
 #include "classify/classify.h"
 
@@ -95,57 +99,29 @@ static size_t kept_waiters(const hdx_evidence *ev, const hdx_lock *l)
     return n;
 }
 
-/* The waiters of a lock as one phrase: "rank 1 (pid 12), pid 40". */
-static void waiters_phrase(const hdx_evidence *ev, const hdx_lock *l, char *buf, size_t size)
+/* The lock's waiters of the job judged, as the fact "waiters": their indexes in l->waiters. */
+static int set_waiters(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
 {
-    size_t used = 0;
-    buf[0] = 0;
-    for (size_t i = 0; i < l->n_waiters && used + 60 < size; i++) {
-        if (!waiter_kept(ev, &l->waiters[i]))
-            continue;
-        char w[160];
-        hdx_evidence_who(ev, hdx_evidence_find_waiter(ev, &l->waiters[i]), l->waiters[i].pid,
-            l->waiters[i].rank, w, sizeof w);
-        used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", w);
-    }
-    if (!buf[0])
-        snprintf(buf, size, "no process seen waiting");
+    int *kept = malloc((l->n_waiters ? l->n_waiters : 1) * sizeof *kept);
+    size_t n = 0;
+    if (!kept)
+        return -ENOMEM;
+    for (size_t i = 0; i < l->n_waiters; i++)
+        if (waiter_kept(ev, &l->waiters[i]))
+            kept[n++] = (int)i;
+    int rc = hdx_verdict_set_ints(v, "waiters", kept, n);
+    free(kept);
+    return rc;
 }
 
-
-/* "torch/utils/file_baton.py:42" from a frame's absolute path. */
-static void short_site(const hdx_frame *f, char *buf, size_t size)
+/* The facts every lock finding carries: "lock" (its index in ev->locks), "path", "waiters". */
+static int set_lock_facts(const hdx_evidence *ev, size_t li, hdx_verdict *v)
 {
-    const char *file = f->file, *torch = strstr(file, "torch/");
-    snprintf(buf, size, "%s:%d", torch ? torch : file, f->line);
-}
-
-/*
- * Where the waiters wait, from their Python frames: " in FileBaton.wait
- * (torch/utils/file_baton.py:42), called from _jit_compile
- * (torch/utils/cpp_extension.py:1508)", or "" when no frame shows it.
- */
-static void call_site(const hdx_evidence *ev, const hdx_lock *l, char *buf, size_t size)
-{
-    buf[0] = 0;
-    for (size_t i = 0; i < l->n_waiters; i++) {
-        const hdx_process *p = hdx_evidence_find_waiter(ev, &l->waiters[i]);
-        for (size_t k = 0; p && !p->set_aside && k < p->n_threads; k++) {
-            const hdx_thread *t = &p->threads[k];
-            size_t at = 0;
-            const hdx_frame *wait = hdx_thread_find_python(t, HDX_FILEBATON_WAIT, HDX_FILEBATON_FILE, &at);
-            if (!wait)
-                continue;
-            const hdx_frame *jit = hdx_thread_find_python(t, HDX_FILEBATON_CALLER, HDX_FILEBATON_CALLER_FILE, &at);
-            char w[256], j[256] = "";
-            short_site(wait, w, sizeof w);
-            if (jit)
-                short_site(jit, j, sizeof j);
-            snprintf(buf, size, " in %s (%s)%s%s%s", wait->function, w, jit ? ", called from _jit_compile (" : "", j,
-                     jit ? ")" : "");
-            return;
-        }
-    }
+    const hdx_lock *l = &ev->locks[li];
+    return hdx_verdict_set_num(v, "lock", (long long)li) || hdx_verdict_set_text(v, "path", l->path) ||
+                   set_waiters(ev, l, v)
+               ? -ENOMEM
+               : 0;
 }
 
 /* The build that holder runs: ninja and the compilers under it. */
@@ -194,117 +170,57 @@ static int culprits_from_waiters(const hdx_evidence *ev, hdx_verdict *v, const h
     return 0;
 }
 
-static int verdict_stale(const hdx_evidence *ev, const hdx_lock *l, const hdx_lock_judgement *j, hdx_verdict *v)
+static int verdict_stale(const hdx_evidence *ev, size_t li, const hdx_lock_judgement *j, hdx_verdict *v)
 {
-    char waiters[512], creator[256], site[600];
-    waiters_phrase(ev, l, waiters, sizeof waiters);
-    call_site(ev, l, site, sizeof site);
-    if (l->has_creator) {
-        char c[160];
-        hdx_evidence_who(ev, NULL, l->creator_pid, l->creator_rank, c, sizeof c);
-        snprintf(creator, sizeof creator, "created by %s, which is %s", c,
-                 j->creator_alive == 1 ? "alive but no longer holds it" : "gone");
-    } else {
-        snprintf(creator, sizeof creator, "creator unknown: no trace");
-    }
+    const hdx_lock *l = &ev->locks[li];
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = l->has_creator && j->creator_alive == 0 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
-    if (culprits_from_waiters(ev, v, l))
-        return -ENOMEM;
-    if (j->unchecked > 0) { /* a holder may hide among processes hangdx could not read */
+    /* a holder may hide among processes hangdx could not read */
+    v->finding = j->unchecked > 0 ? HDX_FIND_LOCK_STALE_UNCHECKED : HDX_FIND_LOCK_STALE;
+    if (j->unchecked > 0)
         v->confidence = HDX_CONF_LOW;
-        if (hdx_cls_set_text(&v->summary,
-                             "%s wait%s%s on %s, which looks stale (%s), but %d process%s of other users could not be "
-                             "checked for a holder",
-                             waiters, kept_waiters(ev, l) == 1 ? "s" : "", site, l->path, creator, j->unchecked,
-                             j->unchecked == 1 ? "" : "es"))
-            return -ENOMEM;
-        return hdx_cls_set_text(&v->remedy,
-                                "run hangdx as root (or as the lock's owner) to see whether a live process holds %s "
-                                "before deleting it",
-                                l->path);
-    }
-    if (hdx_cls_set_text(&v->summary,
-                 "%s wait%s%s on the stale build lock %s (%s); no process holds or has it open, so nothing will "
-                 "release it",
-                 waiters, kept_waiters(ev, l) == 1 ? "s" : "", site, l->path, creator))
-        return -ENOMEM;
-    if (l->foreign) /* a gone container's path: a namesake here is not its lock */
-        return hdx_cls_set_text(&v->remedy,
-                        "the lock is a path of the container of mount namespace %llu, whose processes are all gone, "
-                        "and not this host's: in that container's file system (its image's writable layer, or the "
-                        "volume it had mounted there), delete %s, then relaunch; never a file of that name on this "
-                        "host",
-                        (unsigned long long)l->mnt_ns, l->path);
-    return hdx_cls_set_text(&v->remedy,
-                    "stop the ranks that wait on it first (a waiter that wakes up loads a half-built module), and "
-                    "check that no build runs on any node that shares this directory (processes left from a killed "
-                    "builder included); then delete the lock and relaunch: rm %s",
-                    l->path);
+    return culprits_from_waiters(ev, v, l) || set_lock_facts(ev, li, v) ? -ENOMEM : 0;
 }
 
-static int verdict_held(const hdx_evidence *ev, const hdx_lock *l, const hdx_lock_judgement *j, hdx_verdict *v)
+static int verdict_held(const hdx_evidence *ev, size_t li, const hdx_lock_judgement *j, hdx_verdict *v)
 {
+    const hdx_lock *l = &ev->locks[li];
     const hdx_process *holder = hdx_evidence_find_process_on(ev, j->holder_host, j->holder_pid);
-    char waiters[512], h[160], site[600];
-    waiters_phrase(ev, l, waiters, sizeof waiters);
-    call_site(ev, l, site, sizeof site);
-    hdx_evidence_who(ev, holder, j->holder_pid, HDX_UNKNOWN, h, sizeof h);
     if (holder && holder->rank >= 0 && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, holder->rank))
         return -ENOMEM;
-    if (hdx_cls_add_pid(v, j->holder_pid))
+    if (hdx_cls_add_pid(v, j->holder_pid) || set_lock_facts(ev, li, v) ||
+        hdx_verdict_set_num(v, "holder_pid", j->holder_pid))
         return -ENOMEM;
     if (!holder) { /* holder seen in /proc/locks but not readable */
         v->cls = HDX_CLASS_BUILD_LOCK;
         v->confidence = HDX_CONF_LOW;
-        if (hdx_cls_set_text(&v->summary, "%s wait%s on %s, held by %s, which could not be inspected",
-                     waiters, kept_waiters(ev, l) == 1 ? "s" : "", l->path, h))
-            return -ENOMEM;
-        return hdx_cls_set_text(&v->remedy, "inspect the holder: hangdx inspect %d", j->holder_pid);
+        v->finding = HDX_FIND_LOCK_HOLDER_UNREAD;
+        return 0;
     }
     build_state b = build_of(ev, l, holder);
     int timed_out = b.build_s >= 0 && ev->build_timeout_s > 0 && b.build_s > (double)ev->build_timeout_s;
-    char child[256] = "";
-    if (b.child)
-        snprintf(child, sizeof child, "%s (pid %d) has run %.0f s, %s", hdx_process_name(b.child), b.child->pid,
-                 b.child->age_s,
-                 b.child->state == 'T' || b.child->state == 't' ? "stopped (state T)"
-                 : hdx_cls_progressing(ev, b.child)                ? "CPU-busy"
-                                                                   : "idle");
+    if (b.child && (hdx_verdict_set_num(v, "compiler_pid", b.child->pid) ||
+                    hdx_verdict_set_num(v, "compiler_busy", hdx_cls_progressing(ev, b.child))))
+        return -ENOMEM;
 
     if (b.n_children && (timed_out || (!b.progressing && ev->samples != 0))) {
         v->cls = HDX_CLASS_COMPILE_STALL;
+        v->finding = HDX_FIND_BUILD_STUCK;
         v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_LOW;
         v->n_culprit_pids = 0;
-        if (hdx_cls_add_pid(v, holder->pid))
-            return -ENOMEM;
-        if (hdx_cls_set_text(&v->summary, "%s holds %s and its build is stuck (%s): %s; %s wait%s", h, l->path,
-                     timed_out ? "past --build-timeout" : "no CPU progress", child, waiters,
-                     kept_waiters(ev, l) == 1 ? "s" : ""))
-            return -ENOMEM;
-        return hdx_cls_set_text(&v->remedy,
-                        "look at the compiler (pid %d): kill it and the build of %s, then relaunch; "
-                        "a compiler killed by the OOM killer or out of memory calls for a lower MAX_JOBS",
-                        b.child->pid, h);
+        return hdx_cls_add_pid(v, holder->pid) || hdx_verdict_set_num(v, "timed_out", timed_out) ? -ENOMEM : 0;
     }
     if (b.progressing) {
         v->n_culprit_ranks = v->n_culprit_pids = 0; /* not_hung names no culprit */
         v->cls = HDX_CLASS_NOT_HUNG;
+        v->finding = HDX_FIND_BUILD_RUNNING;
         v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
-        if (hdx_cls_set_text(&v->summary, "a build is running: %s holds %s%s%s; %s wait%s for it%s", h, l->path,
-                     child[0] ? " and " : "", child, waiters, kept_waiters(ev, l) == 1 ? "s" : "", site))
-            return -ENOMEM;
-        return hdx_cls_set_text(&v->remedy, "wait for the build; hangdx calls it compile_stall after --build-timeout (%lld s)",
-                        (long long)ev->build_timeout_s);
+        return hdx_verdict_set_num(v, "build_timeout_s", ev->build_timeout_s);
     }
     v->cls = HDX_CLASS_BUILD_LOCK;
+    v->finding = HDX_FIND_LOCK_HOLDER_STUCK;
     v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
-    if (hdx_cls_set_text(&v->summary, "%s wait%s%s on %s %s, held by %s, which is itself stuck (%s, no CPU progress)",
-                 waiters, kept_waiters(ev, l) == 1 ? "s" : "", site, hdx_lock_kind_name(j->kind), l->path, h,
-                 holder->n_threads && holder->threads[0].wait ? holder->threads[0].wait : "idle"))
-        return -ENOMEM;
-    return hdx_cls_set_text(&v->remedy, "find why %s is stuck (hangdx inspect %d); ending it releases %s", h,
-                    holder->pid, l->path);
+    return 0;
 }
 
 /* The lock that decides: stale first, then held, among locks with waiters of the
@@ -324,7 +240,9 @@ static long deciding_lock(const hdx_evidence *ev, const hdx_verdict *v)
 }
 
 /* The ranks of the lock waiters' job that wait in a distributed call behind a
- * lock verdict: its consequences. None when no waiter is a rank. */
+ * lock verdict, its consequences: the facts "consequence_ranks" and
+ * "consequence_op" (the call the first of them waits in). None when no waiter is
+ * a rank. */
 static int add_consequences(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
 {
     const hdx_process *waiter = NULL;
@@ -351,13 +269,10 @@ static int add_consequences(const hdx_evidence *ev, const hdx_lock *l, hdx_verdi
         if (!op)
             op = t->wait_op ? t->wait_op : t->wait;
     }
-    int rc = 0;
-    if (n) {
-        char buf[256];
-        hdx_format_ranges(ranks, n, buf, sizeof buf);
-        rc = hdx_cls_set_text(&v->summary, "%s; as a consequence rank%s %s wait%s in %s", v->summary,
-                              n == 1 ? "" : "s", buf, n == 1 ? "s" : "", op);
-    }
+    int rc = n && (hdx_verdict_set_ints(v, "consequence_ranks", ranks, n) ||
+                   hdx_verdict_set_text(v, "consequence_op", op))
+                 ? -ENOMEM
+                 : 0;
     free(ranks);
     return rc;
 }
@@ -420,21 +335,23 @@ static int frozen(const hdx_evidence *ev, const hdx_process *p)
     return p->frozen == 1;
 }
 
+/* not_hung: the processes make progress. The fact "busy": the indexes in ev->procs of
+ * those of the job judged that do. */
 static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
 {
     v->cls = HDX_CLASS_NOT_HUNG;
+    v->finding = HDX_FIND_PROGRESS;
     v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
-    char busy[256] = "";
-    size_t used = 0;
-    for (size_t i = 0; i < ev->n_procs && used + 64 < sizeof busy; i++) {
-        if (ev->procs[i].progressing != 1 || ev->procs[i].set_aside)
-            continue;
-        char w[160];
-        hdx_evidence_who(ev, &ev->procs[i], 0, 0, w, sizeof w);
-        used += (size_t)snprintf(busy + used, sizeof busy - used, "%s%s %s", used ? ", " : "", w,
-                                 hdx_process_name(&ev->procs[i]));
-    }
-    return hdx_cls_set_text(&v->summary, "the processes are making progress (CPU time grows): %s", busy);
+    int *busy = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < ev->n_procs; i++)
+        if (ev->procs[i].progressing == 1 && !ev->procs[i].set_aside && hdx_cls_add_int(&busy, &n, (int)i)) {
+            free(busy);
+            return -ENOMEM;
+        }
+    int rc = hdx_verdict_set_ints(v, "busy", busy, n);
+    free(busy);
+    return rc;
 }
 
 /* Every live rank (every live process when none has a rank) frozen by the cgroup freezer:
@@ -445,60 +362,56 @@ static int verdict_frozen(const hdx_evidence *ev, hdx_verdict *v)
     if (!n)
         return 0;
     v->cls = HDX_CLASS_NOT_HUNG;
+    v->finding = HDX_FIND_FROZEN;
     v->confidence = HDX_CONF_HIGH;
-    if (hdx_cls_set_text(&v->remedy, "thaw the cgroup (cgroup v2: echo 0 > cgroup.freeze; v1: echo THAWED > "
-                                     "freezer.state; Slurm: scontrol resume JOBID), and the job goes on"))
-        return -ENOMEM;
-    return hdx_cls_set_text(&v->summary, "every %s (%d) is frozen by its cgroup's freezer: the job is suspended, "
-                                         "not hung",
-                            has_rank_process(ev) ? "rank process" : "process", n)
-               ? -ENOMEM : 1;
+    return hdx_verdict_set_num(v, "frozen", n) || hdx_verdict_set_num(v, "of_ranks", has_rank_process(ev)) ? -ENOMEM
+                                                                                                          : 1;
 }
 
-/* The rules on stacks and CPU samples: 1 when one decided v, 0 when none did, -ENOMEM. */
-static int stack_rules(const hdx_evidence *ev, hdx_verdict *v, int any_progress)
+/* ---- the rules, in order ---------------------------------------------------
+ * Each returns 1 when it decided v, 0 when it did not, -ENOMEM. */
+
+/* A lock that processes of the job wait on (stale first, then held). Behind a lock that
+ * holds the job, what the job logs alone would say is a note, and the ranks that wait in
+ * a distributed call are its consequences. */
+static int rule_build_lock(const hdx_evidence *ev, hdx_verdict *v)
 {
-    if (every_live_rank(ev, busy))
-        return verdict_not_hung(ev, v) ? -ENOMEM : 1;
-    int r = hdx_cls_distributed(ev, v);
-    if (r != 0)
-        return r;
-    if (any_progress)
-        return verdict_not_hung(ev, v) ? -ENOMEM : 1;
+    long li = deciding_lock(ev, v);
+    if (li < 0)
+        return 0;
+    const hdx_lock_judgement *j = &v->locks[li];
+    int rc = j->state == HDX_LOCK_STALE ? verdict_stale(ev, (size_t)li, j, v) : verdict_held(ev, (size_t)li, j, v);
+    if (rc < 0 || v->cls == HDX_CLASS_NOT_HUNG)
+        return rc < 0 ? rc : 1;
+    if ((rc = hdx_cls_logs(ev, v, 0)) < 0)
+        return rc;
+    return add_consequences(ev, &ev->locks[li], v) ? -ENOMEM : 1;
+}
+
+/* Every live rank busy, and none in a distributed wait that only spins. */
+static int rule_busy(const hdx_evidence *ev, hdx_verdict *v)
+{
+    return every_live_rank(ev, busy) ? (verdict_not_hung(ev, v) ? -ENOMEM : 1) : 0;
+}
+
+/* Any process of the job judged makes progress. */
+static int rule_progress(const hdx_evidence *ev, hdx_verdict *v)
+{
+    for (size_t i = 0; i < ev->n_procs; i++)
+        if (ev->procs[i].progressing == 1 && !ev->procs[i].set_aside)
+            return verdict_not_hung(ev, v) ? -ENOMEM : 1;
     return 0;
 }
 
-int hdx_classify(const hdx_evidence *ev, hdx_verdict *v)
+/* The job logs decide what the stacks left open (classify_logs.c). */
+static int rule_logs(const hdx_evidence *ev, hdx_verdict *v)
 {
-    hdx_verdict_clear(v);
-    int jr = hdx_lock_judge_all(ev, &v->locks); /* the state of each lock (lockjudge.c) */
-    if (jr < 0)
-        return jr;
-    v->n_locks = ev->n_locks;
-    int any_progress = 0;
-    for (size_t i = 0; i < ev->n_procs; i++)
-        any_progress |= ev->procs[i].progressing == 1 && !ev->procs[i].set_aside;
+    return hdx_cls_logs(ev, v, 1);
+}
 
-    int fr = verdict_frozen(ev, v);
-    if (fr)
-        return fr < 0 ? fr : 0;
-    long li = deciding_lock(ev, v);
-    if (li >= 0) {
-        const hdx_lock *l = &ev->locks[li];
-        const hdx_lock_judgement *j = &v->locks[li];
-        int rc = j->state == HDX_LOCK_STALE ? verdict_stale(ev, l, j, v) : verdict_held(ev, l, j, v);
-        if (rc || v->cls == HDX_CLASS_NOT_HUNG || (rc = hdx_cls_logs(ev, v, 0)) < 0)
-            return rc;
-        return add_consequences(ev, l, v);
-    }
-    int r = stack_rules(ev, v, any_progress);
-    if (r < 0)
-        return r;
-    /* Job logs (classify_logs.c): they decide what the stacks left open, else they add notes. */
-    int lr = hdx_cls_logs(ev, v, r == 0);
-    if (lr != 0 || r > 0)
-        return lr < 0 ? lr : 0;
-
+/* Nothing decided: unknown, and why. */
+static int rule_unknown(const hdx_evidence *ev, hdx_verdict *v)
+{
     v->cls = HDX_CLASS_UNKNOWN;
     v->confidence = HDX_CONF_LOW;
     int alive = 0, stacks = 0;
@@ -507,9 +420,40 @@ int hdx_classify(const hdx_evidence *ev, hdx_verdict *v)
         for (size_t k = 0; k < ev->procs[i].n_threads; k++)
             stacks |= ev->procs[i].threads[k].n_frames > 0;
     }
-    const char *why = !ev->n_procs ? "no process to judge: the input held no process"
-                      : !alive     ? "every process has exited or was killed, and nothing it left says it was stuck"
-                      : !stacks    ? "no rule matched, and no stack could be read: see the notes for what is missing"
-                                   : "stuck, but no rule matched: read the stack groups below";
-    return hdx_cls_set_text(&v->summary, "%s", why);
+    v->finding = !ev->n_procs ? HDX_FIND_NO_PROCESS
+                 : !alive     ? HDX_FIND_ALL_EXITED
+                 : !stacks    ? HDX_FIND_NO_STACKS
+                              : HDX_FIND_NO_RULE;
+    return 1;
+}
+
+/* The rule table (docs/design.md "The hang classes"): the first rule that decides makes the
+ * verdict; with log_notes, what the job logs alone would say is then added as a note. */
+static const struct rule {
+    int (*decide)(const hdx_evidence *ev, hdx_verdict *v);
+    int log_notes;
+} rules[] = {
+    {verdict_frozen, 0},      /* every live rank frozen: not_hung */
+    {rule_build_lock, 0},     /* 1 */
+    {rule_busy, 1},           /* 2 */
+    {hdx_cls_distributed, 1}, /* 3-5 */
+    {rule_progress, 1},       /* 6 */
+    {rule_logs, 0},           /* 1b */
+    {rule_unknown, 0},
+};
+
+int hdx_classify(const hdx_evidence *ev, hdx_verdict *v)
+{
+    hdx_verdict_clear(v);
+    int rc = hdx_lock_judge_all(ev, &v->locks); /* the state of each lock (lockjudge.c) */
+    if (rc < 0)
+        return rc;
+    v->n_locks = ev->n_locks;
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        if ((rc = rules[i].decide(ev, v)) < 0)
+            return rc;
+        if (rc > 0)
+            return rules[i].log_notes ? hdx_cls_logs(ev, v, 0) : 0;
+    }
+    return 0;
 }

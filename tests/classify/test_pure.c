@@ -90,7 +90,14 @@ static void check_pure(const char *name, hdx_evidence *ev, hdx_verdict *v)
     char *third = fingerprint(ev);
     CHECK(third && after && !strcmp(third, after), "%s: the evidence changed in the second hdx_classify", name);
     CHECK(again.cls == v->cls && again.n_notes == v->n_notes, "%s: another verdict the second time", name);
-    CHECK(v->summary && again.summary && !strcmp(v->summary, again.summary), "%s: another summary", name);
+    CHECK(again.finding == v->finding && again.n_facts == v->n_facts, "%s: another finding", name);
+    for (size_t i = 0; i < v->n_facts && i < again.n_facts; i++) {
+        const hdx_fact *a = &v->facts[i], *b = &again.facts[i];
+        CHECK(!strcmp(a->name, b->name) && a->kind == b->kind && a->num == b->num && a->n_ints == b->n_ints &&
+                  (!a->text || !strcmp(a->text, b->text)) &&
+                  (!a->n_ints || !memcmp(a->ints, b->ints, a->n_ints * sizeof *a->ints)),
+              "%s: another fact %s", name, a->name);
+    }
     for (size_t i = 0; i < v->n_notes && i < again.n_notes; i++)
         CHECK(!strcmp(v->notes[i], again.notes[i]), "%s: another note %zu", name, i);
     hdx_verdict_clear(&again);
