@@ -97,7 +97,7 @@ def needed(path):
 
 
 def make_root(release):
-    r = run([os.path.join(SRC, "scripts", "make-debian-root"), str(release), ROOTS[release]])
+    r = run([os.path.join(SRC, "scripts", "fixtures", "make-debian-root"), str(release), ROOTS[release]])
     if r.returncode == 77:
         print("skipped: the Debian %d root cannot be made here: %s" % (release, r.stdout.strip().splitlines()[-1:]))
         sys.exit(77)
