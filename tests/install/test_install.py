@@ -2,10 +2,10 @@
 
 usage: test_install.py install | bundle | deb
   install  `cmake --install` of the build under test into a new prefix: bin/hangdx,
-           lib/libhangdx-preload.so and share/hangdx/patterns/logs.json are there, the
-           installed hangdx finds its log patterns (analyze of a log gives the build tree's
-           verdict) and its shim (`hangdx run` records a trace), and no path of the source
-           tree is compiled into the binary.
+           lib/libhangdx-preload.so (or where HDX_SHIM_INSTALL_DIR says) and
+           share/hangdx/patterns/logs.json are there, the installed hangdx finds its log
+           patterns (analyze of a log gives the build tree's verdict) and its shim (`hangdx
+           run` records a trace), and no path of the source tree is compiled into the binary.
   bundle   scripts/bundle DIR: every library Debian ships as a static archive is linked in
            (no libdw, libelf, libunwind, zlib, xz, bzip2 or libstdc++ needed), cJSON is in
            DIR/lib; the shim needs only libc and libdl at glibc 2.17 or later. In the Debian
@@ -19,10 +19,10 @@ usage: test_install.py install | bundle | deb
            seen through an overlay so the cached root stays as made, `apt-get install -y
            ./hangdx_*.deb` fetches the Depends from Debian's mirror and dpkg configures the
            package (so every Depends, with its version, is met); then /usr/bin/hangdx --version
-           prints the project's version, /usr/lib/libhangdx-preload.so is there, analyze of a
-           log gives the build tree's verdict (its patterns found at /usr/share/hangdx), and
-           `hangdx run` records a flock taken (its shim found at /usr/lib). Nothing stays
-           mounted, and the root is not written.
+           prints the project's version, the shim is in /usr/lib (or
+           /usr/HDX_SHIM_INSTALL_DIR), analyze of a log gives the build tree's verdict (its
+           patterns found at /usr/share/hangdx), and `hangdx run` records a flock taken (it
+           found the shim). Nothing stays mounted, and the root is not written.
 Exit 0 passed, 1 failed, 77 skipped (with a line saying why).
 """
 import json
@@ -40,6 +40,7 @@ SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.normpath(os.path.join(os.path.
 ROOTS = {13: os.environ.get("HDX_CONTAINER_ROOT", "/var/cache/hangdx/debian13-root"),
          12: "/var/cache/hangdx/debian12-root",
          11: "/var/cache/hangdx/debian11-root"}
+SHIM = os.path.join(os.environ.get("HDX_SHIM_INSTALL_DIR") or "lib", "libhangdx-preload.so")  # under the prefix
 FAILED = []
 
 
@@ -65,7 +66,7 @@ def case_install(tmp):
     r = run(["cmake", "--install", BUILD, "--prefix", prefix])
     if not check(r.returncode == 0, "cmake --install exits 0", r.stderr):
         return
-    for f in ("bin/hangdx", "lib/libhangdx-preload.so", "share/hangdx/patterns/logs.json"):
+    for f in ("bin/hangdx", SHIM, "share/hangdx/patterns/logs.json"):
         check(os.path.isfile(os.path.join(prefix, f)), "installed: " + f, sorted(os.listdir(prefix)))
     hdx = os.path.join(prefix, "bin", "hangdx")
     log = os.path.join(SRC, "tests", "logs", "fixtures", "gloo_collective_rank_skipped.log")
@@ -76,7 +77,7 @@ def case_install(tmp):
     traces = os.path.join(tmp, "traces")
     r = run([hdx, "run", "-d", traces, "--", "/usr/bin/python3", "-c",
              "import os; os.makedirs('%s/b', exist_ok=True); os.open('%s/b/lock', os.O_CREAT | os.O_EXCL)" % (tmp, tmp)])
-    check(r.returncode == 0, "the installed hangdx run exits 0 (it finds lib/libhangdx-preload.so)", r.stderr)
+    check(r.returncode == 0, "the installed hangdx run exits 0 (it finds %s)" % SHIM, r.stderr)
     check(lock_acquired(traces, os.path.join(tmp, "b", "lock")), "its shim recorded the lock's acquire", traces)
     if any(lib.startswith(("libasan", "libubsan")) for lib in needed(hdx)):
         print("skip  the source tree's path in bin/hangdx's data: a sanitizer build names its sources for its "
@@ -233,7 +234,7 @@ def case_deb(tmp):
           "its Depends name the libraries bin/hangdx links (libc6, libdw1, libelf1, libunwind8, libcjson1)",
           field("Depends"))
     files = [l.split()[-1] for l in run(["dpkg-deb", "-c", deb]).stdout.splitlines()]
-    for f in ("./usr/bin/hangdx", "./usr/lib/libhangdx-preload.so", "./usr/share/hangdx/patterns/logs.json"):
+    for f in ("./usr/bin/hangdx", "./usr/" + SHIM, "./usr/share/hangdx/patterns/logs.json"):
         check(f in files, "the package holds " + f[1:], files)
     check(all(f == "./" or f.startswith("./usr/") for f in files), "every file of the package is under /usr", files)
 
@@ -263,10 +264,10 @@ def case_deb(tmp):
     check(r.returncode == 0 and r.stdout.strip() == "", "Debian 12: dpkg --audit finds nothing amiss",
           r.stdout + r.stderr)
 
-    r = in_overlay(tmp, [], "hangdx --version; test -f /usr/lib/libhangdx-preload.so && echo shim-there")
+    r = in_overlay(tmp, [], "hangdx --version; test -f /usr/%s && echo shim-there" % SHIM)
     check(r.returncode == 0 and r.stdout.splitlines()[:1] == ["hangdx " + version],
           "Debian 12: /usr/bin/hangdx --version prints hangdx %s" % version, r.stdout + r.stderr)
-    check("shim-there" in r.stdout, "Debian 12: /usr/lib/libhangdx-preload.so is there", r.stdout)
+    check("shim-there" in r.stdout, "Debian 12: /usr/%s is there" % SHIM, r.stdout)
 
     log = os.path.join(SRC, "tests", "logs", "fixtures", "gloo_collective_rank_skipped.log")
     want = verdict(HANGDX, log)
@@ -280,7 +281,7 @@ def case_deb(tmp):
     events = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
     check(r.returncode == 0 and any(e.get("type") == "lock_end" and e.get("op") == "flock" and e.get("rc") == 0
                                     and e.get("path") == "/tmp/build.lock" for e in events),
-          "Debian 12: the packaged hangdx run preloads /usr/lib/libhangdx-preload.so, which records the flock taken",
+          "Debian 12: the packaged hangdx run preloads /usr/%s, which records the flock taken" % SHIM,
           r.stdout[-1000:] + r.stderr[-1000:])
 
     check(mounted_below(ROOTS[12]) == [] and mounted_below(os.path.join(tmp, "overlay")) == [],
