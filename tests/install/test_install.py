@@ -116,6 +116,7 @@ def make_root(release):
         sys.exit(77)
     if r.returncode != 0:
         sys.exit("make-debian-root %d failed: %s" % (release, r.stdout + r.stderr))
+    print("\n".join(r.stdout.strip().splitlines()[-3:]), flush=True)  # what it did, and how long it took
 
 
 def in_root(release, bundle, args):
