@@ -263,15 +263,29 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
     return 0;
 }
 
-/* The shim next to this binary: <bindir>/../lib/libhangdx-preload.so. */
+/* The shim beside this binary: <bindir>/HDX_SHIM_FROM_BIN, where cmake --install put it (../lib,
+ * or a package's directory of its own), else <bindir>/../lib as in the build tree. */
+#ifndef HDX_SHIM_FROM_BIN
+#define HDX_SHIM_FROM_BIN "../lib"
+#endif
 static int find_shim(char *out, size_t size)
 {
-    char guess[PATH_MAX];
-    snprintf(guess, sizeof guess, "%s/../lib/libhangdx-preload.so", hdx_self_dir());
-    if (!realpath(guess, out) || access(out, R_OK) != 0) {
-        fprintf(stderr, "hangdx run: the shim is missing: %s (%s) — build the 'hangdx-preload' "
-                        "target or reinstall hangdx\n", guess, strerror(errno));
-        return -1;
+    static const char *const dirs[] = {HDX_SHIM_FROM_BIN, "../lib"};
+    char guess[PATH_MAX], first[PATH_MAX];
+    int first_errno = 0;
+    for (size_t i = 0;; i++) {
+        snprintf(guess, sizeof guess, "%s/%s/libhangdx-preload.so", hdx_self_dir(), dirs[i]);
+        if (realpath(guess, out) && access(out, R_OK) == 0)
+            break;
+        if (i == 0) {
+            snprintf(first, sizeof first, "%s", guess);
+            first_errno = errno;
+        }
+        if (i + 1 == sizeof dirs / sizeof dirs[0]) {
+            fprintf(stderr, "hangdx run: the shim is missing: %s (%s) — build the 'hangdx-preload' "
+                            "target or reinstall hangdx\n", first, strerror(first_errno));
+            return -1;
+        }
     }
     (void)size;
     /* ld.so splits LD_PRELOAD at spaces and colons. */

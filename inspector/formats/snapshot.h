@@ -47,7 +47,7 @@
  *
  * Why tables: the ranks of a host run the same code, so their stacks repeat
  * the same frames, and a frame object repeats its names. The synthetic 8-rank
- * hosts of scripts/gen-synthetic-job (10 threads × 40 frames each) take 49 KB each
+ * hosts of scripts/benchmarks/gen-synthetic-job (10 threads × 40 frames each) take 49 KB each
  * as /2 against 634 KB as /1, and load without a string copy per frame (analyze
  * of 8192 ranks: BENCHMARKS.md).
  *

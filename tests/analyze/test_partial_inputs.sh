@@ -95,7 +95,7 @@ check "  saying so" grep -q "no node's snapshot in it is complete" "$T/err"
 "$HANGDX" analyze --help >"$T/help"
 check "analyze --help: one list item per line" bash -c "! grep -q 'HANGDX_PATTERNS);  - ' '$T/help'"
 check "analyze --help: the exit status 1 (partial)" grep -q "1 partial" "$T/help"
-"$HDX_SOURCE_DIR/scripts/gen-synthetic-job" --help >"$T/help"
+"$HDX_SOURCE_DIR/scripts/benchmarks/gen-synthetic-job" --help >"$T/help"
 check "gen-synthetic-job --help has examples" grep -q "^examples:" "$T/help"
 check "gen-synthetic-job --help says what --hosts and --ranks-per-host are" \
     bash -c "grep -A1 -- '--hosts HOSTS' '$T/help' | grep -q 'hosts of the synthetic job' && grep -A2 -- '--ranks-per-host' '$T/help' | grep -q 'rank processes per host'"

@@ -77,7 +77,7 @@ def main():
         die("no command")
     root = os.path.realpath(a.root)
     if not os.path.isfile(os.path.join(root, ".hangdx-root-stamp")):
-        die(f"{root} is not a made root (no .hangdx-root-stamp): run scripts/make-debian-root 13")
+        die(f"{root} is not a made root (no .hangdx-root-stamp): run scripts/fixtures/make-debian-root 13")
 
     if a.mode == "chroot":  # the mounts are the caller's, in the host's mount namespace
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -10,7 +10,7 @@ and inspected from the host with the host's hangdx.
     box.host("x/lock"), box.inside("x/lock")    # one file of the job dir, by both names
     box.close()                                 # kills everything, checks nothing is left
 
-The root: scripts/make-debian-root 13 makes it once and caches it (HDX_CONTAINER_ROOT, default
+The root: scripts/fixtures/make-debian-root 13 makes it once and caches it (HDX_CONTAINER_ROOT, default
 /var/cache/hangdx/debian13-root); ensure_root() runs it and exits 77 (SKIP_RETURN_CODE) with a
 line saying why when it cannot be made (not root, mirror unreachable, no space) or when this
 machine cannot make namespaces.
@@ -54,7 +54,7 @@ import time
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.normpath(os.path.join(HERE, "..", ".."))
-MAKE_ROOT = os.path.join(SRC, "scripts", "make-debian-root")
+MAKE_ROOT = os.path.join(SRC, "scripts", "fixtures", "make-debian-root")
 ROOT_DIR = os.environ.get("HDX_CONTAINER_ROOT", "/var/cache/hangdx/debian13-root")
 HOST_PY = "/usr/bin/python3"
 ENTER = os.path.join(HERE, "enter.py")
@@ -127,7 +127,7 @@ def ensure_root():
         last = [l for l in r.stdout.splitlines() if l.strip()]
         skip(f"the Debian 13 root cannot be made here: {last[-1] if last else 'make-debian-root exited 77'}")
     if r.returncode != 0:
-        sys.exit(f"scripts/make-debian-root 13 {ROOT_DIR} failed (exit {r.returncode})")
+        sys.exit(f"scripts/fixtures/make-debian-root 13 {ROOT_DIR} failed (exit {r.returncode})")
     log(f"root {ROOT_DIR} ready ({time.monotonic() - t:.1f} s)")
     probe = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--kill-child", "true"],
                            capture_output=True, text=True)

@@ -920,7 +920,7 @@ static void verdict_of(hdx_evidence *ev, char *buf, size_t size)
 static void test_v1_to_v2(void)
 {
     static const char *const files[] = {
-        "scripts/bench-data/gloo_collective_skip.snapshot.json", /* `hangdx snapshot` of a real gloo hang */
+        "scripts/benchmarks/bench-data/gloo_collective_skip.snapshot.json", /* `hangdx snapshot` of a real gloo hang */
         "tests/fixtures/evidence/gloo_collective_skip.json",     /* `hangdx inspect --json` reports */
         "tests/fixtures/evidence/gloo_both_recv.json",
         "tests/fixtures/evidence/gloo_lock_behind_barrier.json",
