@@ -14,7 +14,7 @@
 
 #include "model/evidence.h"
 #include "model/util.h"
-#include "../check.h"
+#include "check.h"
 
 struct live_proc {
     pid_t pid;

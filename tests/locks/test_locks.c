@@ -18,7 +18,7 @@
 #include "gather/proc.h"
 #include "model/util.h"
 
-#include "../check.h"
+#include "check.h"
 
 static char tmpdir[] = "/tmp/hdx-test-locks-XXXXXX";
 

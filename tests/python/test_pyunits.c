@@ -24,7 +24,7 @@
 
 #include "python/pyimpl.h"
 #include "pyinterps.h"
-#include "../check.h"
+#include "check.h"
 
 /* ---------------------------------------------------------- line tables */
 

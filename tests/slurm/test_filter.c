@@ -9,7 +9,7 @@
 
 #include "gather/proc.h"
 
-#include "../check.h"
+#include "check.h"
 
 /* A sleep 60 with exactly the environment env (NULL-terminated). */
 static pid_t spawn(char *const *env)

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../check.h"
+#include "check.h"
 #include "hangdx/trace.h"
 #include "gather/watch.h"
 

@@ -6,7 +6,7 @@
 
 #include "python/merge.h"
 
-#include "../check.h"
+#include "check.h"
 
 static void native(hdx_thread *t, const char *fn, const char *module)
 {

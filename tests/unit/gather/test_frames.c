@@ -7,7 +7,7 @@
 
 #include "gather/slurm.h"
 
-#include "../check.h"
+#include "check.h"
 
 /* A JSON-like text of n bytes without newlines. */
 static char *text_of(size_t n, char c)

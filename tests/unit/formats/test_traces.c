@@ -14,7 +14,7 @@
 #include "model/util.h"
 #include "report/report.h"
 
-#include "../check.h"
+#include "check.h"
 
 static char tmpdir[] = "/tmp/hdx-test-traces-XXXXXX";
 

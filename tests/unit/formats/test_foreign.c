@@ -12,7 +12,7 @@
 
 #include "model/evidence.h"
 #include "formats/foreign.h"
-#include "../check.h"
+#include "check.h"
 
 static int same(const char *a, const char *b)
 {

@@ -10,7 +10,7 @@
 #include "model/json_read.h"
 #include "model/util.h"
 
-#include "../check.h"
+#include "check.h"
 
 static cJSON *doc(const char *text)
 {

@@ -18,7 +18,7 @@
 #include "formats/snapshot.h"
 #include "model/evidence.h"
 #include "report/report.h"
-#include "../check.h"
+#include "check.h"
 
 /* What of ev the classifier must leave as it is, as one heap string. */
 static char *fingerprint(const hdx_evidence *ev)

@@ -6,7 +6,7 @@
 
 #include "model/evidence.h"
 #include "formats/logs.h"
-#include "../check.h"
+#include "check.h"
 
 int main(void)
 {

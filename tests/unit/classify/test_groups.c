@@ -6,7 +6,7 @@
 #include "classify/groups.h"
 #include "model/util.h"
 
-#include "../check.h"
+#include "check.h"
 
 /* A rank whose main thread runs the Python frames given outermost first. */
 static void rank(hdx_evidence *ev, int r, const char *const *outer_first, size_t n)

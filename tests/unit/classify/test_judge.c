@@ -8,7 +8,7 @@
 #include "classify/classify.h"
 #include "model/evidence.h"
 
-#include "../check.h"
+#include "check.h"
 
 #define WAITER 300  /* a rank polling the baton, or blocked in flock */
 #define CREATOR 200 /* the process the trace saw create the lock */

@@ -15,7 +15,7 @@
 #include "model/evidence.h"
 #include "report/report.h"
 #include "classify/waitsfor.h"
-#include "../check.h"
+#include "check.h"
 
 
 #define C10D "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py"

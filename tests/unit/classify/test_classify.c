@@ -11,7 +11,7 @@
 #include "classify/groups.h"
 #include "model/evidence.h"
 #include "report/report.h"
-#include "../check.h"
+#include "check.h"
 
 /* A process with one thread in the given syscall and state. */
 static hdx_process *proc(hdx_evidence *ev, int pid, int ppid, int rank, const char *exe, char state,

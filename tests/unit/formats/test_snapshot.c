@@ -16,7 +16,7 @@
 #include "model/evidence.h"
 #include "report/report.h"
 #include "formats/snapshot.h"
-#include "../check.h"
+#include "check.h"
 
 static char *sdup(const char *s)
 {

@@ -1,6 +1,6 @@
 /*
  * Unit tests of small shared pieces, one per argument:
- *   stat   hdx_stat_parse (gather/proc.h) on stat lines whose comm holds spaces and parentheses.
+ *   stat   hdx_stat_parse (model/procstat.h) on stat lines whose comm holds spaces and parentheses.
  *   index  the hash index (model/index.h): insert, find, collisions, growth, missing keys.
  */
 #include <errno.h>
@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gather/proc.h"
+#include "model/procstat.h"
 #include "model/index.h"
-#include "../check.h"
+#include "check.h"
 
 static void test_stat(void)
 {
