@@ -56,7 +56,7 @@ def case_install(tmp):
     for f in ("bin/hangdx", "lib/libhangdx-preload.so", "share/hangdx/patterns/logs.json"):
         check(os.path.isfile(os.path.join(prefix, f)), "installed: " + f, sorted(os.listdir(prefix)))
     hdx = os.path.join(prefix, "bin", "hangdx")
-    log = os.path.join(SRC, "tests", "logs", "fixtures", "gloo_collective_rank_skipped.log")
+    log = os.path.join(SRC, "tests", "fixtures", "logs", "gloo_collective_rank_skipped.log")
     want = verdict(HANGDX, log)
     got = verdict(hdx, log)
     check(got == want and want[1]["class"] == "collective_wait",

@@ -1,7 +1,7 @@
 /*
  * hdx_classify is a pure function of the evidence (docs/design.md "Data flow"): on every
  * recorded evidence of tests/fixtures (evidence/, nccl/) and on job logs that make the
- * classifier add notes (tests/logs/fixtures), labelled first by hdx_evidence_label, the
+ * classifier add notes (tests/fixtures/logs), labelled first by hdx_evidence_label, the
  * evidence reads the same before and after hdx_classify (its snapshot JSON, each thread's
  * wait, each process's progressing, is_rank_process and set_aside, the notes), a second
  * call gives the same verdict, and the classifier's notes are the verdict's: the report
@@ -145,7 +145,7 @@ static void log_notes(const char *src)
         {"megatron_lock_behind_barrier.log", "rank 0's last log line"},
     };
     for (size_t i = 0; ps && i < sizeof cases / sizeof cases[0]; i++) {
-        snprintf(path, sizeof path, "%s/tests/logs/fixtures/%s", src, cases[i].log);
+        snprintf(path, sizeof path, "%s/tests/fixtures/logs/%s", src, cases[i].log);
         hdx_evidence *ev = hdx_evidence_new();
         CHECK(hdx_log_load(ps, path, ev, &err) == 0, "%s: %s", path, err ? err : "?");
         free(err);

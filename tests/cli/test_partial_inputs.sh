@@ -14,7 +14,7 @@ T=$(mktemp -d /tmp/hdx-test-partial-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
 # snap HOST PID0 RANK...: a snapshot of HOST whose ranks wait in barrier (world size 4).
-snap() { $PY "$(dirname "$0")/../snapshot/barrier_snapshot.py" "$@"; }
+snap() { $PY "$(dirname "$0")/barrier_snapshot.py" "$@"; }
 
 # ---- a directory of snapshots with bad files among them
 D="$T/snaps"

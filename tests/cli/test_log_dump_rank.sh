@@ -1,6 +1,6 @@
 #!/bin/bash
 # The faulthandler dump inside a job log whose lines are all rank 0's (a real NCCL 2.28 /
-# torch 2.11 log of a stuck GPU kernel, tests/logs/fixtures/nccl_watchdog_torch211.log): the
+# torch 2.11 log of a stuck GPU kernel, tests/fixtures/logs/nccl_watchdog_torch211.log): the
 # dump is rank 0's process (not a process of no rank: "pid -1 ?"), with a note saying where the
 # rank came from, and as NCCL says "nranks 1" the verdict blames no other rank (the GPU work
 # never finished); given with a snapshot of rank 0 (either order) the snapshot's process is the
@@ -12,7 +12,7 @@ PY=/usr/bin/python3
 . "$(dirname "$0")/../check.sh"
 T=$(mktemp -d /tmp/hdx-test-logdump-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-LOG="$HDX_SOURCE_DIR/tests/logs/fixtures/nccl_watchdog_torch211.log"
+LOG="$HDX_SOURCE_DIR/tests/fixtures/logs/nccl_watchdog_torch211.log"
 SNAP="$HDX_SOURCE_DIR/tests/fixtures/nccl-h200/gpu_stuck.snapshot.json"
 
 "$HANGDX" analyze --json "$LOG" >"$T/out" 2>"$T/err"; rc=$?

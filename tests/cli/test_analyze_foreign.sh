@@ -4,7 +4,7 @@
 # faulthandler job log of two ranks in recv gives p2p_mismatch without culprits (no
 # locals, so no peers: the waits-for edges cannot be drawn).
 set -u
-F="$HDX_SOURCE_DIR/tests/foreign/fixtures"
+F="$HDX_SOURCE_DIR/tests/fixtures/foreign"
 fail=0
 check() { # python expression over the report r, what it means
     if ! python3 -c "import json,sys; r=json.load(open(sys.argv[1])); v=r['verdict']; sys.exit(0 if ($1) else 1)" "$tmp"; then

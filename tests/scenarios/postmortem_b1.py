@@ -8,12 +8,8 @@ the same culprits, from the snapshot alone.
 """
 import json
 import os
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "scenarios"))
-
-from hdxscen import alive, check, find_lock, run_main, verdict, waiter_pids  # noqa: E402
+from hdxscen import alive, check, find_lock, run_main, verdict, waiter_pids
 
 
 def lock_facts(lk):

@@ -11,7 +11,7 @@ T=$(mktemp -d /tmp/hdx-test-snapan-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
 # snap HOST PID0 RANK...: a snapshot of HOST whose ranks wait in barrier (world size 4).
-snap() { $PY "$(dirname "$0")/../snapshot/barrier_snapshot.py" "$@"; }
+snap() { $PY "$(dirname "$0")/barrier_snapshot.py" "$@"; }
 
 snap node-a 1000 0 1 >"$T/snap-a.json"
 snap node-b 1000 2 3 >"$T/snap-b.json"

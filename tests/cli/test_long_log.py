@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-src = os.path.join(HERE, "fixtures", "nccl_rank_never_enqueued.log")
+src = os.path.join(HERE, "..", "fixtures", "logs", "nccl_rank_never_enqueued.log")
 lines = open(src).read().splitlines(True)
 want = json.loads(lines[0].split("expect:", 1)[1])
 with tempfile.TemporaryDirectory() as d:
