@@ -12,7 +12,7 @@ if [ "$(id -u)" -ne 0 ] || ! command -v setpriv >/dev/null; then
     exit 77
 fi
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-. "$(dirname "$0")/../check.sh"
+. "$(dirname "$0")/../../check.sh"
 
 T=$(mktemp -d /tmp/hdx-test-trust-XXXXXX)
 victim=

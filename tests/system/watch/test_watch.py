@@ -5,7 +5,7 @@ usage: test_watch.py CASE
   lock_report   a cpp_extension.load on a build directory with a stale lock: DIR/report.json
                 appears (build_lock, that lock path), the summary is on stderr, the job runs on
   lock_kill     the same with --on-hang kill: exit 124, nothing of the job left
-  collective    tests/distributed/launch.py collective_skip (3 gloo ranks in sessions of their
+  collective    tests/system/distributed/launch.py collective_skip (3 gloo ranks in sessions of their
                 own) with --on-hang kill: collective_wait, culprit [2], exit 124, nothing left
   healthy       a job printing a line a second for 12 s (--hang-timeout 4), and a pure-Python
                 loop calling functions at varying depths silently for 20 s (--hang-timeout 5
@@ -47,12 +47,12 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.join(HERE, "..", "..")
-sys.path.insert(0, os.path.join(SRC, "tests", "scenarios"))
+SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.join(HERE, "..", "..", "..")
+sys.path.insert(0, os.path.join(SRC, "tests", "system", "scenarios"))
 from hdxscen import (PYTHON, SKIP, Failure, alive, check, find_lock, hangdx_bin, kill_session,  # noqa: E402
                      log, need_torch, session_members, wait_for)
 
-LOADER = os.path.join(SRC, "tests", "scenarios", "loader.py")
+LOADER = os.path.join(SRC, "tests", "system", "scenarios", "loader.py")
 NCCL_FIXTURES = os.path.join(SRC, "tests", "fixtures", "nccl-h200")
 
 # A job whose main thread calls one native busy loop of spin.c (argv: the library, the
@@ -93,7 +93,7 @@ while time.monotonic() - t < 20:
 print("calls", calls > 0)
 raise SystemExit(5)
 """
-LAUNCH = os.path.join(SRC, "tests", "distributed", "launch.py")
+LAUNCH = os.path.join(SRC, "tests", "system", "distributed", "launch.py")
 JOBS = os.path.join(HERE, "jobs.py")
 sys.path.insert(0, os.path.dirname(LAUNCH))
 import launch  # noqa: E402  (its ports: reserved against every other test's)

@@ -47,7 +47,7 @@ def start(box, port):
 
 
 def body(check):
-    import launch  # tests/distributed/launch.py: ports
+    import launch  # tests/system/distributed/launch.py: ports
     box = root.Box(f"gloo-{MODE}", MODE if MODE in ("chroot", "host") else "container")
     port, port_fd = launch.reserve_port()
     try:

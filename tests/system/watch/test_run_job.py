@@ -40,11 +40,11 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.join(HERE, "..", "..")
-sys.path.insert(0, os.path.join(SRC, "tests", "scenarios"))
+SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.join(HERE, "..", "..", "..")
+sys.path.insert(0, os.path.join(SRC, "tests", "system", "scenarios"))
 from hdxscen import (PYTHON, SKIP, Failure, become_subreaper, check, hangdx_bin, kill_session, log,  # noqa: E402
                      session_members, wait_for)
-sys.path.insert(0, os.path.join(SRC, "tests", "distributed"))
+sys.path.insert(0, os.path.join(SRC, "tests", "system", "distributed"))
 import launch  # noqa: E402  (its ports: reserved against every other test's)
 
 # A line a second to stdout and to stderr; its pid into job.pid (not part of the output).

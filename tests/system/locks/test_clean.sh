@@ -4,7 +4,7 @@
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
 PY=/usr/bin/python3
-. "$(dirname "$0")/../check.sh"
+. "$(dirname "$0")/../../check.sh"
 
 T=$(mktemp -d /tmp/hdx-test-clean-XXXXXX)
 holder=
@@ -109,7 +109,7 @@ if $PY -c "import torch.utils.cpp_extension" 2>/dev/null; then
 {"type":"acquire","t":1700000001000000000,"tid":$dead3,"path":"$T/b/torch_ext/lock","fd":5}
 JSON
     chmod 600 "$T/traces/"*.jsonl
-    $PY "$HDX_SOURCE_DIR/tests/scenarios/loader.py" --build-dir "$T/b/torch_ext" --name hdx_clean_tiny \
+    $PY "$HDX_SOURCE_DIR/tests/system/scenarios/loader.py" --build-dir "$T/b/torch_ext" --name hdx_clean_tiny \
         --source "$T/tiny.cpp" --pidfile "$T/loader.pid" >"$T/loader.out" 2>&1 &
     loader=$!
     for _ in $(seq 100); do grep -q loading "$T/loader.out" && break; sleep 0.1; done

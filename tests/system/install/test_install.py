@@ -25,7 +25,7 @@ import tempfile
 
 HANGDX = os.environ.get("HANGDX")
 BUILD = os.environ.get("HDX_BUILD_DIR")
-SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ROOTS = {13: os.environ.get("HDX_CONTAINER_ROOT", "/var/cache/hangdx/debian13-root"),
          11: "/var/cache/hangdx/debian11-root"}
 FAILED = []

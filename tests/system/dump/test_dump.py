@@ -1,10 +1,10 @@
 """End-to-end test of `hangdx dump` on every CPython >= 3.8 of the machine.
 
-    HANGDX=build/bin/hangdx HDX_SOURCE_DIR=. python3 tests/dump/test_dump.py
+    HANGDX=build/bin/hangdx HDX_SOURCE_DIR=. python3 tests/system/dump/test_dump.py
 
 For Debian's /usr/bin/python3.11 and each pyenv interpreter 3.8-3.13
 ($PYENV_ROOT, else `pyenv root`, else /root/.pyenv), starts
-tests/python/park.py, runs `hangdx dump --json --locals PID` and checks, per
+tests/system/python/park.py, runs `hangdx dump --json --locals PID` and checks, per
 thread, what a user reads: the TIDs, the exact Python functions, files and
 lines in order, the native frames around them, that parked threads are
 merged, the locals, and stopped_us. Then `--python-only` must give the same
@@ -25,8 +25,8 @@ import tempfile
 import time
 
 HANGDX = os.environ.get("HANGDX")
-SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-PARK = os.path.realpath(os.path.join(SRC, "tests", "python", "park.py"))
+SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
+PARK = os.path.realpath(os.path.join(SRC, "tests", "system", "python", "park.py"))
 DUMP_TIMEOUT = 20  # seconds for one hangdx dump
 
 

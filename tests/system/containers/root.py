@@ -17,7 +17,7 @@ machine cannot make namespaces.
 
 Each Box has a job directory on the host's disk (box.dir, under the temp dir) bound inside at
 /mnt/<its name> (box.idir), so that a file has two names: box.host(rel) and box.inside(rel).
-Modes (tests/containers/enter.py does the entering):
+Modes (tests/system/containers/enter.py does the entering):
   chroot     a plain `chroot VIEW cmd` in all of the host's namespaces: VIEW (box.root) is a
              bind of the cached root under the temp dir (hdx-ctr-views/<job>), with /proc,
              /dev (a tmpfs with the usual device nodes bound in), /sys (read-only), /tmp and
@@ -53,7 +53,7 @@ import time
 
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.normpath(os.path.join(HERE, "..", ".."))
+SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 MAKE_ROOT = os.path.join(SRC, "scripts", "make-debian-root")
 ROOT_DIR = os.environ.get("HDX_CONTAINER_ROOT", "/var/cache/hangdx/debian13-root")
 HOST_PY = "/usr/bin/python3"
@@ -61,7 +61,7 @@ ENTER = os.path.join(HERE, "enter.py")
 JOB = os.path.join(HERE, "job.py")
 INSIDE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-sys.path.insert(0, os.path.join(SRC, "tests", "distributed"))
+sys.path.insert(0, os.path.join(SRC, "tests", "system", "distributed"))
 
 
 def log(msg):

@@ -1,5 +1,5 @@
 /*
- * Busy loops for tests/watch, called from Python through ctypes (which lets
+ * Busy loops for tests/system/watch, called from Python through ctypes (which lets
  * go of the GIL for the call, so that another Python thread can end them).
  * Both spin in user mode on a flag until it is set: state R, a whole core,
  * no system call, the same stack all along. Built at -O0 so that neither is

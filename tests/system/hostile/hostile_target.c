@@ -1,5 +1,5 @@
 /*
- * Targets for the hostile-timing tests (tests/hostile/test_hostile.py).
+ * Targets for the hostile-timing tests (tests/system/hostile/test_hostile.py).
  *
  *   hostile_target compute [ROUNDS]
  *     A deterministic computation in three threads, as real programs write

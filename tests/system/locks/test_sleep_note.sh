@@ -5,7 +5,7 @@
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
 PY=/usr/bin/python3
-. "$(dirname "$0")/../check.sh"
+. "$(dirname "$0")/../../check.sh"
 T=$(mktemp -d /tmp/hdx-test-sleepnote-XXXXXX)
 $PY -c 'import time; time.sleep(3600)' & long=$!
 $PY -c 'import os, time

@@ -1,7 +1,7 @@
 """The inspector against hostile timing and permissions.
 
     HANGDX=build/bin/hangdx HOSTILE_TARGET=build/tests/bin/hostile_target \
-        /usr/bin/python3 tests/hostile/test_hostile.py CASE
+        /usr/bin/python3 tests/system/hostile/test_hostile.py CASE
 
 CASE is one of:
   exits    the target exits before and during an inspection
@@ -335,7 +335,7 @@ def case_dstate(tmp):
         check(t["state"] == "D", "dump reports the thread's state D: %s" % t["state"])
         # It waits in a system call (vfork): its stack is read without a stop, from the user sp
         # and pc /proc gives (a thread that must be stopped instead gets a note and no stack:
-        # tests/live/test_stacks.c).
+        # tests/system/live/test_stacks.c).
         fns = [f["function"] for f in t["frames"]]
         check(fns and fns[0] and "vfork" in fns[0] and "vforker" in fns,
               "the thread in D has its stack, vfork called from vforker: %s" % fns)

@@ -17,7 +17,7 @@ Both ranks run `job.py load` on one build directory of the job dir (/mnt/<job>/b
 the host's job dir outside), with the shim libhangdx-preload.so (a copy in the job dir) in
 LD_PRELOAD and HANGDX_TRACE_DIR=/mnt/<job>/traces: the traces are written inside and read on
 the host at <job dir>/traces. Rank 0 takes the FileBaton (<build>/lock) and runs ninja, whose
-compiler (tests/scenarios' delaying CXX wrapper) sits idle; rank 1 polls the lock; rank 0 is
+compiler (tests/system/scenarios' delaying CXX wrapper) sits idle; rank 1 polls the lock; rank 0 is
 SIGKILLed with every process it started (the OOM killer, a launcher's teardown).
 
 Expected, as a user reads it:
@@ -47,7 +47,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import root  # noqa: E402
 
-sys.path.insert(0, os.path.join(root.SRC, "tests", "scenarios"))
+sys.path.insert(0, os.path.join(root.SRC, "tests", "system", "scenarios"))
 from hdxscen import CXX_WRAPPER, TINY_CPP  # noqa: E402
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "pod"

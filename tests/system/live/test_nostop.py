@@ -1,6 +1,6 @@
 """hangdx inspect, snapshot and dump of a job whose threads all wait, through the command.
 
-    HANGDX=build/bin/hangdx /usr/bin/python3 tests/live/test_nostop.py build/tests/bin/eintr_target
+    HANGDX=build/bin/hangdx /usr/bin/python3 tests/system/live/test_nostop.py build/tests/bin/eintr_target
 
 eintr_target's threads wait in epoll_wait, accept and recv with SO_RCVTIMEO, sigtimedwait
 and semtimedop: calls that a ptrace stop breaks with EINTR. hangdx reads the stacks of

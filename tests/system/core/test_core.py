@@ -1,8 +1,8 @@
 """ELF core files through `hangdx analyze`, against real processes.
 
-    HANGDX=build/bin/hangdx HDX_SOURCE_DIR=. python3 tests/core/test_core.py
+    HANGDX=build/bin/hangdx HDX_SOURCE_DIR=. python3 tests/system/core/test_core.py
 
-1. Live and post-mortem agree: tests/python/park.py under Debian's
+1. Live and post-mortem agree: tests/system/python/park.py under Debian's
    /usr/bin/python3.11 and pyenv's 3.10 and 3.12 (shared libpython) when
    present: `hangdx dump --json PID`, `gcore`, kill, `hangdx analyze --json
    CORE` must give the same pid, exe, cmdline, TIDs, Python frames

@@ -65,7 +65,7 @@ def need_torch():
 def hangdx_bin():
     path = os.environ.get("HANGDX")
     if not path:
-        build = os.environ.get("HDX_BUILD_DIR") or os.path.join(HERE, "..", "..", "build")
+        build = os.environ.get("HDX_BUILD_DIR") or os.path.join(HERE, "..", "..", "..", "build")
         path = os.path.join(build, "bin", "hangdx")
     if not os.access(path, os.X_OK):
         raise Failure(f"hangdx binary not found at {path} (set HANGDX or build first)")
