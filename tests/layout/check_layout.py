@@ -23,6 +23,12 @@ each `#include "x/y.h"` and fails (exit 1), printing one line per problem, on:
   - a stage folder without its rule line, or with two; a rule of a stage that has
     no folder, or naming a stage that does not exist; rules that are no order (a
     stage that reaches itself through them).
+
+The unit tests mirror the stages (tests/README.md): each folder tests/unit/<name>/ holds
+the tests of the stage inspector/<name>/. It also fails on
+  - a folder of tests/unit/ that names no stage folder;
+  - a folder of tests/unit/ that tests/unit/CMakeLists.txt does not add (its tests would
+    never run).
 Exit 0 with a one-line summary when the tree keeps the rules; 2 on bad usage.
 
   check_layout.py [--root DIR]   check DIR (default: the source tree holding this script)
@@ -159,9 +165,39 @@ def check(root):
                     problems.append("inspector/%s -> %s" % (f, header))
             elif top not in shared:
                 problems.append("inspector/%s -> %s (%s/ is neither a stage nor in include/)" % (f, header, top))
+
+    n_unit = check_unit_tests(root, stages, problems)
     summary = "layout: %d stages, %d files, %d quoted includes: every include keeps its stage's rule" % (
         len(stages), len(files), n_includes)
+    if n_unit is not None:
+        summary += "; tests/unit: %d folders, each a stage's" % n_unit
     return problems, summary
+
+
+ADD_SUBDIRECTORY_RE = re.compile(r"^\s*add_subdirectory\(\s*([^\s)]+)", re.MULTILINE)
+
+
+def check_unit_tests(root, stages, problems):
+    """The folders of root/tests/unit must be stage names, each added by its CMakeLists.txt.
+    Appends to problems; returns how many folders there are, None without tests/unit."""
+    unit = os.path.join(root, "tests", "unit")
+    if not os.path.isdir(unit):
+        return None
+    folders = sorted(d for d in os.listdir(unit) if os.path.isdir(os.path.join(unit, d)))
+    added = set()
+    try:
+        with open(os.path.join(unit, "CMakeLists.txt"), encoding="utf-8") as fh:
+            added = set(ADD_SUBDIRECTORY_RE.findall(fh.read()))
+    except OSError:
+        pass
+    for d in folders:
+        if d not in stages:
+            problems.append("tests/unit/%s/: names no stage of inspector/ (%s): the unit tests of a stage go in "
+                            "tests/unit/<stage>/" % (d, ", ".join(stages)))
+        elif d not in added:
+            problems.append("tests/unit/%s/: not added by tests/unit/CMakeLists.txt (add_subdirectory(%s)): its "
+                            "tests never run" % (d, d))
+    return len(folders)
 
 
 def write(root, rel, text):
@@ -191,6 +227,9 @@ def self_test():
                   '#include "classify/classify.h"\n#include <stdio.h>\n  #  include "model/evidence.h"\n')
             write(root, "inspector/cmd/cmd.h", rule("cmd", "every stage"))
             write(root, "inspector/cmd/main.c", '#include "cmd/cmd.h"\n#include "classify/classify.h"\n')
+            write(root, "tests/unit/CMakeLists.txt", "add_subdirectory(model)\nadd_subdirectory(classify)\n")
+            write(root, "tests/unit/model/test_pool.c", "")
+            write(root, "tests/unit/classify/test_rules.c", "")
             build(root)
             got, _ = check(root)
         ok = all(any(w in g for g in got) for w in want) and len(got) == len(want)
@@ -231,6 +270,13 @@ def self_test():
                       write(r, "inspector/classify/classify.h", rule("classify", "model, gather"))),
            ["a second rule for stage model", "stage classify may include gather, which is no stage folder"])
 
+    expect("a unit test folder that names no stage",
+           lambda r: write(r, "tests/unit/locks/test_judge.c", ""),
+           ["tests/unit/locks/: names no stage of inspector/"])
+    expect("a unit test folder that tests/unit/CMakeLists.txt does not add",
+           lambda r: write(r, "tests/unit/cmd/test_cli.c", ""),
+           ["tests/unit/cmd/: not added by tests/unit/CMakeLists.txt"])
+
     expect("rules that are no order",
            lambda r: write(r, "inspector/model/evidence.h", rule("model", "classify")),
            ["the stage rules are not an order: classify -> model -> classify"])
@@ -263,7 +309,8 @@ def main(argv):
         return 2
     problems, summary = check(root)
     if problems:
-        print("the inspector's stages are broken (docs/design.md \"Stages\"):")
+        print("the inspector's stages, or the unit tests' mirror of them, are broken (docs/design.md \"Stages\", "
+              "tests/README.md):")
         for p in problems:
             print(p)
         return 1

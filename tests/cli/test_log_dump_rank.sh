@@ -1,0 +1,52 @@
+#!/bin/bash
+# The faulthandler dump inside a job log whose lines are all rank 0's (a real NCCL 2.28 /
+# torch 2.11 log of a stuck GPU kernel, tests/fixtures/logs/nccl_watchdog_torch211.log): the
+# dump is rank 0's process (not a process of no rank: "pid -1 ?"), with a note saying where the
+# rank came from, and as NCCL says "nranks 1" the verdict blames no other rank (the GPU work
+# never finished); given with a snapshot of rank 0 (either order) the snapshot's process is the
+# one kept and the dump is left out with a note. Needs $HANGDX and $HDX_SOURCE_DIR.
+set -u
+: "${HANGDX:?HANGDX must name the hangdx binary}"
+: "${HDX_SOURCE_DIR:?HDX_SOURCE_DIR must name the source tree}"
+PY=/usr/bin/python3
+. "$(dirname "$0")/../check.sh"
+T=$(mktemp -d /tmp/hdx-test-logdump-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+LOG="$HDX_SOURCE_DIR/tests/fixtures/logs/nccl_watchdog_torch211.log"
+SNAP="$HDX_SOURCE_DIR/tests/fixtures/nccl-h200/gpu_stuck.snapshot.json"
+
+"$HANGDX" analyze --json "$LOG" >"$T/out" 2>"$T/err"; rc=$?
+check "the log alone: exit 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
+check "the dump is rank 0's process, and a note says the rank is the log's one rank" $PY - "$T/out" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ps = d["processes"]
+assert [p["rank"] for p in ps] == [0], ps
+assert ps[0]["threads"] and ps[0]["threads"][0]["frames"][0]["function"] == "wait_for_result", ps[0]["threads"]
+assert any("is rank 0, the one rank of the log's lines" in n for n in d["notes"]), d["notes"]
+assert not any("rank unknown" in n for n in d["notes"]), d["notes"]
+g = d["groups"]
+assert g and g[0]["ranks"] == "0", g
+# NCCL's own line says "nranks 1": no other rank to blame, the GPU work never finished
+v = d["verdict"]
+assert v["class"] == "collective_wait" and v["culprit_ranks"] == [], v
+assert "no other rank (world size 1" in v["summary"] and "GPU work never finished" in v["summary"], v["summary"]
+assert "logs of the other ranks are missing" not in v["summary"], v["summary"]
+PYEOF
+"$HANGDX" analyze "$LOG" >"$T/out.txt" 2>/dev/null
+check "the text report lists rank 0, not a process without a rank" grep -qE "^  rank 0 " "$T/out.txt"
+check "no pid or thread of -1 in the text report (a dump names none: '?')" bash -c "! grep -qE '(pid|pids|thread) -1' '$T/out.txt'"
+
+for order in "$LOG $SNAP" "$SNAP $LOG"; do
+    # shellcheck disable=SC2086
+    "$HANGDX" analyze --json $order >"$T/out" 2>"$T/err"; rc=$?
+    check "log and snapshot of rank 0 ($order): exit 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
+    check "  one process, the snapshot's (pid 466); the dump left out with a note" $PY - "$T/out" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [(p["rank"], p["pid"]) for p in d["processes"]] == [(0, 466)], d["processes"]
+assert any("faulthandler dump of rank 0 in this log is left out: another input has rank 0 (pid 466" in n
+           for n in d["notes"]), d["notes"]
+PYEOF
+done
+exit $fail

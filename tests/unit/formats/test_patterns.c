@@ -1,0 +1,72 @@
+/* Every log pattern matches its own example; a broken user pattern file is refused by name. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/evidence.h"
+#include "formats/logs.h"
+#include "check.h"
+
+int main(void)
+{
+    const char *src = getenv("HDX_SOURCE_DIR"), *build = getenv("HDX_BUILD_DIR");
+    char path[4096], *err = NULL;
+    hdx_log_patterns *ps = NULL;
+    snprintf(path, sizeof path, "%s/inspector/formats/patterns/logs.json", src ? src : ".");
+    int r = hdx_log_patterns_load_file(path, &ps, &err);
+    CHECK(r == 0, "load %s: %s", path, err ? err : "?");
+    CHECK(hdx_log_patterns_count(ps) >= 20, "only %zu patterns", hdx_log_patterns_count(ps));
+    for (size_t i = 0; i < hdx_log_patterns_count(ps); i++) {
+        const char *ex = hdx_log_pattern_example(ps, i);
+        CHECK(ex, "pattern %s has no example", hdx_log_pattern_name(ps, i));
+        CHECK(ex && hdx_log_pattern_matches(ps, i, ex), "pattern %s does not match its example: %s",
+              hdx_log_pattern_name(ps, i), ex ? ex : "");
+    }
+    hdx_log_patterns_free(ps);
+    free(err);
+    err = NULL;
+
+    /* The copy beside the binary is what hangdx finds first. */
+    char exe[4096];
+    snprintf(exe, sizeof exe, "%s/bin/hangdx", build ? build : ".");
+    ps = NULL;
+    unsetenv(HDX_PATTERNS_ENV);
+    r = hdx_log_patterns_load_default(exe, &ps, &err);
+    CHECK(r == 0 && hdx_log_patterns_count(ps) >= 20, "default patterns beside %s: %s", exe, err ? err : "?");
+    size_t builtin = hdx_log_patterns_count(ps);
+    hdx_log_patterns_free(ps);
+    free(err);
+    err = NULL;
+
+    /* A user's file adds patterns; a bad regex is refused with the pattern's name. */
+    char user[] = "/tmp/hdx-test-patterns-XXXXXX";
+    int fd = mkstemp(user);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"schema\": \"hangdx.patterns/1\", \"patterns\": [{\"name\": \"my_oom\", \"regex\": \"CUDA out of "
+          "memory\", \"proves\": \"a rank ran out of GPU memory\", \"strength\": \"strong\", \"fields\": {}, "
+          "\"example\": \"torch.cuda.OutOfMemoryError: CUDA out of memory.\"}]}",
+          f);
+    fclose(f);
+    setenv(HDX_PATTERNS_ENV, user, 1);
+    ps = NULL;
+    r = hdx_log_patterns_load_default(exe, &ps, &err);
+    CHECK(r == 0 && hdx_log_patterns_count(ps) == builtin + 1, "user patterns: %s", err ? err : "?");
+    hdx_log_patterns_free(ps);
+    free(err);
+    err = NULL;
+    f = fopen(user, "w");
+    fputs("{\"schema\": \"hangdx.patterns/1\", \"patterns\": [{\"name\": \"broken\", \"regex\": \"(unclosed\", "
+          "\"proves\": \"x\", \"strength\": \"weak\"}]}",
+          f);
+    fclose(f);
+    ps = NULL;
+    r = hdx_log_patterns_load_default(exe, &ps, &err);
+    CHECK(r < 0 && err && strstr(err, "broken"), "a bad regex must be refused by name: %s", err ? err : "(none)");
+    hdx_log_patterns_free(ps);
+    free(err);
+    unlink(user);
+    if (!failures)
+        printf("ok: every pattern matches its example\n");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,139 @@
+/* Frames (slurm.h): snapshots cut into short tagged lines come back whole from output that a
+ * launcher mixed line by line and labelled, and a lost or reordered line is noticed. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gather/slurm.h"
+
+#include "check.h"
+
+/* A JSON-like text of n bytes without newlines. */
+static char *text_of(size_t n, char c)
+{
+    char *t = malloc(n + 1);
+    for (size_t i = 0; i < n; i++)
+        t[i] = (i % 97 == 0) ? ' ' : (char)(c + i % 7);
+    t[n] = 0;
+    return t;
+}
+
+/* The frames of (id, text) as lines: a heap array of heap strings without newlines. */
+static char **lines_of(const char *id, const char *text, size_t *n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(hdx_frames_write(f, id, text, strlen(text)) == 0);
+    fclose(f);
+    char **lines = NULL;
+    *n = 0;
+    for (char *s = buf, *e; (e = strchr(s, '\n')); s = e + 1) {
+        lines = realloc(lines, (*n + 1) * sizeof *lines);
+        lines[(*n)++] = strndup(s, (size_t)(e - s));
+    }
+    free(buf);
+    return lines;
+}
+
+static void feed(hdx_frames *fr, const char *label, const char *line)
+{
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s%s", label, line);
+    CHECK(hdx_frames_feed(fr, buf, strlen(buf)) == 0);
+}
+
+static void free_lines(char **l, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(l[i]);
+    free(l);
+}
+
+int main(void)
+{
+    char *a = text_of(5000, 'a'), *b = text_of(1234, 'k');
+    size_t na, nb;
+    char **la = lines_of("node1/4123", a, &na), **lb = lines_of("node2/77", b, &nb);
+    CHECK(na == 5000 / HDX_FRAMES_CHUNK + 1 + 1); /* 11 chunks (the last one short) and the end line */
+    for (size_t i = 0; i < na; i++)
+        CHECK(strlen(la[i]) < 600); /* srun passes lines of up to 1 KiB whole */
+
+    /* Mixed line by line, with srun's labels and other output between them. */
+    hdx_frames fr = {0};
+    feed(&fr, "", "srun: some message of the launcher");
+    for (size_t i = 0; i < na || i < nb; i++) {
+        if (i < nb)
+            feed(&fr, "1: ", lb[i]);
+        if (i < na)
+            feed(&fr, "0: ", la[i]);
+        feed(&fr, "0: ", "hangdx snapshot: a progress line");
+    }
+    CHECK(fr.n == 2);
+    CHECK(fr.n == 2 && !strcmp(fr.docs[0].id, "node2/77") && !strcmp(fr.docs[1].id, "node1/4123"));
+    CHECK(fr.n == 2 && fr.docs[0].complete && fr.docs[0].len == strlen(b) && !strcmp(fr.docs[0].text, b));
+    CHECK(fr.n == 2 && fr.docs[1].complete && fr.docs[1].len == strlen(a) && !strcmp(fr.docs[1].text, a));
+    hdx_frames_clear(&fr);
+    CHECK(fr.n == 0 && fr.docs == NULL);
+
+    /* A lost line: never complete. */
+    for (size_t i = 0; i < na; i++)
+        if (i != 3)
+            feed(&fr, "node1: ", la[i]);
+    CHECK(fr.n == 1 && !fr.docs[0].complete && fr.docs[0].broken);
+    hdx_frames_clear(&fr);
+
+    /* Two lines swapped: never complete. */
+    for (size_t i = 0; i < na; i++)
+        feed(&fr, "", la[i == 2 ? 3 : i == 3 ? 2 : i]);
+    CHECK(fr.n == 1 && !fr.docs[0].complete);
+    hdx_frames_clear(&fr);
+
+    /* Output that ended early: no end line, not complete. */
+    for (size_t i = 0; i + 1 < na; i++)
+        feed(&fr, "", la[i]);
+    CHECK(fr.n == 1 && !fr.docs[0].complete && !fr.docs[0].broken);
+    hdx_frames_clear(&fr);
+
+    /* An end line that disagrees with the bytes taken. */
+    for (size_t i = 0; i + 1 < na; i++)
+        feed(&fr, "", la[i]);
+    feed(&fr, "", HDX_FRAMES_TAG " node1/4123 end 11 4999");
+    CHECK(fr.n == 1 && !fr.docs[0].complete && fr.docs[0].broken);
+    hdx_frames_clear(&fr);
+
+    /* The empty text: one end line, complete. */
+    size_t ne;
+    char **le = lines_of("h/1", "", &ne);
+    CHECK(ne == 1);
+    feed(&fr, "", le[0]);
+    CHECK(fr.n == 1 && fr.docs[0].complete && fr.docs[0].len == 0);
+    hdx_frames_clear(&fr);
+    free_lines(le, ne);
+
+    /* What cannot be framed. */
+    FILE *devnull = fopen("/dev/null", "w");
+    CHECK(hdx_frames_write(devnull, "a b", "{}", 2) == -EINVAL);
+    CHECK(hdx_frames_write(devnull, "a", "{\n}", 3) == -EINVAL);
+    fclose(devnull);
+
+    /* Job ids. */
+    CHECK(hdx_slurm_job_id_valid("1234"));
+    CHECK(hdx_slurm_job_id_valid("1234_7"));
+    CHECK(hdx_slurm_job_id_valid("1234+1"));
+    CHECK(!hdx_slurm_job_id_valid(""));
+    CHECK(!hdx_slurm_job_id_valid("abc"));
+    CHECK(!hdx_slurm_job_id_valid("12 34"));
+    CHECK(!hdx_slurm_job_id_valid("1234_"));
+    CHECK(!hdx_slurm_job_id_valid("-5"));
+    CHECK(!hdx_slurm_job_id_valid("12;rm"));
+
+    free_lines(la, na);
+    free_lines(lb, nb);
+    free(a);
+    free(b);
+    if (failures)
+        fprintf(stderr, "%d checks failed\n", failures);
+    return failures ? 1 : 0;
+}

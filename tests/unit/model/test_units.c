@@ -1,0 +1,145 @@
+/*
+ * Unit tests of small shared pieces, one per argument:
+ *   stat   hdx_stat_parse (model/procstat.h) on stat lines whose comm holds spaces and parentheses.
+ *   index  the hash index (model/index.h): insert, find, collisions, growth, missing keys.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/procstat.h"
+#include "model/index.h"
+#include "check.h"
+
+static void test_stat(void)
+{
+    hdx_stat st;
+    /* A comm of "a) b (c": the fields start after the last ')'. */
+    const char *line = "4123 (a) b (c) S 17 4123 4123 0 -1 4194560 5 0 0 0 12 34 -5 0 20 0 3 0 987654 "
+                       "123 456 18446744073709551615 1 2 140737488346112 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 "
+                       "0 0 0 0 0 0 0 0 9\n";
+    CHECK(hdx_stat_parse(line, &st) == 0);
+    CHECK(strcmp(st.comm, "a) b (c") == 0, "comm %s", st.comm);
+    CHECK(st.state == 'S', "state %c", st.state);
+    CHECK(st.f[4] == 17);        /* ppid */
+    CHECK(st.f[9] == 4194560);   /* flags */
+    CHECK(st.f[14] == 12 && st.f[15] == 34);
+    CHECK(st.f[16] == (unsigned long long)-5); /* as strtoull reads a negative field */
+    CHECK(st.f[22] == 987654);   /* starttime */
+    CHECK(st.f[28] == 140737488346112ULL); /* startstack */
+    CHECK(st.f[52] == 9);        /* exit_code, the last field */
+    CHECK(st.last == 52, "last %d", st.last);
+
+    /* A short line: absent fields read 0. */
+    CHECK(hdx_stat_parse("1 ((sd-pam)) Z 1\n", &st) == 0);
+    CHECK(strcmp(st.comm, "(sd-pam)") == 0 && st.state == 'Z' && st.f[4] == 1 && st.f[22] == 0 && st.last == 4);
+
+    /* No stat line at all. */
+    CHECK(hdx_stat_parse("", &st) == -EIO);
+    CHECK(hdx_stat_parse("12 (x", &st) == -EIO);
+    CHECK(hdx_stat_parse("12 (x)S", &st) == -EIO);
+
+    /* A comm longer than the buffer is cut, the fields still read. */
+    char longline[256];
+    snprintf(longline, sizeof longline, "7 (%0100d) R 3\n", 0);
+    CHECK(hdx_stat_parse(longline, &st) == 0 && strlen(st.comm) == sizeof st.comm - 1 && st.f[4] == 3);
+
+    /* This process, read from /proc: its own pid and parent. */
+    CHECK(hdx_stat_read("/proc/self/stat", &st) == 0);
+    CHECK(st.f[4] == (unsigned long long)getppid() && st.state == 'R');
+    CHECK(hdx_stat_read("/proc/0/stat", &st) == -ENOENT);
+}
+
+/* Every slot that hash has in x, sorted, into out (at most max); how many. */
+static size_t all_slots(const hdx_index *x, uint64_t hash, size_t *out, size_t max)
+{
+    size_t n = 0, cur = 0, s;
+    while ((s = hdx_index_find(x, hash, &cur)) != HDX_INDEX_NONE && n < max) {
+        size_t i = n++;
+        for (; i > 0 && out[i - 1] > s; i--)
+            out[i] = out[i - 1];
+        out[i] = s;
+    }
+    return n;
+}
+
+static void test_index(void)
+{
+    hdx_index x = {0};
+    size_t cur = 0, got[8];
+
+    /* Empty: nothing found, no memory. */
+    CHECK(hdx_index_find(&x, 42, &cur) == HDX_INDEX_NONE);
+    CHECK(x.cap == 0 && x.count == 0);
+
+    /* Insert and find; a missing key. */
+    CHECK(hdx_index_insert(&x, 42, 7) == 0);
+    CHECK(hdx_index_insert(&x, 0, 0) == 0); /* hash 0 and slot 0 are ordinary values */
+    cur = 0;
+    CHECK(hdx_index_find(&x, 42, &cur) == 7);
+    CHECK(hdx_index_find(&x, 42, &cur) == HDX_INDEX_NONE);
+    CHECK(hdx_index_find(&x, 42, &cur) == HDX_INDEX_NONE); /* stays ended */
+    cur = 0;
+    CHECK(hdx_index_find(&x, 0, &cur) == 0);
+    cur = 0;
+    CHECK(hdx_index_find(&x, 43, &cur) == HDX_INDEX_NONE);
+    CHECK(hdx_index_insert(&x, 1, HDX_INDEX_NONE) == -EINVAL && x.count == 2);
+
+    /* Collisions: one hash, three slots, each found once. */
+    CHECK(hdx_index_insert(&x, 99, 1) == 0 && hdx_index_insert(&x, 99, 2) == 0 && hdx_index_insert(&x, 99, 3) == 0);
+    CHECK(all_slots(&x, 99, got, 8) == 3 && got[0] == 1 && got[1] == 2 && got[2] == 3);
+    CHECK(all_slots(&x, 42, got, 8) == 1 && got[0] == 7);
+
+    /* Clear: nothing left, the memory kept. */
+    size_t cap = x.cap;
+    hdx_index_clear(&x);
+    CHECK(x.count == 0 && x.cap == cap && all_slots(&x, 99, got, 8) == 0);
+
+    /* Growth past 1e5 entries: hashes that differ only in high bits (the index mixes them),
+     * every one found at its slot after many rehashes; the ones never inserted are not. */
+    const size_t n = 150000;
+    int ok = 1;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = hdx_index_insert(&x, (uint64_t)i << 40, i) == 0;
+    CHECK(ok && x.count == n && x.cap >= 2 * n, "count %zu cap %zu", x.count, x.cap);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++) {
+        cur = 0;
+        if (hdx_index_find(&x, (uint64_t)i << 40, &cur) != i || hdx_index_find(&x, (uint64_t)i << 40, &cur) != HDX_INDEX_NONE)
+            wrong++;
+        cur = 0;
+        if (hdx_index_find(&x, ((uint64_t)i << 40) | 1, &cur) != HDX_INDEX_NONE)
+            wrong++;
+    }
+    CHECK(wrong == 0, "%zu of %zu lookups wrong", wrong, 2 * n);
+
+    /* Reserve: inserts up to n allocate nothing more. */
+    hdx_index y = {0};
+    CHECK(hdx_index_reserve(&y, 1000) == 0);
+    uint64_t *before = y.hashes;
+    for (size_t i = 0; i < 1000; i++)
+        hdx_index_insert(&y, i * 7919, i);
+    CHECK(y.hashes == before && y.count == 1000);
+    CHECK(all_slots(&y, 7919 * 500, got, 8) == 1 && got[0] == 500);
+
+    hdx_index_free(&x);
+    hdx_index_free(&y);
+    CHECK(x.cap == 0 && x.hashes == NULL && hdx_index_find(&x, 0, &cur) == HDX_INDEX_NONE);
+    hdx_index_free(NULL);
+    hdx_index_clear(NULL);
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = argc > 1 ? argv[1] : "";
+    if (!strcmp(which, "stat"))
+        test_stat();
+    else if (!strcmp(which, "index"))
+        test_index();
+    else {
+        fprintf(stderr, "usage: test_units stat|index\n");
+        return 2;
+    }
+    return failures ? 1 : 0;
+}
