@@ -3,10 +3,10 @@
  * over the rank processes' key threads (groups.h) and their waits (waits.h).
  * culprit_ranks follow docs/design.md: the missing ranks; the ranks on a
  * waits-for cycle or the peer that never answers; the ranks absent from the
- * collective or in another one.
+ * collective or in another one. The rules decide: each sets the verdict's
+ * finding and facts (docs/design.md "Findings"), and report/words_dist.c words them.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,24 +113,6 @@ static const char *env_of(const job *j, const char *name)
     return NULL;
 }
 
-/* Where a rank that is not in the wait is: "rank 2 (pid 7) is in load_dataset (w.py:6)". */
-static size_t tell_where(const job *j, const rank_view *r, char *buf, size_t size)
-{
-    char where[256];
-    if (r->p->frozen == 1)
-        snprintf(where, sizeof where, "frozen (cgroup freezer)");
-    else if (r->p->state == 'T' || r->p->state == 't' || waits_in(r, "stopped"))
-        snprintf(where, sizeof where, "stopped (state T)");
-    else {
-        char at[240];
-        hdx_thread_where(r->t, at, sizeof at);
-        snprintf(where, sizeof where, "in %s", at);
-    }
-    char who[160];
-    hdx_evidence_who(j->ev, r->p, 0, 0, who, sizeof who);
-    int n = snprintf(buf, size, "%s is %s", who, where);
-    return n < 0 ? 0 : (size_t)n;
-}
 
 /* t waits in NCCL's communicator initialisation: a native frame of ncclCommInitRank
  * (ncclCommInitRankFunc, pncclCommInitRankConfig...). */
@@ -162,115 +144,122 @@ static const char *c10d_call(const hdx_thread *t)
     return call;
 }
 
+
+/* The fact "world_size", when known. 0 or -ENOMEM. */
+static int set_world_size(const job *j, hdx_verdict *v)
+{
+    return j->world_size > 0 ? hdx_verdict_set_num(v, "world_size", j->world_size) : 0;
+}
+
+/* The facts of what the first waiting rank f waits in: its op, and NCCL's communicator
+ * set-up (at init_process_group with a device_id, else at the first collective) with
+ * the call it runs under. */
+static int rendezvous_call(const rank_view *f, hdx_verdict *v)
+{
+    int nccl = in_nccl_init(f->t);
+    if (hdx_verdict_set_text(v, "op", f->t->wait_op) || hdx_verdict_set_num(v, "nccl", nccl) ||
+        (nccl && hdx_verdict_set_text(v, "call", c10d_call(f->t))))
+        return -ENOMEM;
+    return 0;
+}
+
 static int verdict_rendezvous(const job *j, hdx_verdict *v)
 {
-    int *waiting = NULL;
-    size_t n_waiting = 0;
-    char elsewhere[1024] = "";
-    size_t used = 0;
+    int *waiting = NULL, *elsewhere = NULL;
+    size_t n_waiting = 0, n_elsewhere = 0;
+    const rank_view *first = NULL; /* the first rank that waits, for what it waits in */
+    int rc = -ENOMEM;
     /* The ranks that wait, and the ranks present but elsewhere: those never arrive either. */
     for (size_t i = 0; i < j->n; i++) {
         const rank_view *r = &j->r[i];
         if (waits_in(r, HDX_WAIT_RENDEZVOUS)) {
+            first = first ? first : r;
             if (hdx_cls_add_int(&waiting, &n_waiting, r->p->rank))
-                goto nomem;
+                goto out;
             continue;
         }
-        if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, r->p->rank) || hdx_cls_add_pid(v, r->p->pid))
-            goto nomem;
-        if (used + 2 < sizeof elsewhere) {
-            used += (size_t)snprintf(elsewhere + used, sizeof elsewhere - used, "; ");
-            used += tell_where(j, r, elsewhere + used, sizeof elsewhere - used);
-        }
+        if (hdx_cls_add_int(&elsewhere, &n_elsewhere, r->p->rank) ||
+            hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, r->p->rank) || hdx_cls_add_pid(v, r->p->pid))
+            goto out;
     }
     if (missing_ranks(j, v))
-        goto nomem;
+        goto out;
     for (size_t i = 0; i < v->n_missing_ranks; i++)
         if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, v->missing_ranks[i]))
-            goto nomem;
-    const char *addr = env_of(j, "MASTER_ADDR"), *port = env_of(j, "MASTER_PORT");
-    char store[200], have[256], miss[256];
-    const rank_view *first = NULL; /* a waiting rank, for what it waits in */
-    for (size_t i = 0; i < j->n && !first; i++)
-        if (waits_in(&j->r[i], HDX_WAIT_RENDEZVOUS))
-            first = &j->r[i];
-    const char *op = first && first->t->wait_op ? first->t->wait_op : "init";
-    /* NCCL's communicator set-up (at init_process_group with a device_id, else at the first
-     * collective): named as such, with the call it runs under. */
-    int nccl = first && in_nccl_init(first->t);
-    const char *call = nccl ? c10d_call(first->t) : NULL;
-    char what[120];
-    if (nccl)
-        snprintf(what, sizeof what, "ncclCommInitRank%s%s", call ? ", under " : "", call ? call : "");
-    else
-        snprintf(what, sizeof what, "%s", op);
-    if (addr || port)
-        snprintf(store, sizeof store, "%s, store %s:%s", what, addr ? addr : "?", port ? port : "?");
-    else
-        snprintf(store, sizeof store, "%s, store address unknown: no MASTER_ADDR/MASTER_PORT", what);
-    hdx_format_ranges_of(waiting, n_waiting, have, sizeof have);
-    hdx_format_ranges_of(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
+            goto out;
     v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
+    v->finding = HDX_FIND_RENDEZVOUS;
     v->confidence = v->n_culprit_ranks ? HDX_CONF_HIGH : HDX_CONF_LOW;
-    char missing[400] = "";
-    if (v->n_missing_ranks)
-        snprintf(missing, sizeof missing, "; rank%s %s of world size %d never arrived", v->n_missing_ranks == 1 ? "" : "s",
-                 miss, j->world_size);
-    int rc = hdx_cls_set_text(&v->summary, "rank%s %s wait%s in %s (%s)%s%s%s", n_waiting == 1 ? "" : "s", have,
-                              n_waiting == 1 ? "s" : "",
-                              nccl ? "NCCL communicator initialisation" : "process-group initialisation", store,
-                              missing, elsewhere,
-                              v->n_culprit_ranks ? ""
-                                                 : "; no rank is missing or elsewhere here: ranks on other hosts are "
-                                                   "not seen (give their snapshots)");
-    size_t n_elsewhere = v->n_culprit_ranks - v->n_missing_ranks; /* culprits: elsewhere, then missing */
-    if (rc)
-        ;
-    else if (!v->n_missing_ranks && n_elsewhere) /* every rank started: the fix is where they are */
-        rc = hdx_cls_set_text(&v->remedy, "look at why %s not join %s %s: %s",
-                              n_elsewhere == 1 ? "that rank does" : "those ranks do", call ? call : op,
-                              nccl && call && strcmp(call, "init_process_group")
-                                  ? "(the group's first collective, which sets up the NCCL communicator)"
-                                  : "with the others",
-                              elsewhere + 2);
-    else if (!v->n_culprit_ranks)
-        rc = hdx_cls_set_text(&v->remedy, "give the snapshots of every host (hangdx analyze snap-*.json) to see "
-                                          "which ranks never arrived");
-    else
-        rc = hdx_cls_set_text(&v->remedy,
-                              "start the missing ranks, or fix the launch so that WORLD_SIZE (nodes × processes per "
-                              "node, or TP×PP×DP) matches what is started; %sfor a rank that crashed at start-up",
-                              n_elsewhere ? "look at the ranks that are elsewhere, and " : "look ");
+    if (hdx_verdict_set_ints(v, "waiting", waiting, n_waiting) ||
+        hdx_verdict_set_ints(v, "elsewhere", elsewhere, n_elsewhere) ||
+        set_world_size(j, v) || (first && rendezvous_call(first, v)) ||
+        hdx_verdict_set_text(v, "master_addr", env_of(j, "MASTER_ADDR")) ||
+        hdx_verdict_set_text(v, "master_port", env_of(j, "MASTER_PORT")))
+        goto out;
+    rc = 1;
+out:
     free(waiting);
-    return rc ? rc : 1;
-nomem:
-    free(waiting);
-    return -ENOMEM;
+    free(elsewhere);
+    return rc;
 }
 
-/* ---- p2p: the waits-for graph ------------------------------------------- */
+/* ---- p2p without process groups -------------------------------------------- */
 
-static const char *p2p_verb(const rank_view *r)
+/* The direction of r's p2p wait: 1 it sends, 0 it receives, -1 it exchanges (unknown). */
+static int p2p_sends(const rank_view *r)
 {
-    if (waits_in(r, HDX_WAIT_P2P_SEND))
-        return "sends to";
-    if (waits_in(r, HDX_WAIT_P2P_RECV))
-        return "receives from";
-    return "exchanges with";
+    return waits_in(r, HDX_WAIT_P2P_SEND) ? 1 : waits_in(r, HDX_WAIT_P2P_RECV) ? 0 : -1;
 }
 
-static int verdict_p2p(const job *j, hdx_verdict *v)
+/* One edge of a p2p verdict, in the order told: a rank's wait on its peer. */
+typedef struct p2p_edge {
+    int from, to;
+    int sends; /* p2p_sends of from */
+    int cycle; /* the waits-for cycle it is on, numbered from 1, or 0 when the peer never answers */
+} p2p_edge;
+
+static int add_edge(p2p_edge **e, size_t *n, const rank_view *r, int cycle)
 {
-    char text[1024] = "";
-    size_t used = 0;
-    int unknown_peers = 0;
+    p2p_edge *x = hdx_append((void **)e, n, sizeof *x);
+    if (!x)
+        return -ENOMEM;
+    *x = (p2p_edge){r->p->rank, r->t->wait_peer, p2p_sends(r), cycle};
+    return 0;
+}
+
+/* The edges as v's facts: "edges" (from, to, from, to...), "sends" and "cycle" (one per edge). */
+static int set_edges(hdx_verdict *v, const p2p_edge *e, size_t n)
+{
+    int *ints = malloc((4 * n + 1) * sizeof *ints);
+    if (!ints)
+        return -ENOMEM;
+    int *ends = ints, *sends = ints + 2 * n, *cycle = ints + 3 * n;
+    for (size_t i = 0; i < n; i++) {
+        ends[2 * i] = e[i].from;
+        ends[2 * i + 1] = e[i].to;
+        sends[i] = e[i].sends;
+        cycle[i] = e[i].cycle;
+    }
+    int rc = hdx_verdict_set_ints(v, "edges", ends, 2 * n) || hdx_verdict_set_ints(v, "sends", sends, n) ||
+                     hdx_verdict_set_ints(v, "cycle", cycle, n)
+                 ? -ENOMEM
+                 : 0;
+    free(ints);
+    return rc;
+}
+
+/* Each waits-for cycle once (the first rank on it met in evidence order starts it), and
+ * each edge a → peer that the peer does not answer, in evidence order. */
+static int p2p_walk(const job *j, hdx_verdict *v, p2p_edge **e, size_t *n_e, int *unknown_peers)
+{
+    int cycles = 0;
     for (size_t i = 0; i < j->n; i++) {
         const rank_view *a = &j->r[i];
         if (!hdx_wait_is_p2p(a->wait))
             continue;
         int peer = a->t->wait_peer;
         if (peer == HDX_UNKNOWN) {
-            unknown_peers++;
+            (*unknown_peers)++;
             continue;
         }
         /* Follow the waits-for edges from a: a cycle back to a names all on it. */
@@ -291,14 +280,12 @@ static int verdict_p2p(const job *j, hdx_verdict *v)
                     known |= v->culprit_ranks[c] == cycle[k];
             if (known)
                 continue; /* this cycle is told already */
-            used += (size_t)snprintf(text + used, sizeof text - used, "%swaits-for cycle ", used ? "; " : "");
-            for (int k = 0; k < len && used < sizeof text; k++) {
+            cycles++;
+            for (int k = 0; k < len; k++) {
                 const rank_view *r = find_rank(j, cycle[k]);
                 if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, cycle[k]) ||
-                    hdx_cls_add_pid(v, r->p->pid))
+                    hdx_cls_add_pid(v, r->p->pid) || add_edge(e, n_e, r, cycles))
                     return -ENOMEM;
-                used += (size_t)snprintf(text + used, sizeof text - used, "%srank %d %s rank %d", k ? ", " : "",
-                                         cycle[k], p2p_verb(r), r->t->wait_peer);
             }
             continue;
         }
@@ -306,33 +293,26 @@ static int verdict_p2p(const job *j, hdx_verdict *v)
         const rank_view *b = find_rank(j, peer);
         if (b && hdx_wait_is_p2p(b->wait) && b->t->wait_peer == a->p->rank)
             continue; /* they wait on each other: a cycle told from either side */
-        if (used < sizeof text) {
-            char where[256];
-            hdx_thread_where(b ? b->t : NULL, where, sizeof where);
-            used += (size_t)snprintf(text + used, sizeof text - used, "%srank %d %s rank %d, which %s%s",
-                                     used ? "; " : "", a->p->rank, p2p_verb(a), peer,
-                                     b ? "never answers: it is in " : "is not among the inspected processes",
-                                     b ? where : "");
-        }
-        if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, peer))
-            return -ENOMEM;
-        if (b && hdx_cls_add_pid(v, b->p->pid))
+        if (add_edge(e, n_e, a, 0) || hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, peer) ||
+            (b && hdx_cls_add_pid(v, b->p->pid)))
             return -ENOMEM;
     }
+    return 0;
+}
+
+static int verdict_p2p(const job *j, hdx_verdict *v)
+{
+    p2p_edge *e = NULL;
+    size_t n_e = 0;
+    int unknown_peers = 0;
+    int rc = p2p_walk(j, v, &e, &n_e, &unknown_peers);
     v->cls = HDX_CLASS_P2P_MISMATCH;
+    v->finding = HDX_FIND_P2P;
     v->confidence = v->n_culprit_ranks ? HDX_CONF_HIGH : HDX_CONF_LOW;
-    if (unknown_peers && used < sizeof text)
-        snprintf(text + used, sizeof text - used,
-                 "%s%d wait%s with an unknown peer (no src/dst/peer local could be read: a batched op, or an "
-                 "input without locals)",
-                 used ? "; " : "", unknown_peers, unknown_peers == 1 ? "" : "s");
-    if (hdx_cls_set_text(&v->summary, "pipeline send/recv that cannot match: %s", text))
-        return -ENOMEM;
-    if (hdx_cls_set_text(&v->remedy, "make each send meet a recv on its peer in the same order on both stages "
-                                     "(both stages receiving first, or both sending first with blocking sends, "
-                                     "deadlocks); check the pipeline schedule and the peer ranks"))
-        return -ENOMEM;
-    return 1;
+    if (!rc && (set_edges(v, e, n_e) || hdx_verdict_set_num(v, "unknown_peers", unknown_peers)))
+        rc = -ENOMEM;
+    free(e);
+    return rc ? rc : 1;
 }
 
 /* ---- collectives ----------------------------------------------------------- */
@@ -348,10 +328,11 @@ static int is_gpu_wait(const char *op)
     return op && !strncmp(op, "cu", 2) && strstr(op, "Synchronize");
 }
 
-static int verdict_collective(const job *j, hdx_verdict *v)
+/* The collective most ranks wait in; on a tie, the one met first. One pass that counts
+ * each distinct op (there are few), not a count per rank: 8192 ranks. Borrowed from j;
+ * NULL on ENOMEM. */
+static const char *major_op(const job *j)
 {
-    /* The collective most ranks wait in; on a tie, the one met first. One pass that
-     * counts each distinct op (there are few), not a count per rank: 8192 ranks. */
     const char *major = NULL;
     struct op_count {
         const char *op;
@@ -369,7 +350,7 @@ static int verdict_collective(const job *j, hdx_verdict *v)
             struct op_count *c = hdx_append((void **)&ops, &n_ops, sizeof *c);
             if (!c) {
                 free(ops);
-                return -ENOMEM;
+                return NULL;
             }
             c->op = op;
         }
@@ -381,308 +362,66 @@ static int verdict_collective(const job *j, hdx_verdict *v)
             major = ops[k].op;
         }
     free(ops);
+    return major;
+}
+
+static int verdict_collective(const job *j, hdx_verdict *v)
+{
+    const char *major = major_op(j);
+    if (!major)
+        return -ENOMEM;
     int *in = NULL;
     size_t n_in = 0;
-    char culprits[1024] = "";
-    size_t used = 0;
-    int all_locked = 1, any_busy = 0;
+    int all_locked = 1, any_busy = 0, rc = -ENOMEM;
     for (size_t i = 0; i < j->n; i++) {
         const rank_view *r = &j->r[i];
         if (waits_in(r, HDX_WAIT_COLLECTIVE) && !strcmp(op_of(r), major)) {
             if (hdx_cls_add_int(&in, &n_in, r->p->rank))
-                goto nomem;
+                goto out;
             continue;
         }
         if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, r->p->rank) ||
             hdx_cls_add_pid(v, r->p->pid))
-            goto nomem;
+            goto out;
         all_locked &= waits_in(r, HDX_WAIT_BUILD_LOCK);
         any_busy |= r->p->progressing == 1;
-        if (used + 2 >= sizeof culprits)
-            continue;
-        if (used)
-            used += (size_t)snprintf(culprits + used, sizeof culprits - used, "; ");
-        if (waits_in(r, HDX_WAIT_COLLECTIVE))
-            used += (size_t)snprintf(culprits + used, sizeof culprits - used,
-                                     "rank %d is in another collective, %s", r->p->rank, op_of(r));
-        else
-            used += tell_where(j, r, culprits + used, sizeof culprits - used);
     }
     int locked = all_locked && v->n_culprit_ranks; /* every culprit waits on a build lock */
-    if (missing_ranks(j, v))
-        goto nomem;
-    char waiting[256];
-    hdx_format_ranges_of(in, n_in, waiting, sizeof waiting);
-    int rc;
+    if (missing_ranks(j, v) || hdx_verdict_set_text(v, "op", major) || hdx_verdict_set_ints(v, "waiting", in, n_in) ||
+        set_world_size(j, v))
+        goto out;
+    v->cls = locked ? HDX_CLASS_BUILD_LOCK : HDX_CLASS_COLLECTIVE_WAIT;
     if (v->n_culprit_ranks) {
-        v->cls = locked ? HDX_CLASS_BUILD_LOCK : HDX_CLASS_COLLECTIVE_WAIT;
+        v->finding = HDX_FIND_COLLECTIVE_ELSEWHERE;
         v->confidence = any_busy ? HDX_CONF_MEDIUM : HDX_CONF_HIGH;
-        rc = hdx_cls_set_text(&v->summary, "rank%s %s wait%s in %s; %s%s", n_in == 1 ? "" : "s", waiting,
-                              n_in == 1 ? "s" : "", major, culprits,
-                              any_busy ? " (still computing: it may only be slow)" : "");
+        if (hdx_verdict_set_num(v, "busy", any_busy) || hdx_verdict_set_num(v, "locked", locked))
+            goto out;
     } else if (v->n_missing_ranks) {
         for (size_t i = 0; i < v->n_missing_ranks; i++)
             if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, v->missing_ranks[i]))
-                goto nomem;
-        char miss[256];
-        hdx_format_ranges_of(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
-        v->cls = HDX_CLASS_COLLECTIVE_WAIT;
+                goto out;
+        v->finding = HDX_FIND_COLLECTIVE_MISSING;
         v->confidence = HDX_CONF_MEDIUM;
-        rc = hdx_cls_set_text(&v->summary, "rank%s %s wait%s in %s; rank%s %s of world size %d %s not among the "
-                                           "inspected processes (another host, or gone): inspect every rank's pid, "
-                                           "the launcher's, or use --all, and give other hosts' snapshots",
-                              n_in == 1 ? "" : "s", waiting, n_in == 1 ? "s" : "", major,
-                              v->n_missing_ranks == 1 ? "" : "s", miss, j->world_size,
-                              v->n_missing_ranks == 1 ? "is" : "are");
     } else {
         /* No rank is elsewhere or missing: with the whole world size here, what does not
          * finish is on the GPU or the wire; without a world size, a rank may be on another host. */
         int whole = j->world_size > 0 && n_in >= (size_t)j->world_size;
-        const char *ranks = n_in == 1 ? "rank" : "ranks";
-        v->cls = HDX_CLASS_COLLECTIVE_WAIT;
+        v->finding = !whole                ? HDX_FIND_COLLECTIVE_UNSEEN
+                     : is_gpu_wait(major) ? HDX_FIND_COLLECTIVE_GPU
+                                          : HDX_FIND_COLLECTIVE_STUCK;
         v->confidence = HDX_CONF_LOW;
-        if (whole && is_gpu_wait(major))
-            rc = hdx_cls_set_text(&v->summary, "%s %s (world size %d, all here) wait%s in %s: the GPU work %s waits "
-                                               "for (the collective's kernel, or one queued before it) does not finish",
-                                  ranks, waiting, j->world_size, n_in == 1 ? "s" : "", major,
-                                  n_in == 1 ? "it" : "each");
-        else if (whole)
-            rc = hdx_cls_set_text(&v->summary, "%s %s (world size %d, all here) wait%s in %s and none is elsewhere: "
-                                               "the network or a GPU may be stuck",
-                                  ranks, waiting, j->world_size, n_in == 1 ? "s" : "", major);
-        else
-            rc = hdx_cls_set_text(&v->summary, "%s %s wait%s in %s and none is missing here: a rank on another "
-                                               "host, the network or a GPU may be stuck",
-                                  ranks, waiting, n_in == 1 ? "s" : "", major);
-        if (!rc)
-            rc = hdx_cls_set_text(&v->remedy,
-                                  "%slook at the GPU: nvidia-smi (a GPU busy with a kernel that never ends), the "
-                                  "kernels queued before the collective, NCCL_DEBUG=INFO for the collective's "
-                                  "transport, and the network between nodes",
-                                  whole ? "" : "give every host's snapshot (hangdx analyze snap-*.json); then ");
     }
-    if (!rc && !v->remedy)
-        rc = hdx_cls_set_text(&v->remedy, locked ? "see why the culprit ranks wait on a build lock (hangdx inspect them)"
-                                                     : "look at the culprit ranks where they are: a skipped or "
-                                                       "reordered collective, an uneven loop, or a rank stopped "
-                                                       "or stuck elsewhere");
+    rc = 1;
+out:
     free(in);
-    return rc ? rc : 1;
-nomem:
-    free(in);
-    return -ENOMEM;
+    return rc;
 }
-
 
 /* ---- the waits-for graph (waitsfor.h): process groups known ---------------- */
-
-/* "rank 5 (TP 1 of TP group 4-5, PP stage 1, DP 1)", or "rank 5 (pid 7)" without roles. */
-static void who_at(const hdx_evidence *ev, const hdx_wf_rank *r, char *buf, size_t size)
-{
-    char coords[256];
-    hdx_rank_coords(ev, r->rank, coords, sizeof coords);
-    if (coords[0])
-        snprintf(buf, size, "rank %d (%s)", r->rank, coords);
-    else if (r->p)
-        hdx_evidence_who(ev, r->p, 0, 0, buf, size);
-    else
-        snprintf(buf, size, "rank %d", r->rank);
-}
-
-static const char *call_op(const hdx_waitsfor *g, long call)
-{
-    return call >= 0 ? g->calls[call].op : "a collective";
-}
 
 static int call_group(const hdx_waitsfor *g, long call)
 {
     return call >= 0 ? g->calls[call].pgroup : HDX_UNKNOWN;
-}
-
-/* What a root rank does instead: "it sleeps in skip_and_sleep (w.py:12)". */
-static void doing(const hdx_waitsfor *g, const hdx_wf_rank *r, char *buf, size_t size)
-{
-    char where[256];
-    hdx_thread_where(r->t, where, sizeof where);
-    switch (r->state) {
-    case HDX_WF_ASLEEP:
-        snprintf(buf, size, "it %s in %s", r->t && r->t->wait && !strcmp(r->t->wait, "sleep") ? "sleeps" : "is blocked",
-                 where);
-        break;
-    case HDX_WF_COMPUTING:
-        snprintf(buf, size, "it is computing in %s (its CPU time grows: it may only be slow)", where);
-        break;
-    case HDX_WF_BUILDING:
-        if (r->tool)
-            snprintf(buf, size, "it runs a build: %s (pid %d) has run %.0f s%s", hdx_process_name(r->tool), r->tool->pid,
-                     r->tool->age_s, r->working ? ", using CPU" : ", idle");
-        else
-            snprintf(buf, size, "it runs a build in %s", where);
-        break;
-    case HDX_WF_STOPPED: snprintf(buf, size, "it is stopped (state T)"); break;
-    case HDX_WF_FROZEN:
-        snprintf(buf, size, "it is frozen by its cgroup's freezer (a suspended job): thaw it, and it goes on");
-        break;
-    case HDX_WF_DSTATE: snprintf(buf, size, "it is in uninterruptible sleep (state D) in %s", where); break;
-    case HDX_WF_GONE: snprintf(buf, size, "its process is gone (it exited or was killed)"); break;
-    case HDX_WF_MISSING:
-        snprintf(buf, size, "no process of it is among those inspected: it died, or runs on another host%s",
-                 g->world_size > 0 ? "" : " (world size unknown)");
-        break;
-    case HDX_WF_UNKNOWN_PEER:
-        snprintf(buf, size, "it waits itself in %s for a peer that could not be read", r->op ? r->op : "a call");
-        break;
-    default: snprintf(buf, size, "it is in %s", where); break;
-    }
-}
-
-/* One clause of the chain: the ranks that wait in the same kind of call, op and role. */
-typedef struct clause {
-    size_t first;    /* index in g->ranks of its first rank */
-    int depth;       /* the least hops from the root among its ranks */
-    int in_root;     /* 1: the call the root never joined */
-    size_t size;     /* its group's size (the world: the largest) */
-} clause;
-
-static int cmp_clause(const void *a, const void *b)
-{
-    const clause *x = a, *y = b;
-    if (x->in_root != y->in_root)
-        return y->in_root - x->in_root;
-    if (x->depth != y->depth)
-        return x->depth - y->depth;
-    return (x->size > y->size) - (x->size < y->size);
-}
-
-static int same_clause(const hdx_evidence *ev, const hdx_wf_rank *a, const hdx_wf_rank *b)
-{
-    const char *ra = a->pgroup >= 0 ? ev->pgroups[a->pgroup].role : NULL;
-    const char *rb = b->pgroup >= 0 ? ev->pgroups[b->pgroup].role : NULL;
-    if (b->kind != a->kind || !!a->op != !!b->op || (a->op && strcmp(a->op, b->op)))
-        return 0;
-    return ra ? rb && !strcmp(ra, rb) : b->pgroup == a->pgroup;
-}
-
-/* " on DP groups 4,6 and 5,7", " on the world group", or "" (p2p). */
-static void groups_text(const hdx_evidence *ev, const hdx_wf_rank *a, const int *groups, size_t ng, char *buf,
-                        size_t size)
-{
-    const char *role = a->pgroup >= 0 ? ev->pgroups[a->pgroup].role : NULL;
-    buf[0] = 0;
-    if (a->kind == HDX_WF_P2P)
-        return;
-    if (!role || ng == 1) {
-        char gt[256];
-        hdx_pgroup_text(ev, groups[0], gt, sizeof gt);
-        snprintf(buf, size, " on %s%s", gt, ng > 1 ? " and others" : "");
-        return;
-    }
-    size_t used = (size_t)snprintf(buf, size, " on %s groups ", hdx_pgroup_role_label(role));
-    for (size_t x = 0; x < ng && x < 4 && used < size; x++) {
-        char r[128];
-        hdx_format_ranges_of(ev->pgroups[groups[x]].ranks, ev->pgroups[groups[x]].n_ranks, r, sizeof r);
-        used += (size_t)snprintf(buf + used, size - used, "%s%s", x == 0 ? "" : x + 1 == ng || x == 3 ? " and " : ", ",
-                                 r);
-    }
-    if (ng > 4 && used < size)
-        snprintf(buf + used, size - used, " (%zu groups)", ng);
-}
-
-/* What waits on root ri, one clause per kind of call: "rank 4 waits for it in all_gather
- * on TP group 4-5; ranks 6,7 wait in all_reduce on DP groups 4,6 and 5,7; ...". The call
- * the root never joined first, then the nearest, then the smallest groups. */
-static int chain_text(FILE *out, const hdx_waitsfor *g, size_t ri)
-{
-    const hdx_evidence *ev = g->ev;
-    const hdx_wf_root *root = &g->roots[ri];
-    size_t n = g->n_ranks ? g->n_ranks : 1, nc = 0;
-    char *done = calloc(n, 1);
-    int *ranks = malloc(n * sizeof *ranks), *groups = malloc(n * sizeof *groups);
-    clause *cl = malloc(n * sizeof *cl);
-    int rc = -ENOMEM;
-    if (!done || !ranks || !groups || !cl)
-        goto out;
-    for (size_t i = 0; i < g->n_ranks; i++) {
-        const hdx_wf_rank *a = &g->ranks[i];
-        if (done[i] || a->root != (int)ri || a->depth <= 0)
-            continue;
-        clause *c = &cl[nc++];
-        *c = (clause){i, a->depth, 0, a->pgroup >= 0 ? ev->pgroups[a->pgroup].n_ranks : (size_t)-1};
-        for (size_t k = i; k < g->n_ranks; k++) {
-            const hdx_wf_rank *b = &g->ranks[k];
-            if (done[k] || b->root != (int)ri || b->depth <= 0 || !same_clause(ev, a, b))
-                continue;
-            done[k] = 1;
-            c->in_root |= root->call >= 0 && b->call == root->call;
-            if (b->depth < c->depth)
-                c->depth = b->depth;
-        }
-    }
-    qsort(cl, nc, sizeof *cl, cmp_clause);
-    for (size_t c = 0; c < nc; c++) {
-        const hdx_wf_rank *a = &g->ranks[cl[c].first];
-        size_t nr = 0, ng = 0;
-        for (size_t k = cl[c].first; k < g->n_ranks; k++) {
-            const hdx_wf_rank *b = &g->ranks[k];
-            if (b->root != (int)ri || b->depth <= 0 || !same_clause(ev, a, b))
-                continue;
-            ranks[nr++] = b->rank;
-            int seen = 0;
-            for (size_t x = 0; x < ng; x++)
-                seen |= groups[x] == b->pgroup;
-            if (!seen)
-                groups[ng++] = b->pgroup;
-        }
-        char list[256], gtext[512];
-        hdx_format_ranges_of(ranks, nr, list, sizeof list);
-        groups_text(ev, a, groups, ng, gtext, sizeof gtext);
-        fprintf(out, "; rank%s %s wait%s%s in %s%s", nr == 1 ? "" : "s", list, nr == 1 ? "s" : "",
-                cl[c].in_root ? " for it" : "", a->op ? a->op : hdx_wf_kind_name(a->kind), gtext);
-    }
-    rc = 0;
-out:
-    free(done);
-    free(ranks);
-    free(groups);
-    free(cl);
-    return rc;
-}
-
-/* One rank of a cycle: "rank 0 sends to rank 1 (tag 1; rank 1 receives with tag 2)" or
- * "rank 0 in all_reduce on group 1 (ranks 0,1) waits for rank 1". */
-static void cycle_edge(FILE *out, const hdx_waitsfor *g, const hdx_wf_rank *a, const hdx_wf_root *root, int *tags)
-{
-    if (a->kind == HDX_WF_P2P) {
-        for (size_t k = 0; k < a->n_ops; k++) {
-            const hdx_wf_op *o = &a->ops[k];
-            if (o->matched)
-                continue;
-            if (o->peer_tag != HDX_UNKNOWN) {
-                *tags = 1;
-                if (!o->send)
-                    continue; /* told from the sender's side */
-                fprintf(out, ", rank %d %s rank %d with tag %d but rank %d %s with tag %d", a->rank,
-                        o->send ? "sends to" : "receives from", o->peer, o->tag, o->peer,
-                        o->send ? "receives" : "sends", o->peer_tag);
-            } else {
-                fprintf(out, ", rank %d %s rank %d (%s)", a->rank, o->send ? "sends to" : "receives from", o->peer,
-                        a->op ? a->op : "p2p");
-            }
-        }
-        return;
-    }
-    char gt[256], list[256];
-    hdx_pgroup_text(g->ev, call_group(g, a->call), gt, sizeof gt);
-    const hdx_wf_call *c = a->call >= 0 ? &g->calls[a->call] : NULL;
-    int in[64];
-    size_t n = 0;
-    for (size_t k = 0; c && k < c->n_absent && n < 64; k++)
-        for (size_t x = 0; x < root->n_ranks; x++)
-            if (root->ranks[x] == c->absent[k])
-                in[n++] = c->absent[k];
-    hdx_format_ranges_of(in, n, list, sizeof list);
-    fprintf(out, ", rank %d in %s on %s waits for %s %s", a->rank, a->op ? a->op : "a collective", gt,
-            n == 1 ? "rank" : "ranks", list);
 }
 
 static int set_group(hdx_verdict *v, const hdx_evidence *ev, int pg)
@@ -700,6 +439,47 @@ static int p2p_group_of(const hdx_waitsfor *g, int rank)
             if (g->ranks[i].ops[k].peer == rank && !g->ranks[i].ops[k].matched)
                 return g->ranks[i].pgroup;
     return HDX_UNKNOWN;
+}
+
+/* The process group the hang is in: the call the first root is waited on through, else
+ * (p2p) its first waiter's group; a cycle's first rank's. */
+static int root_group(const hdx_waitsfor *g)
+{
+    const hdx_wf_root *root = &g->roots[0];
+    const hdx_wf_rank *first = root->n_ranks ? hdx_waitsfor_rank(g, root->ranks[0]) : NULL;
+    switch (root->kind) {
+    case HDX_WF_ROOT_RANK: return root->call >= 0 ? call_group(g, root->call) : p2p_group_of(g, first->rank);
+    case HDX_WF_ROOT_CYCLE: return first->kind == HDX_WF_P2P ? first->pgroup : call_group(g, first->call);
+    default: return call_group(g, root->call);
+    }
+}
+
+/* The class and confidence of a root rank that waits for nothing known. */
+static int verdict_root_rank(const hdx_evidence *ev, const hdx_waitsfor *g, hdx_verdict *v)
+{
+    const hdx_wf_root *root = &g->roots[0];
+    const hdx_wf_rank *first = hdx_waitsfor_rank(g, root->ranks[0]);
+    v->cls = root->p2p ? HDX_CLASS_P2P_MISMATCH : HDX_CLASS_COLLECTIVE_WAIT;
+    switch (first->state) {
+    case HDX_WF_BUILDING: {
+        double age = first->tool ? first->tool->age_s : -1;
+        int timed_out = age >= 0 && ev->build_timeout_s > 0 && age > (double)ev->build_timeout_s;
+        v->cls = first->working && !timed_out ? HDX_CLASS_NOT_HUNG : HDX_CLASS_COMPILE_STALL;
+        v->culprit_working = first->working;
+        if (v->cls == HDX_CLASS_NOT_HUNG)
+            v->n_culprit_ranks = v->n_culprit_pids = 0; /* not_hung names no culprit */
+        v->confidence = ev->samples >= 2 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
+        return hdx_verdict_set_num(v, "timed_out", timed_out);
+    }
+    case HDX_WF_COMPUTING:
+        v->culprit_working = 1;
+        v->confidence = HDX_CONF_MEDIUM;
+        break;
+    case HDX_WF_MISSING: v->confidence = HDX_CONF_MEDIUM; break;
+    case HDX_WF_UNKNOWN_PEER: v->confidence = HDX_CONF_LOW; break;
+    default: break;
+    }
+    return 0;
 }
 
 static int verdict_graph(const hdx_evidence *ev, hdx_waitsfor *g, hdx_verdict *v)
@@ -723,164 +503,17 @@ static int verdict_graph(const hdx_evidence *ev, hdx_waitsfor *g, hdx_verdict *v
         if (!g->ranks[i].p && g->ranks[i].rank >= 0 &&
             hdx_cls_add_int(&v->missing_ranks, &v->n_missing_ranks, g->ranks[i].rank))
             return -ENOMEM;
-
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    if (!out)
+    v->finding = HDX_FIND_GRAPH;
+    v->cls = root->kind == HDX_WF_ROOT_CYCLE && root->p2p ? HDX_CLASS_P2P_MISMATCH : HDX_CLASS_COLLECTIVE_WAIT;
+    v->confidence = root->kind == HDX_WF_ROOT_CALL ? HDX_CONF_LOW : HDX_CONF_HIGH;
+    if (root->kind == HDX_WF_ROOT_RANK && verdict_root_rank(ev, g, v))
         return -ENOMEM;
-    const hdx_wf_rank *first = root->n_ranks ? hdx_waitsfor_rank(g, root->ranks[0]) : NULL;
-    char who[320], what[400], gt[256];
-    int pg = HDX_UNKNOWN, tags = 0;
-    v->confidence = HDX_CONF_HIGH;
-    switch (root->kind) {
-    case HDX_WF_ROOT_RANK:
-        who_at(ev, first, who, sizeof who);
-        doing(g, first, what, sizeof what);
-        pg = root->call >= 0 ? call_group(g, root->call) : p2p_group_of(g, first->rank);
-        hdx_pgroup_text(ev, pg, gt, sizeof gt);
-        if (first->state == HDX_WF_BUILDING) {
-            double age = first->tool ? first->tool->age_s : -1;
-            int timed_out = age >= 0 && ev->build_timeout_s > 0 && age > (double)ev->build_timeout_s;
-            v->cls = first->working && !timed_out ? HDX_CLASS_NOT_HUNG : HDX_CLASS_COMPILE_STALL;
-            v->culprit_working = first->working;
-            if (v->cls == HDX_CLASS_NOT_HUNG) {
-                v->n_culprit_ranks = v->n_culprit_pids = 0; /* not_hung names no culprit */
-                fprintf(out, "a build is running: %s builds (%s) while the others wait for it", who, what);
-            } else {
-                fprintf(out, "%s holds up the job with a build that %s: %s", who,
-                        timed_out ? "has run past --build-timeout" : "makes no CPU progress", what);
-            }
-        } else if (root->call >= 0) {
-            fprintf(out, "%s never joined the %s of %s: %s", who, call_op(g, root->call), gt, what);
-        } else {
-            fprintf(out, "%s never answers the send/recv its peer%s wait%s in: %s", who,
-                    root->n_waiting == 1 ? "" : "s", root->n_waiting == 1 ? "s" : "", what);
-        }
-        if (v->cls != HDX_CLASS_NOT_HUNG && v->cls != HDX_CLASS_COMPILE_STALL)
-            v->cls = root->p2p ? HDX_CLASS_P2P_MISMATCH : HDX_CLASS_COLLECTIVE_WAIT;
-        if (first->state == HDX_WF_COMPUTING) {
-            v->culprit_working = 1;
-            v->confidence = HDX_CONF_MEDIUM;
-        } else if (first->state == HDX_WF_MISSING || first->state == HDX_WF_BUILDING) {
-            v->confidence = HDX_CONF_MEDIUM;
-        } else if (first->state == HDX_WF_UNKNOWN_PEER) {
-            v->confidence = HDX_CONF_LOW;
-        }
-        if (first->state == HDX_WF_BUILDING && ev->samples >= 2)
-            v->confidence = HDX_CONF_HIGH;
-        break;
-    case HDX_WF_ROOT_MOVED_ON: {
-        pg = call_group(g, root->call);
-        hdx_pgroup_text(ev, pg, gt, sizeof gt);
-        for (size_t k = 0; k < root->n_ranks; k++) {
-            const hdx_wf_rank *r = hdx_waitsfor_rank(g, root->ranks[k]);
-            char rg[256];
-            who_at(ev, r, who, sizeof who);
-            hdx_pgroup_text(ev, call_group(g, r->call), rg, sizeof rg);
-            fprintf(out, "%s%s never joined the %s of %s: it went on to %s on %s", k ? "; " : "", who,
-                    call_op(g, root->call), gt, call_op(g, r->call), rg);
-        }
-        v->cls = HDX_CLASS_COLLECTIVE_WAIT;
-        break;
-    }
-    case HDX_WF_ROOT_MISMATCH:
-        pg = call_group(g, root->call);
-        hdx_pgroup_text(ev, pg, gt, sizeof gt);
-        fprintf(out, "the members of %s are in different collectives on it:", gt);
-        for (size_t k = 0; k < root->n_ranks; k++) {
-            const hdx_wf_rank *r = hdx_waitsfor_rank(g, root->ranks[k]);
-            if (r->kind == HDX_WF_COLLECTIVE && r->pgroup == pg)
-                fprintf(out, "%s rank %d in %s", k ? "," : "", r->rank, r->op ? r->op : "a collective");
-        }
-        if (root->n_ranks && hdx_waitsfor_rank(g, root->ranks[0])->call != root->call) /* the minority's */
-            fprintf(out, ", while %zu of its ranks wait in %s", g->calls[root->call].n_in, call_op(g, root->call));
-        v->cls = HDX_CLASS_COLLECTIVE_WAIT;
-        break;
-    case HDX_WF_ROOT_CYCLE: {
-        FILE *edges = out;
-        char *etext = NULL;
-        size_t elen = 0;
-        FILE *e = open_memstream(&etext, &elen);
-        if (e) {
-            for (size_t k = 0; k < root->n_ranks; k++)
-                cycle_edge(e, g, hdx_waitsfor_rank(g, root->ranks[k]), root, &tags);
-            fclose(e);
-        }
-        char list[256];
-        hdx_format_ranges_of(root->ranks, root->n_ranks, list, sizeof list);
-        pg = first->kind == HDX_WF_P2P ? first->pgroup : call_group(g, first->call);
-        const char *each = etext && elen > 2 ? etext + 2 : ""; /* without the first ", " */
-        if (root->p2p && tags)
-            fprintf(edges, "pipeline send/recv that cannot match: the tags differ: %s", each);
-        else if (root->p2p)
-            fprintf(edges, "pipeline send/recv that cannot match: ranks %s wait on each other (a waits-for cycle: %s)",
-                    list, each);
-        else
-            fprintf(edges, "ranks %s wait on each other in collectives across groups, in opposite orders (a waits-for "
-                           "cycle: %s)",
-                    list, each);
-        free(etext);
-        v->cls = root->p2p ? HDX_CLASS_P2P_MISMATCH : HDX_CLASS_COLLECTIVE_WAIT;
-        break;
-    }
-    case HDX_WF_ROOT_CALL: {
-        char list[256];
-        hdx_format_ranges_of(root->ranks, root->n_ranks, list, sizeof list);
-        pg = call_group(g, root->call);
-        hdx_pgroup_text(ev, pg, gt, sizeof gt);
-        fprintf(out, "ranks %s (all of %s) wait in %s and none is elsewhere: the network or a GPU may be stuck", list,
-                gt, call_op(g, root->call));
-        v->cls = HDX_CLASS_COLLECTIVE_WAIT;
-        v->confidence = HDX_CONF_LOW;
-        break;
-    }
-    }
-    if (chain_text(out, g, 0)) {
-        fclose(out);
-        free(text);
+    if (g->n_guessed && v->confidence > HDX_CONF_LOW)
+        v->confidence--;
+    int pg = root_group(g);
+    if (set_group(v, ev, pg) || hdx_verdict_set_num(v, "pgroup", pg))
         return -ENOMEM;
-    }
-    for (size_t i = 1; i < g->n_roots && i < 4; i++)
-        fprintf(out, "; also rooted at rank%s %d%s", g->roots[i].n_ranks == 1 ? "" : "s",
-                g->roots[i].n_ranks ? g->roots[i].ranks[0] : -1, g->roots[i].n_ranks > 1 ? ",..." : "");
-    if (g->n_guessed) {
-        fprintf(out, " (the process group of %zu wait%s could not be read: taken as the world group)", g->n_guessed,
-                g->n_guessed == 1 ? "" : "s");
-        if (v->confidence > HDX_CONF_LOW)
-            v->confidence--;
-    }
-    if (fclose(out) || !text) {
-        free(text);
-        return -ENOMEM;
-    }
-    free(v->summary);
-    v->summary = text;
-    if (set_group(v, ev, pg))
-        return -ENOMEM;
-    const char *remedy;
-    switch (v->cls) {
-    case HDX_CLASS_NOT_HUNG:
-        remedy = "wait for the build; hangdx calls it compile_stall after --build-timeout";
-        break;
-    case HDX_CLASS_COMPILE_STALL:
-        remedy = "look at the build's compiler: kill it and the build, then relaunch (a compiler killed by the OOM "
-                 "killer calls for a lower MAX_JOBS)";
-        break;
-    case HDX_CLASS_P2P_MISMATCH:
-        remedy = "make each send meet a recv on its peer, with the same tag and in the same order on both stages; check "
-                 "the pipeline schedule (the number of microbatches on each stage) and the peer ranks";
-        break;
-    default:
-        remedy = root->kind == HDX_WF_ROOT_CALL
-                     ? "look at the GPU: nvidia-smi, the kernels queued before the collective, NCCL_DEBUG=INFO, and the "
-                       "network between nodes"
-                 : root->kind == HDX_WF_ROOT_CYCLE
-                     ? "make every rank call the collectives of its groups in the same order"
-                     : "look at the culprit ranks where they are: a skipped or reordered collective of their group, "
-                       "an uneven loop, or a rank stopped or stuck elsewhere";
-    }
-    return hdx_cls_set_text(&v->remedy, "%s", remedy);
+    return 0;
 }
 
 int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v)
@@ -928,8 +561,7 @@ int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v)
         rc = n_p2p ? verdict_p2p(&j, v) : verdict_collective(&j, v);
         if (rc > 0 && v->confidence > HDX_CONF_LOW)
             v->confidence--;
-        if (rc > 0 && hdx_cls_set_text(&v->summary, "%s (process groups not read: every collective taken on the "
-                                                     "world group)", v->summary))
+        if (rc > 0 && hdx_verdict_set_num(v, "groups_unread", 1))
             rc = -ENOMEM;
     }
     free(j.by_rank);

@@ -11,6 +11,7 @@
 #include "classify/groups.h"
 #include "model/evidence.h"
 #include "report/report.h"
+#include "report/words.h"
 #include "check.h"
 
 /* A process with one thread in the given syscall and state. */
@@ -263,6 +264,25 @@ static hdx_process *rank_in(hdx_evidence *ev, int pid, int rank, int world, cons
 
 #define C10D "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py"
 
+/* v's summary and remedy as the report words them (report/words.h), into the caller's
+ * heap strings; freed with words_free. */
+typedef struct words {
+    char *summary, *remedy;
+} words;
+
+static words words_of(const hdx_evidence *ev, const hdx_verdict *v)
+{
+    words w = {NULL, NULL};
+    CHECK(hdx_verdict_words(ev, v, &w.summary, &w.remedy) == 0);
+    return w;
+}
+
+static void words_free(words *w)
+{
+    free(w->summary);
+    free(w->remedy);
+}
+
 /* inspect --all with two jobs: a 3-rank job whose rank 0 waits on a stale
  * build lock (ranks 1-2 in barrier behind it), and a 4-rank job whose rank 0
  * skipped the barrier. The 4-rank job is judged; the lock of the job set aside
@@ -283,7 +303,10 @@ static void two_jobs_lock_of_other_job(void)
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 0);
     CHECK(v.n_culprit_pids == 1 && v.culprit_pids[0] == 2000);
-    CHECK(v.summary && strstr(v.summary, "skip_and_sleep") && !strstr(v.summary, "pid 1000"));
+    CHECK(v.finding == HDX_FIND_COLLECTIVE_ELSEWHERE && hdx_verdict_num(&v, "world_size", -1) == 4);
+    words w = words_of(ev, &v);
+    CHECK(w.summary && strstr(w.summary, "skip_and_sleep") && !strstr(w.summary, "pid 1000"));
+    words_free(&w);
     CHECK(ev->procs[0].set_aside == 1 && ev->procs[3].set_aside == 0);
     /* The stack groups are the judged job's: its 4 ranks, none of the other job's pids. */
     hdx_group *g = NULL;
@@ -361,13 +384,15 @@ static void multi_host_names_host(void)
         FILE *f = open_memstream(&text, &len);
         CHECK(hdx_report_text(f, ev, &v) == 0);
         fclose(f);
+        words w = words_of(ev, &v);
         if (hosts == 2) {
-            CHECK(v.summary && strstr(v.summary, "rank 6 (pid 5002 on nodeB) is in skip_and_sleep"));
+            CHECK(w.summary && strstr(w.summary, "rank 6 (pid 5002 on nodeB) is in skip_and_sleep"));
             CHECK(text && strstr(text, "\n  rank 6 pid 5002 on nodeB  S"));
         } else {
-            CHECK(v.summary && strstr(v.summary, "rank 6 (pid 5006) is in skip_and_sleep"));
+            CHECK(w.summary && strstr(w.summary, "rank 6 (pid 5006) is in skip_and_sleep"));
             CHECK(text && strstr(text, "\n  rank 6 pid 5006  S") && !strstr(text, " on nodeA"));
         }
+        words_free(&w);
         free(text);
         hdx_verdict_clear(&v);
         hdx_evidence_free(ev);
@@ -405,9 +430,13 @@ static void gpu_stuck_wording(void)
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.n_culprit_ranks == 0);
-    CHECK(v.summary && strstr(v.summary, "rank 0 (world size 1, all here) waits in cudaStreamSynchronize: the GPU "
-                                         "work it waits for") && !strstr(v.summary, "(0)"));
-    CHECK(v.remedy && strstr(v.remedy, "nvidia-smi") && !strstr(v.remedy, "culprit"));
+    CHECK(v.finding == HDX_FIND_COLLECTIVE_GPU && hdx_verdict_num(&v, "world_size", -1) == 1);
+    CHECK(hdx_verdict_text(&v, "op") && !strcmp(hdx_verdict_text(&v, "op"), "cudaStreamSynchronize"));
+    words w = words_of(ev, &v);
+    CHECK(w.summary && strstr(w.summary, "rank 0 (world size 1, all here) waits in cudaStreamSynchronize: the GPU "
+                                         "work it waits for") && !strstr(w.summary, "(0)"));
+    CHECK(w.remedy && strstr(w.remedy, "nvidia-smi") && !strstr(w.remedy, "culprit"));
+    words_free(&w);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -441,10 +470,16 @@ static void comm_init_wording(void)
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_RENDEZVOUS_WAIT && v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 1);
-    CHECK(v.summary && strstr(v.summary, "rank 0 waits in NCCL communicator initialisation (ncclCommInitRank, "
+    CHECK(v.finding == HDX_FIND_RENDEZVOUS && hdx_verdict_num(&v, "nccl", -1) == 1);
+    CHECK(hdx_verdict_text(&v, "call") && !strcmp(hdx_verdict_text(&v, "call"), "all_reduce"));
+    const hdx_fact *elsewhere = hdx_verdict_fact(&v, "elsewhere");
+    CHECK(elsewhere && elsewhere->n_ints == 1 && elsewhere->ints[0] == 1 && v.n_missing_ranks == 0);
+    words w = words_of(ev, &v);
+    CHECK(w.summary && strstr(w.summary, "rank 0 waits in NCCL communicator initialisation (ncclCommInitRank, "
                                          "under all_reduce, store 127.0.0.1:29500)"));
-    CHECK(v.remedy && strstr(v.remedy, "does not join all_reduce") && strstr(v.remedy, "skip_and_sleep") &&
-          !strstr(v.remedy, "missing") && !strstr(v.remedy, "WORLD_SIZE"));
+    CHECK(w.remedy && strstr(w.remedy, "does not join all_reduce") && strstr(w.remedy, "skip_and_sleep") &&
+          !strstr(w.remedy, "missing") && !strstr(w.remedy, "WORLD_SIZE"));
+    words_free(&w);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }

@@ -14,6 +14,7 @@
 #include "classify/classify.h"
 #include "model/evidence.h"
 #include "report/report.h"
+#include "report/words.h"
 #include "classify/waitsfor.h"
 #include "check.h"
 
@@ -171,10 +172,21 @@ static int culprits_are(const hdx_verdict *v, const int *want, size_t n)
     return 1;
 }
 
-static void dump(const char *name, const hdx_verdict *v)
+/* The summary of v as the report words it (report/words.h): heap, the caller frees. */
+static char *words_of(const hdx_evidence *ev, const hdx_verdict *v)
 {
-    fprintf(stderr, "%s: %s (%d): %s [group %s]\n", name, hdx_class_name(v->cls), (int)v->confidence,
-            v->summary ? v->summary : "", v->group ? v->group : "-");
+    char *summary = NULL, *remedy = NULL;
+    CHECK(hdx_verdict_words(ev, v, &summary, &remedy) == 0 && summary);
+    free(remedy);
+    return summary;
+}
+
+static void dump(const char *name, const hdx_evidence *ev, const hdx_verdict *v)
+{
+    char *summary = words_of(ev, v);
+    fprintf(stderr, "%s: %s %s (%d): %s [group %s]\n", name, hdx_class_name(v->cls), hdx_finding_name(v->finding),
+            (int)v->confidence, summary ? summary : "", v->group ? v->group : "-");
+    free(summary);
 }
 
 /* {0,1} and {2,3}: rank 3 never joins its group's all_gather; 0 and 1 wait in the world barrier. */
@@ -189,12 +201,15 @@ static void subgroups(void)
     asleep(ev, 3, 4);
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.confidence == HDX_CONF_HIGH);
     CHECK(culprits_are(&v, (int[]){3}, 1));
     CHECK(v.group && !strcmp(v.group, "2"));
-    CHECK(strstr(v.summary, "rank 3") && strstr(v.summary, "never joined the all_gather of group 2 (ranks 2-3)"));
-    CHECK(strstr(v.summary, "skip_and_sleep (pgroups.py:40)") && strstr(v.summary, "ranks 0-1 wait in barrier on the world group"));
+    CHECK(v.finding == HDX_FIND_GRAPH);
+    char *summary = words_of(ev, &v);
+    CHECK(strstr(summary, "rank 3") && strstr(summary, "never joined the all_gather of group 2 (ranks 2-3)"));
+    CHECK(strstr(summary, "skip_and_sleep (pgroups.py:40)") && strstr(summary, "ranks 0-1 wait in barrier on the world group"));
+    free(summary);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
@@ -213,12 +228,14 @@ static void tp_dp_world(void)
     in_collective(ev, 7, 8, "all_reduce", group_of(ev, "dp", 7));
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.confidence == HDX_CONF_HIGH);
     CHECK(culprits_are(&v, (int[]){5}, 1));
     CHECK(v.group && !strcmp(v.group, group_of(ev, "tp", 5)));
-    CHECK(strstr(v.summary, "rank 5 (TP 1 of TP group 4-5, PP stage 1, DP 0) never joined the all_gather of TP group 4-5: it sleeps"));
-    CHECK(strstr(v.summary, "; rank 4 waits for it in all_gather on TP group 4-5; ranks 6-7 wait in all_reduce on DP groups 4,6 and 5,7; ranks 0-3 wait in barrier on the world group"));
+    CHECK(v.finding == HDX_FIND_GRAPH);
+    char *summary = words_of(ev, &v);
+    CHECK(strstr(summary, "rank 5 (TP 1 of TP group 4-5, PP stage 1, DP 0) never joined the all_gather of TP group 4-5: it sleeps"));
+    CHECK(strstr(summary, "; rank 4 waits for it in all_gather on TP group 4-5; ranks 6-7 wait in all_reduce on DP groups 4,6 and 5,7; ranks 0-3 wait in barrier on the world group"));
     const hdx_wf_rank *r6 = hdx_waitsfor_rank(v.graph, 6);
     CHECK(r6 && r6->kind == HDX_WF_COLLECTIVE && r6->depth == 2 && !r6->culprit);
     /* the report: the verdict's group, the job's groups, and each rank's waits */
@@ -243,6 +260,7 @@ static void tp_dp_world(void)
     }
     CHECK(seen4 && seen5);
     cJSON_Delete(j);
+    free(summary);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
@@ -258,11 +276,14 @@ static void peer_moved_on(void)
     in_collective(ev, 3, 4, "barrier", NULL);
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.confidence == HDX_CONF_HIGH);
     CHECK(culprits_are(&v, (int[]){1}, 1));
     CHECK(v.group && !strcmp(v.group, group_of(ev, "tp", 0)));
-    CHECK(strstr(v.summary, "rank 1 (TP 1 of TP group 0-1, PP stage 0, DP 0) never joined the all_gather of TP group 0-1: it went on to barrier on the world group"));
+    CHECK(v.finding == HDX_FIND_GRAPH);
+    char *summary = words_of(ev, &v);
+    CHECK(strstr(summary, "rank 1 (TP 1 of TP group 0-1, PP stage 0, DP 0) never joined the all_gather of TP group 0-1: it went on to barrier on the world group"));
+    free(summary);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
@@ -278,7 +299,7 @@ static void pipeline_behind_tp(void)
     in_p2p(ev, 3, 4, "recv", 1, 0, group_of(ev, "pp", 3));
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(culprits_are(&v, (int[]){0}, 1));
     CHECK(v.group && !strcmp(v.group, group_of(ev, "tp", 0)));
@@ -297,11 +318,14 @@ static void tp_mismatch(void)
     in_collective(ev, 3, 4, "broadcast", group_of(ev, "tp", 3));
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(culprits_are(&v, (int[]){2, 3}, 2));
     CHECK(v.group && !strcmp(v.group, group_of(ev, "tp", 2)));
-    CHECK(strstr(v.summary, "rank 2 in all_gather, rank 3 in broadcast"));
+    CHECK(v.finding == HDX_FIND_GRAPH);
+    char *summary = words_of(ev, &v);
+    CHECK(strstr(summary, "rank 2 in all_gather, rank 3 in broadcast"));
+    free(summary);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
@@ -317,11 +341,14 @@ static void pp_cycle(void)
     in_collective(ev, 3, 4, "all_reduce", group_of(ev, "dp", 3));
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_P2P_MISMATCH);
     CHECK(culprits_are(&v, (int[]){0, 2}, 2));
     CHECK(v.group && !strcmp(v.group, group_of(ev, "pp", 0)));
-    CHECK(strstr(v.summary, "cycle"));
+    CHECK(v.finding == HDX_FIND_GRAPH);
+    char *summary = words_of(ev, &v);
+    CHECK(strstr(summary, "cycle"));
+    free(summary);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
@@ -334,10 +361,13 @@ static void tag_mismatch(void)
     in_p2p(ev, 1, 2, "recv", 0, 2, NULL);
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_P2P_MISMATCH);
     CHECK(culprits_are(&v, (int[]){0, 1}, 2));
-    CHECK(strstr(v.summary, "the tags differ") && strstr(v.summary, "with tag 1") && strstr(v.summary, "with tag 2"));
+    CHECK(v.finding == HDX_FIND_GRAPH);
+    char *summary = words_of(ev, &v);
+    CHECK(strstr(summary, "the tags differ") && strstr(summary, "with tag 1") && strstr(summary, "with tag 2"));
+    free(summary);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
@@ -354,10 +384,13 @@ static void order_cycle(void)
     in_collective(ev, 2, 3, "all_reduce", "3");
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.confidence == HDX_CONF_HIGH);
     CHECK(culprits_are(&v, (int[]){0, 1, 2}, 3));
-    CHECK(strstr(v.summary, "waits-for cycle") && !strstr(v.summary, "network"));
+    CHECK(v.finding == HDX_FIND_GRAPH);
+    char *summary = words_of(ev, &v);
+    CHECK(strstr(summary, "waits-for cycle") && !strstr(summary, "network"));
+    free(summary);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
@@ -371,7 +404,7 @@ static void gather_skip(void)
     asleep(ev, 2, 3);
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(culprits_are(&v, (int[]){2}, 1));
     hdx_verdict_clear(&v);
@@ -386,11 +419,14 @@ static void dead_rank(void)
     in_collective(ev, 2, 3, "all_reduce", NULL);
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT);
     CHECK(culprits_are(&v, (int[]){1}, 1));
     CHECK(v.n_missing_ranks == 1 && v.missing_ranks[0] == 1);
-    CHECK(strstr(v.summary, "rank 1 never joined") && strstr(v.summary, "no process of it"));
+    CHECK(v.finding == HDX_FIND_GRAPH);
+    char *summary = words_of(ev, &v);
+    CHECK(strstr(summary, "rank 1 never joined") && strstr(summary, "no process of it"));
+    free(summary);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
@@ -424,14 +460,18 @@ static void healthy_build(void)
     cc->n_cmdline = 1;
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_NOT_HUNG && v.culprit_working == 1 && v.n_culprit_ranks == 0);
-    CHECK(strstr(v.summary, "a build is running"));
+    CHECK(v.finding == HDX_FIND_GRAPH && hdx_verdict_num(&v, "timed_out", -1) == 0);
+    char *summary = words_of(ev, &v);
+    CHECK(strstr(summary, "a build is running"));
+    free(summary);
     hdx_verdict_clear(&v);
     /* past --build-timeout it is a compile_stall, still working: nothing may end it */
     ev->build_timeout_s = 10;
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
     CHECK(v.cls == HDX_CLASS_COMPILE_STALL && v.culprit_working == 1 && culprits_are(&v, (int[]){0}, 1));
+    CHECK(v.finding == HDX_FIND_GRAPH && hdx_verdict_num(&v, "timed_out", -1) == 1);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
 }
@@ -466,11 +506,14 @@ static void batched_p2p(void)
     in_collective(ev, 1, 2, "barrier", NULL);
     hdx_verdict v = {0};
     CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-    dump(__func__, &v);
+    dump(__func__, ev, &v);
     CHECK(v.cls == HDX_CLASS_P2P_MISMATCH);
     CHECK(culprits_are(&v, (int[]){0, 1}, 2));
     CHECK(v.group && !strcmp(v.group, group_of(ev, "pp", 0)));
-    CHECK(!strstr(v.summary, "unknown peer"));
+    CHECK(v.finding == HDX_FIND_GRAPH);
+    char *summary = words_of(ev, &v);
+    CHECK(!strstr(summary, "unknown peer"));
+    free(summary);
     hdx_verdict_clear(&v);
     hdx_evidence_free(ev);
     }
@@ -503,7 +546,7 @@ static void busy_or_blocked(void)
         }
         hdx_verdict v = {0};
         CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
-        dump(__func__, &v);
+        dump(__func__, ev, &v);
         CHECK(ev->procs[0].progressing == 0 && ev->procs[1].progressing == 0);
         CHECK(ev->procs[2].progressing == computing);
         CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && culprits_are(&v, (int[]){2}, 1));
