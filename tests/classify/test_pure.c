@@ -18,6 +18,7 @@
 #include "formats/snapshot.h"
 #include "model/evidence.h"
 #include "report/report.h"
+#include "report/words.h"
 #include "../check.h"
 
 /* What of ev the classifier must leave as it is, as one heap string. */
@@ -89,8 +90,15 @@ static void check_pure(const char *name, hdx_evidence *ev, hdx_verdict *v)
     CHECK(hdx_classify(ev, &again) == 0, "%s: classify again", name);
     char *third = fingerprint(ev);
     CHECK(third && after && !strcmp(third, after), "%s: the evidence changed in the second hdx_classify", name);
-    CHECK(again.cls == v->cls && again.n_notes == v->n_notes, "%s: another verdict the second time", name);
-    CHECK(v->summary && again.summary && !strcmp(v->summary, again.summary), "%s: another summary", name);
+    CHECK(again.cls == v->cls && again.finding == v->finding && again.n_notes == v->n_notes,
+          "%s: another verdict the second time", name);
+    char *said[2][2] = {{NULL, NULL}, {NULL, NULL}};
+    CHECK(!hdx_verdict_words(ev, v, &said[0][0], &said[0][1]) && !hdx_verdict_words(ev, &again, &said[1][0], &said[1][1]),
+          "%s: words", name);
+    CHECK(said[0][0] && said[1][0] && !strcmp(said[0][0], said[1][0]), "%s: another summary", name);
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++)
+            free(said[i][k]);
     for (size_t i = 0; i < v->n_notes && i < again.n_notes; i++)
         CHECK(!strcmp(v->notes[i], again.notes[i]), "%s: another note %zu", name, i);
     hdx_verdict_clear(&again);
