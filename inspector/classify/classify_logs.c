@@ -83,20 +83,29 @@ static long arg_long(const hdx_evidence *ev, const char *name)
     return s && end != s ? v : -1;
 }
 
-/* The index in ev->log_facts of the first all-gather that timed out, or -1. */
-static long long allgather_symptom(const hdx_evidence *ev)
+/* The first all-gather that a watchdog timed out on, or NULL. */
+static const hdx_log_fact *allgather_symptom(const hdx_evidence *ev)
 {
     for (size_t i = 0; i < ev->n_log_facts; i++) {
         const hdx_log_fact *f = &ev->log_facts[i];
         const char *op = hdx_log_fact_field(f, "op");
         if ((is(f, "nccl_watchdog_timeout") || is(f, "nccl_watchdog_timeout_old")) && op && strcasestr(op, "allgather"))
-            return (long long)i;
+            return f;
     }
-    return -1;
+    return NULL;
 }
 
 /* 1 (decided) for 0, else the error. */
 static int decided(int rc) { return rc < 0 ? rc : 1; }
+
+/* The log line that decided, as facts: file, line (its number) and text. 0 or -ENOMEM. */
+static int set_line(hdx_verdict *v, const hdx_log_fact *f)
+{
+    int rc = hdx_verdict_set_text(v, "file", f->file);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "line", f->line);
+    return rc ? rc : hdx_verdict_set_text(v, "text", f->text);
+}
 
 /* Set the nums of facts names[0..n) to nums[0..n). 0 or -ENOMEM. */
 static int set_nums(hdx_verdict *v, const char *const *names, const long long *nums, size_t n)
@@ -109,10 +118,9 @@ static int set_nums(hdx_verdict *v, const char *const *names, const long long *n
 
 /* A configuration error that a log line states (a strong config_* pattern): its
  * setting and values, facts of the verdict. */
-static int config_line(const hdx_evidence *ev, size_t i, hdx_verdict *v)
+static int config_line(const hdx_log_fact *f, hdx_verdict *v)
 {
-    const hdx_log_fact *f = &ev->log_facts[i];
-    int rc = hdx_verdict_set_num(v, "log_fact", (long long)i);
+    int rc = set_line(v, f);
     if (!rc)
         rc = hdx_verdict_set_text(v, "fix", hdx_log_fact_field(f, "fix"));
     if (rc)
@@ -155,7 +163,7 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
             if (!strcmp(ev->log_facts[k].pattern, f->pattern) && ev->log_facts[k].rank >= 0 &&
                 hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank))
                 return -ENOMEM;
-        return decided(config_line(ev, i, v));
+        return decided(config_line(f, v));
     }
     /* Megatron's printed layout: TP x PP x CP x DP must be the world size. */
     for (size_t i = 0; i < ev->n_log_facts; i++) {
@@ -171,7 +179,7 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
         v->confidence = HDX_CONF_HIGH;
         v->finding = HDX_FIND_LOG_PARALLEL_SIZES;
         int rc = set_nums(v, sizes, nums, 5);
-        return decided(rc ? rc : hdx_verdict_set_num(v, "log_fact", (long long)i));
+        return decided(rc ? rc : set_line(v, f));
     }
     /* Megatron's printed arguments. */
     long seq = arg_long(ev, "seq_length"), tp = arg_long(ev, "tensor_model_parallel_size");
@@ -180,12 +188,13 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
         v->cls = HDX_CLASS_CONFIG_ERROR;
         v->confidence = HDX_CONF_HIGH;
         v->finding = HDX_FIND_LOG_SEQUENCE_PARALLEL;
-        long long symptom = allgather_symptom(ev);
+        const hdx_log_fact *symptom = allgather_symptom(ev);
         int rc = hdx_verdict_set_num(v, "seq_length", seq);
         if (!rc)
             rc = hdx_verdict_set_num(v, "tp", tp);
-        if (!rc && symptom >= 0)
-            rc = hdx_verdict_set_num(v, "symptom_log_fact", symptom);
+        if (!rc && symptom && !(rc = hdx_verdict_set_num(v, "symptom_rank", symptom->rank)) &&
+            !(rc = hdx_verdict_set_text(v, "symptom_op", hdx_log_fact_field(symptom, "op"))))
+            rc = hdx_verdict_set_num(v, "symptom_seq", hdx_log_fact_int(symptom, "seq", HDX_UNKNOWN));
         return decided(rc);
     }
     long w = arg_long(ev, "world_size"), pp = arg_long(ev, "pipeline_model_parallel_size"),
@@ -359,7 +368,7 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
             rc = hdx_verdict_set_ints(v, "missing", v->missing_ranks, v->n_missing_ranks);
     }
     if (!rc)
-        rc = hdx_verdict_set_num(v, "log_fact", (long long)(t - ev->log_facts));
+        rc = set_line(v, t);
     if (!rc)
         rc = hdx_verdict_set_text(v, "key", key);
     if (!rc)
@@ -508,7 +517,15 @@ static int detail_rule(const hdx_evidence *ev, hdx_verdict *v)
     if (!rc)
         rc = hdx_verdict_set_num(v, "messages", best);
     if (!rc)
-        rc = hdx_verdict_set_num(v, "log_fact", (long long)(first - ev->log_facts));
+        rc = set_line(v, first);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "rank", hdx_log_fact_int(first, "rank", HDX_UNKNOWN));
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "op", hdx_log_fact_field(first, "op"));
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "other_rank", hdx_log_fact_int(first, "other_rank", HDX_UNKNOWN));
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "other_op", hdx_log_fact_field(first, "other_op"));
     free(ranks);
     free(counts);
     return decided(rc);
@@ -670,7 +687,10 @@ static int user_rule(const hdx_evidence *ev, hdx_verdict *v)
                     hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank))
                     return -ENOMEM;
             v->finding = HDX_FIND_LOG_USER_PATTERN;
-            return decided(hdx_verdict_set_num(v, "log_fact", (long long)i));
+            int rc = set_line(v, f);
+            if (!rc)
+                rc = hdx_verdict_set_text(v, "pattern", f->pattern);
+            return decided(rc ? rc : hdx_verdict_set_text(v, "proves", f->proves));
         }
     }
     return 0;

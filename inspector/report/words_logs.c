@@ -1,23 +1,18 @@
 /*
- * The words of the log findings (classify_logs.c) (docs/design.md "Findings"). The log
- * lines a fact names by its index in ev->log_facts ("log_fact") give the file, line and
- * text; a rank's last line comes from ev->log_ranks.
+ * The words of the log findings (classify_logs.c) (docs/design.md "Findings"). A rank's last
+ * log line comes from the evidence (hdx_evidence_log_rank); all else from the facts.
  */
 #include <stdio.h>
-#include <string.h>
 
 #include "classify/waitsfor.h"
-#include "model/util.h"
 #include "report/words_impl.h"
 
 #define RANKS_TEXT 256
 
-/* The log line that fact name indexes (borrowed from ev), or NULL. */
-static const hdx_log_fact *log_fact(const hdx_evidence *ev, const hdx_verdict *v, const char *name)
-{
-    long long i = hdx_verdict_num(v, name, -1);
-    return i >= 0 && (size_t)i < ev->n_log_facts ? &ev->log_facts[i] : NULL;
-}
+/* The file of the log line that decided (fact "file"); its number is fact "line". */
+static const char *file(const hdx_verdict *v) { return hdx_verdict_text(v, "file"); }
+
+static long long line(const hdx_verdict *v) { return hdx_verdict_num(v, "line", 0); }
 
 /* The op of the collective the watchdogs timed out on, or dflt. */
 static const char *op_or(const hdx_verdict *v, const char *dflt)
@@ -26,50 +21,45 @@ static const char *op_or(const hdx_verdict *v, const char *dflt)
     return op ? op : dflt;
 }
 
-static int words_config(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
+static int words_config(const hdx_verdict *v, hdx_words *w)
 {
-    const hdx_log_fact *f = log_fact(ev, v, "log_fact");
     const char *fix = hdx_verdict_text(v, "fix");
-    if (!f)
-        return 0;
     int rc;
     if (v->finding == HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE) {
         long long tp = hdx_verdict_num(v, "tp", 0), pp = hdx_verdict_num(v, "pp", 0);
         rc = hdx_words_set(&w->summary,
                            "configuration error: TPxPPxDP cannot equal the world size: world size %lld is not "
-                           "divisible by tensor-parallel size %lld x pipeline-parallel size %lld = %lld (%s:%ld)",
-                           hdx_verdict_num(v, "world_size", 0), tp, pp, tp * pp, f->file, f->line);
+                           "divisible by tensor-parallel size %lld x pipeline-parallel size %lld = %lld (%s:%lld)",
+                           hdx_verdict_num(v, "world_size", 0), tp, pp, tp * pp, file(v), line(v));
     } else if (v->finding == HDX_FIND_LOG_CONFIG_DUPLICATE_GPU) {
         rc = hdx_words_set(&w->summary,
                            "configuration error: ranks %lld and %lld of one NCCL communicator are both on CUDA "
                            "device (bus id) %s; NCCL refuses them at communicator init, and ranks that got past it "
-                           "wait for them (%s:%ld)",
+                           "wait for them (%s:%lld)",
                            hdx_verdict_num(v, "rank", HDX_UNKNOWN), hdx_verdict_num(v, "other_rank", HDX_UNKNOWN),
-                           hdx_verdict_text(v, "device"), f->file, f->line);
+                           hdx_verdict_text(v, "device"), file(v), line(v));
     } else {
         const char *setting = hdx_verdict_text(v, "setting"), *la = hdx_verdict_text(v, "value_a_label"),
                    *lb = hdx_verdict_text(v, "value_b_label");
-        rc = hdx_words_set(&w->summary, "configuration error: %s is %s in %s but %s in %s (%s:%ld: %s)",
+        rc = hdx_words_set(&w->summary, "configuration error: %s is %s in %s but %s in %s (%s:%lld: %s)",
                            setting ? setting : "a setting", hdx_verdict_text(v, "value_a"), la ? la : "one place",
-                           hdx_verdict_text(v, "value_b"), lb ? lb : "another", f->file, f->line, f->text);
+                           hdx_verdict_text(v, "value_b"), lb ? lb : "another", file(v), line(v),
+                           hdx_verdict_text(v, "text"));
     }
     return rc ? rc : hdx_words_set(&w->remedy, "%s", fix ? fix : "make the two values agree");
 }
 
-static int words_megatron(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
+static int words_megatron(const hdx_verdict *v, hdx_words *w)
 {
     long long world = hdx_verdict_num(v, "world_size", 0), tp = hdx_verdict_num(v, "tp", 0),
               pp = hdx_verdict_num(v, "pp", 0), cp = hdx_verdict_num(v, "cp", 1), dp = hdx_verdict_num(v, "dp", 0);
     int rc;
     if (v->finding == HDX_FIND_LOG_PARALLEL_SIZES) {
-        const hdx_log_fact *f = log_fact(ev, v, "log_fact");
-        if (!f)
-            return 0;
         rc = hdx_words_set(&w->summary,
                            "configuration error: TPxPPxDP != world size: tensor-parallel %lld x pipeline-parallel "
                            "%lld x context-parallel %lld x data-parallel %lld = %lld, but the world size is %lld "
-                           "(%s:%ld)",
-                           tp, pp, cp, dp, tp * pp * cp * dp, world, f->file, f->line);
+                           "(%s:%lld)",
+                           tp, pp, cp, dp, tp * pp * cp * dp, world, file(v), line(v));
         return rc ? rc : hdx_words_set(&w->remedy, "launch TPxPPxCPxDP = %lld processes, or choose parallel sizes "
                                        "whose product is the world size %lld", tp * pp * cp * dp, world);
     }
@@ -82,12 +72,14 @@ static int words_megatron(const hdx_evidence *ev, const hdx_verdict *v, hdx_word
     long long seq = hdx_verdict_num(v, "seq_length", 0);
     if (tp <= 0)
         return 0;
-    char symptom[200] = "";
-    const hdx_log_fact *s = log_fact(ev, v, "symptom_log_fact");
-    if (s) {
-        const char *n = hdx_log_fact_field(s, "seq");
-        snprintf(symptom, sizeof symptom, "; its symptom: rank %d timed out in %s (SeqNum=%s)", s->rank,
-                 hdx_log_fact_field(s, "op"), n ? n : "?");
+    char symptom[200] = "", n[24] = "?";
+    const char *op = hdx_verdict_text(v, "symptom_op");
+    if (op) {
+        long long at = hdx_verdict_num(v, "symptom_seq", HDX_UNKNOWN);
+        if (at != HDX_UNKNOWN)
+            snprintf(n, sizeof n, "%lld", at);
+        snprintf(symptom, sizeof symptom, "; its symptom: rank %lld timed out in %s (SeqNum=%s)",
+                 hdx_verdict_num(v, "symptom_rank", HDX_UNKNOWN), op, n);
     }
     rc = hdx_words_set(&w->summary,
                        "configuration error: with sequence parallelism the sequence length must be divisible by the "
@@ -124,11 +116,8 @@ static int words_build_lock(const hdx_evidence *ev, const hdx_verdict *v, hdx_wo
                                    dir ? dir : "the build directory", dir ? dir : "<build dir>");
 }
 
-static int words_store_barrier(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
+static int words_store_barrier(const hdx_verdict *v, hdx_words *w)
 {
-    const hdx_log_fact *t = log_fact(ev, v, "log_fact");
-    if (!t)
-        return 0;
     const char *key = hdx_verdict_text(v, "key");
     long long world = hdx_verdict_num(v, "world_size", HDX_UNKNOWN), count = hdx_verdict_num(v, "arrived", HDX_UNKNOWN);
     char p[RANKS_TEXT], m[RANKS_TEXT];
@@ -136,9 +125,9 @@ static int words_store_barrier(const hdx_evidence *ev, const hdx_verdict *v, hdx
     hdx_words_ranks(v, "missing", m, sizeof m);
     int rc = hdx_words_set(&w->summary,
                            "process-group initialisation timed out in the store-based barrier (%s): %lld of world_size "
-                           "%lld ranks arrived, %lld missing%s%s%s%s (%s:%ld)",
+                           "%lld ranks arrived, %lld missing%s%s%s%s (%s:%lld)",
                            key ? key : "?", count, world, world - count, p[0] ? "; present: ranks " : "", p,
-                           m[0] ? "; missing: rank " : " (the log does not say which)", m, t->file, t->line);
+                           m[0] ? "; missing: rank " : " (the log does not say which)", m, file(v), line(v));
     return rc ? rc : hdx_words_set(&w->remedy, "find why %s never reached init_process_group (crashed at start, not "
                                    "launched, or WORLD_SIZE larger than the processes launched) and relaunch",
                                    m[0] ? "the missing rank" : "the missing ranks");
@@ -213,22 +202,18 @@ static int words_seq(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
                                    "crash");
 }
 
-static int words_detail(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
+static int words_detail(const hdx_verdict *v, hdx_words *w)
 {
-    const hdx_log_fact *first = log_fact(ev, v, "log_fact");
-    if (!first)
-        return 0;
     char c[RANKS_TEXT];
     size_t n = hdx_words_ranks(v, "odd", c, sizeof c);
     long long best = hdx_verdict_num(v, "messages", 0);
     int rc = hdx_words_set(&w->summary,
                            "TORCH_DISTRIBUTED_DEBUG=DETAIL found ranks in different collectives; rank%s %s, named in "
-                           "%lld mismatch message%s, %s the odd one out (e.g. %s:%ld: rank %s runs %.120s, rank %s "
-                           "runs %.120s)",
+                           "%lld mismatch message%s, %s the odd one out (e.g. %s:%lld: rank %lld runs %.120s, rank "
+                           "%lld runs %.120s)",
                            hdx_words_noun_s(n), c, best, hdx_words_noun_s((size_t)best), n == 1 ? "is" : "are",
-                           first->file, first->line, hdx_log_fact_field(first, "rank"),
-                           hdx_log_fact_field(first, "op"), hdx_log_fact_field(first, "other_rank"),
-                           hdx_log_fact_field(first, "other_op"));
+                           file(v), line(v), hdx_verdict_num(v, "rank", HDX_UNKNOWN), hdx_verdict_text(v, "op"),
+                           hdx_verdict_num(v, "other_rank", HDX_UNKNOWN), hdx_verdict_text(v, "other_op"));
     return rc ? rc : hdx_words_set(&w->remedy, "make every rank call the same collectives in the same order: look "
                                    "at the code path that rank %s took", c);
 }
@@ -310,18 +295,18 @@ int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
     case HDX_FIND_LOG_CONFIG_MISMATCH:
     case HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE:
     case HDX_FIND_LOG_CONFIG_DUPLICATE_GPU:
-        rc = words_config(ev, v, w);
+        rc = words_config(v, w);
         break;
     case HDX_FIND_LOG_PARALLEL_SIZES:
     case HDX_FIND_LOG_SEQUENCE_PARALLEL:
     case HDX_FIND_LOG_PARALLEL_ARGS:
-        rc = words_megatron(ev, v, w);
+        rc = words_megatron(v, w);
         break;
     case HDX_FIND_LOG_BUILD_LOCK:
         rc = words_build_lock(ev, v, w);
         break;
     case HDX_FIND_LOG_STORE_BARRIER:
-        rc = words_store_barrier(ev, v, w);
+        rc = words_store_barrier(v, w);
         break;
     case HDX_FIND_LOG_SEQ_BEHIND:
     case HDX_FIND_LOG_DESYNC:
@@ -331,7 +316,7 @@ int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
         rc = words_seq(ev, v, w);
         break;
     case HDX_FIND_LOG_DETAIL_MISMATCH:
-        rc = words_detail(ev, v, w);
+        rc = words_detail(v, w);
         break;
     case HDX_FIND_LOG_GLOO_COLLECTIVE:
     case HDX_FIND_LOG_GLOO_CYCLE:
@@ -339,13 +324,10 @@ int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
     case HDX_FIND_LOG_GLOO_NO_PEERS:
         rc = words_gloo(v, w);
         break;
-    case HDX_FIND_LOG_USER_PATTERN: {
-        const hdx_log_fact *f = log_fact(ev, v, "log_fact");
-        rc = f ? hdx_words_set(&w->summary, "the pattern %s (%s) matched %s:%ld: \"%s\"", f->pattern, f->proves,
-                               f->file, f->line, f->text)
-               : 0;
+    case HDX_FIND_LOG_USER_PATTERN:
+        rc = hdx_words_set(&w->summary, "the pattern %s (%s) matched %s:%lld: \"%s\"", hdx_verdict_text(v, "pattern"),
+                           hdx_verdict_text(v, "proves"), file(v), line(v), hdx_verdict_text(v, "text"));
         break;
-    }
     case HDX_FIND_LOG_EXITS:
         rc = words_exits(ev, v, w);
         break;

@@ -90,15 +90,15 @@ static void check_pure(const char *name, hdx_evidence *ev, hdx_verdict *v)
     CHECK(hdx_classify(ev, &again) == 0, "%s: classify again", name);
     char *third = fingerprint(ev);
     CHECK(third && after && !strcmp(third, after), "%s: the evidence changed in the second hdx_classify", name);
-    CHECK(again.cls == v->cls && again.finding == v->finding && again.n_notes == v->n_notes,
-          "%s: another verdict the second time", name);
-    char *said[2][2] = {{NULL, NULL}, {NULL, NULL}};
-    CHECK(!hdx_verdict_words(ev, v, &said[0][0], &said[0][1]) && !hdx_verdict_words(ev, &again, &said[1][0], &said[1][1]),
-          "%s: words", name);
-    CHECK(said[0][0] && said[1][0] && !strcmp(said[0][0], said[1][0]), "%s: another summary", name);
-    for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 2; k++)
-            free(said[i][k]);
+    CHECK(again.cls == v->cls && again.n_notes == v->n_notes, "%s: another verdict the second time", name);
+    CHECK(again.finding == v->finding && again.n_facts == v->n_facts, "%s: another finding", name);
+    for (size_t i = 0; i < v->n_facts && i < again.n_facts; i++) {
+        const hdx_fact *a = &v->facts[i], *b = &again.facts[i];
+        CHECK(!strcmp(a->name, b->name) && a->kind == b->kind && a->num == b->num && a->n_ints == b->n_ints &&
+                  (!a->text || !strcmp(a->text, b->text)) &&
+                  (!a->n_ints || !memcmp(a->ints, b->ints, a->n_ints * sizeof *a->ints)),
+              "%s: another fact %s", name, a->name);
+    }
     for (size_t i = 0; i < v->n_notes && i < again.n_notes; i++)
         CHECK(!strcmp(v->notes[i], again.notes[i]), "%s: another note %zu", name, i);
     hdx_verdict_clear(&again);
@@ -179,6 +179,40 @@ static void log_notes(const char *src)
     hdx_log_patterns_free(ps);
 }
 
+/* Stacks that decide, and a job log that would decide too: the verdict keeps what the logs alone
+ * decide (v.logs_alone), and the report words it as a note, once, also for a report analyzed again. */
+static void logs_alone(const char *src)
+{
+    char path[4096], *err = NULL;
+    snprintf(path, sizeof path, "%s/inspector/formats/patterns/logs.json", src);
+    hdx_log_patterns *ps = NULL;
+    CHECK(hdx_log_patterns_load_file(path, &ps, &err) == 0, "%s: %s", path, err ? err : "?");
+    hdx_evidence *ev = hdx_evidence_new();
+    snprintf(path, sizeof path, "%s/tests/fixtures/nccl/nccl_allreduce_rank_missing.json", src);
+    CHECK(hdx_snapshot_load(path, ev, &err) == 0, "%s: %s", path, err ? err : "?");
+    snprintf(path, sizeof path, "%s/tests/logs/fixtures/nccl_rank_never_enqueued.log", src);
+    CHECK(ps && hdx_log_load(ps, path, ev, &err) == 0, "%s: %s", path, err ? err : "?");
+    hdx_verdict v = {0};
+    check_pure("stacks and a log", ev, &v);
+    CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.finding != HDX_FIND_LOG_SEQ_BEHIND, "the stacks did not decide");
+    CHECK(v.logs_alone && v.logs_alone->finding == HDX_FIND_LOG_SEQ_BEHIND &&
+              v.logs_alone->n_culprit_ranks == 1 && v.logs_alone->culprit_ranks[0] == 2,
+          "no verdict of the logs alone");
+    char *summary = NULL, *remedy = NULL, note[4096] = "";
+    CHECK(v.logs_alone && !hdx_verdict_words(ev, v.logs_alone, &summary, &remedy) && summary, "logs alone: words");
+    snprintf(note, sizeof note, "the job logs alone would say collective_wait: %s", summary ? summary : "?");
+    CHECK(summary && strstr(summary, "rank 2 never joined ALLREDUCE SeqNum=812"), "logs alone: %s", summary);
+    CHECK(report_says(ev, &v, note) == 1, "the report says the logs-alone note not once");
+    hdx_evidence_note(ev, "%s", note); /* as a report read back brings it */
+    CHECK(report_says(ev, &v, note) == 1, "a logs-alone note the evidence has is said twice");
+    free(summary);
+    free(remedy);
+    free(err);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+    hdx_log_patterns_free(ps);
+}
+
 int main(void)
 {
     const char *src = getenv("HDX_SOURCE_DIR");
@@ -192,5 +226,6 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/tests/fixtures/nccl-h200", src);
     recorded(dir);
     log_notes(src);
+    logs_alone(src);
     return failures ? 1 : 0;
 }
