@@ -58,7 +58,27 @@ enum hdx_finding {
     HDX_FIND_COLLECTIVE_UNSEEN,   /* ranks wait in it, none missing here, world size unknown */
     HDX_FIND_GRAPH,               /* the waits-for graph of the process groups (v->graph) names the root */
     /* the log rules (classify_logs.c) */
-    HDX_FIND_LOG_FIRST,
+    HDX_FIND_LOG_CONFIG_MISMATCH, /* a log line: a setting has two values that must agree */
+    HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE, /* a log line: the world size is not divisible by TP x PP */
+    HDX_FIND_LOG_CONFIG_DUPLICATE_GPU, /* a log line: two ranks of one NCCL communicator on one GPU */
+    HDX_FIND_LOG_PARALLEL_SIZES,  /* Megatron's printed layout: TP x PP x CP x DP is not the world size */
+    HDX_FIND_LOG_SEQUENCE_PARALLEL, /* Megatron's arguments: sequence parallel, seq_length not divisible by TP */
+    HDX_FIND_LOG_PARALLEL_ARGS,   /* Megatron's arguments: TP x PP x CP x DP is not world_size */
+    HDX_FIND_LOG_BUILD_LOCK,      /* ranks time out waiting for ranks whose last lines are a JIT kernel build */
+    HDX_FIND_LOG_STORE_BARRIER,   /* the store-based barrier of process-group initialisation timed out */
+    HDX_FIND_LOG_SEQ_BEHIND,      /* ranks never enqueued the collective that the watchdogs of others timed out on */
+    HDX_FIND_LOG_DESYNC,          /* the NCCL desync report names ranks */
+    HDX_FIND_LOG_SEQ_SILENT,      /* a watchdog timeout; ranks that the logs know said nothing of it */
+    HDX_FIND_LOG_SEQ_GPU,         /* a watchdog timeout on every rank of the job: its GPU work is stuck */
+    HDX_FIND_LOG_SEQ_UNEXPLAINED, /* a watchdog timeout, and no log line tells which rank never joined */
+    HDX_FIND_LOG_DETAIL_MISMATCH, /* TORCH_DISTRIBUTED_DEBUG=DETAIL: ranks in different collectives */
+    HDX_FIND_LOG_GLOO_COLLECTIVE, /* gloo timeouts in a collective */
+    HDX_FIND_LOG_GLOO_CYCLE,      /* gloo send/recv timeouts whose peers wait for each other in a cycle */
+    HDX_FIND_LOG_GLOO_UNMATCHED,  /* gloo send/recv timeouts whose peers did not time out */
+    HDX_FIND_LOG_GLOO_NO_PEERS,   /* gloo send/recv timeouts, and no call site names the peers */
+    HDX_FIND_LOG_USER_PATTERN,    /* a strong user pattern that names a class matched */
+    HDX_FIND_LOG_EXITS,           /* the job ended (torch elastic's ChildFailedError), no hang rule matched */
+    HDX_FIND_LOG_UNDECIDED,       /* the logs hold no line that decides a class, and no stack to judge */
 };
 
 /* The kinds of value a fact holds. */
@@ -101,10 +121,14 @@ typedef struct hdx_verdict {
     size_t n_locks;
     struct hdx_waitsfor *graph; /* the job's waits-for graph the verdict was read from (waitsfor.h), or
                                    NULL: it borrows from the evidence, which must outlive the verdict */
-    char **notes;               /* what the classifier adds for a person (what the job logs alone would say,
-                                   a culprit's last log line), each once; the report prints them after the
+    char **notes;               /* what the classifier adds for a person (a question the logs raise, a
+                                   culprit's last log line), each once; the report prints them after the
                                    evidence's notes. Owned by the verdict */
     size_t n_notes;
+    struct hdx_verdict *logs_alone; /* when the stacks decided and the job logs would decide too: the verdict
+                                       of the logs alone (classify_logs.c), which the report words as a note
+                                       after these ("the job logs alone would say ..."); NULL otherwise.
+                                       Owned by the verdict */
 } hdx_verdict;
 
 /*

@@ -51,8 +51,8 @@ int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v);
  * The log rules (classify_logs.c), run by hdx_classify after the lock and
  * stack rules. With may_decide (no stack rule decided), a decisive log rule
  * fills v and returns 1; so does a log that decides nothing when no thread
- * has frames (v says the logs decide nothing). Without may_decide it only adds
- * a note to v saying what the logs alone would say, and returns 0. 0 also
+ * has frames (v says the logs decide nothing). Without may_decide it only sets
+ * v->logs_alone to what the logs alone would decide, and returns 0. 0 also
  * when the logs decide nothing and stacks are there to judge; -ENOMEM.
  */
 int hdx_cls_logs(const hdx_evidence *ev, hdx_verdict *v, int may_decide);

@@ -12,6 +12,8 @@
  *     collective_wait, those others; the desync report; the DETAIL mismatch;
  *  5. gloo send/recv timeouts, peers from the call sites → p2p_mismatch;
  *  6. a user pattern's class; torch elastic's failures; otherwise unknown.
+ * Each outcome is a finding (HDX_FIND_LOG_*) with the facts its words need
+ * (docs/design.md "Findings"); report/words_logs.c words them.
  */
 #include <errno.h>
 #include <limits.h>
@@ -21,7 +23,6 @@
 
 #include "classify/classify_impl.h"
 #include "model/util.h"
-#include "classify/waitsfor.h"
 
 #define RANKS_TEXT 256
 
@@ -82,26 +83,76 @@ static long arg_long(const hdx_evidence *ev, const char *name)
     return s && end != s ? v : -1;
 }
 
-/* The first all-gather that timed out, as " ; its symptom: ..." or "". */
-static void allgather_symptom(const hdx_evidence *ev, char *buf, size_t size)
+/* The first all-gather that a watchdog timed out on, or NULL. */
+static const hdx_log_fact *allgather_symptom(const hdx_evidence *ev)
 {
-    buf[0] = 0;
     for (size_t i = 0; i < ev->n_log_facts; i++) {
         const hdx_log_fact *f = &ev->log_facts[i];
         const char *op = hdx_log_fact_field(f, "op");
-        if ((is(f, "nccl_watchdog_timeout") || is(f, "nccl_watchdog_timeout_old")) && op && strcasestr(op, "allgather")) {
-            snprintf(buf, size, "; its symptom: rank %d timed out in %s (SeqNum=%s)", f->rank, op,
-                     hdx_log_fact_field(f, "seq") ? hdx_log_fact_field(f, "seq") : "?");
-            return;
-        }
+        if ((is(f, "nccl_watchdog_timeout") || is(f, "nccl_watchdog_timeout_old")) && op && strcasestr(op, "allgather"))
+            return f;
     }
+    return NULL;
 }
 
 /* 1 (decided) for 0, else the error. */
 static int decided(int rc) { return rc < 0 ? rc : 1; }
 
+/* The log line that decided, as facts: file, line (its number) and text. 0 or -ENOMEM. */
+static int set_line(hdx_verdict *v, const hdx_log_fact *f)
+{
+    int rc = hdx_verdict_set_text(v, "file", f->file);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "line", f->line);
+    return rc ? rc : hdx_verdict_set_text(v, "text", f->text);
+}
+
+/* Set the nums of facts names[0..n) to nums[0..n). 0 or -ENOMEM. */
+static int set_nums(hdx_verdict *v, const char *const *names, const long long *nums, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (hdx_verdict_set_num(v, names[i], nums[i]))
+            return -ENOMEM;
+    return 0;
+}
+
+/* A configuration error that a log line states (a strong config_* pattern): its
+ * setting and values, facts of the verdict. */
+static int config_line(const hdx_log_fact *f, hdx_verdict *v)
+{
+    int rc = set_line(v, f);
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "fix", hdx_log_fact_field(f, "fix"));
+    if (rc)
+        return rc;
+    if (is(f, "config_world_not_divisible")) {
+        static const char *const names[] = {"world_size", "tp", "pp"};
+        long long nums[] = {hdx_log_fact_int(f, "world_size", 0), hdx_log_fact_int(f, "tp", 0),
+                            hdx_log_fact_int(f, "pp", 0)};
+        v->finding = HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE;
+        return set_nums(v, names, nums, 3);
+    }
+    if (is(f, "config_duplicate_gpu")) {
+        long long other = hdx_log_fact_int(f, "other_rank", HDX_UNKNOWN);
+        if (other >= 0 && other <= INT_MAX && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, (int)other))
+            return -ENOMEM;
+        v->finding = HDX_FIND_LOG_CONFIG_DUPLICATE_GPU;
+        rc = hdx_verdict_set_num(v, "rank", hdx_log_fact_int(f, "rank", HDX_UNKNOWN));
+        if (!rc)
+            rc = hdx_verdict_set_num(v, "other_rank", other);
+        return rc ? rc : hdx_verdict_set_text(v, "device", hdx_log_fact_field(f, "device"));
+    }
+    static const char *const names[] = {"setting", "value_a", "value_a_label", "value_b", "value_b_label"};
+    v->finding = HDX_FIND_LOG_CONFIG_MISMATCH;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (hdx_verdict_set_text(v, names[k], hdx_log_fact_field(f, names[k])))
+            return -ENOMEM;
+    return 0;
+}
+
 static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
 {
+    static const char *const sizes[] = {"world_size", "tp", "pp", "cp", "dp"};
     for (size_t i = 0; i < ev->n_log_facts; i++) {
         const hdx_log_fact *f = &ev->log_facts[i];
         if (f->strength != HDX_LOG_STRONG || strncmp(f->pattern, "config_", 7))
@@ -112,35 +163,7 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
             if (!strcmp(ev->log_facts[k].pattern, f->pattern) && ev->log_facts[k].rank >= 0 &&
                 hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank))
                 return -ENOMEM;
-        const char *fix = hdx_log_fact_field(f, "fix");
-        if (is(f, "config_world_not_divisible")) {
-            long long w = hdx_log_fact_int(f, "world_size", 0), tp = hdx_log_fact_int(f, "tp", 0),
-                      pp = hdx_log_fact_int(f, "pp", 0);
-            if (hdx_cls_set_text(&v->summary,
-                                 "configuration error: TPxPPxDP cannot equal the world size: world size %lld is not "
-                                 "divisible by tensor-parallel size %lld x pipeline-parallel size %lld = %lld (%s:%ld)",
-                                 w, tp, pp, tp * pp, f->file, f->line))
-                return -ENOMEM;
-        } else if (is(f, "config_duplicate_gpu")) {
-            long long other = hdx_log_fact_int(f, "other_rank", HDX_UNKNOWN);
-            if (other >= 0 && other <= INT_MAX && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, (int)other))
-                return -ENOMEM;
-            if (hdx_cls_set_text(&v->summary,
-                                 "configuration error: ranks %s and %s of one NCCL communicator are both on CUDA device "
-                                 "(bus id) %s; NCCL refuses them at communicator init, and ranks that got past it wait "
-                                 "for them (%s:%ld)",
-                                 hdx_log_fact_field(f, "rank"), hdx_log_fact_field(f, "other_rank"),
-                                 hdx_log_fact_field(f, "device"), f->file, f->line))
-                return -ENOMEM;
-        } else {
-            const char *la = hdx_log_fact_field(f, "value_a_label"), *lb = hdx_log_fact_field(f, "value_b_label");
-            if (hdx_cls_set_text(&v->summary, "configuration error: %s is %s in %s but %s in %s (%s:%ld: %s)",
-                                 hdx_log_fact_field(f, "setting") ? hdx_log_fact_field(f, "setting") : "a setting",
-                                 hdx_log_fact_field(f, "value_a"), la ? la : "one place", hdx_log_fact_field(f, "value_b"),
-                                 lb ? lb : "another", f->file, f->line, f->text))
-                return -ENOMEM;
-        }
-        return decided(hdx_cls_set_text(&v->remedy, "%s", fix ? fix : "make the two values agree"));
+        return decided(config_line(f, v));
     }
     /* Megatron's printed layout: TP x PP x CP x DP must be the world size. */
     for (size_t i = 0; i < ev->n_log_facts; i++) {
@@ -151,32 +174,28 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
                   tp = hdx_log_fact_int(f, "tp", 0), pp = hdx_log_fact_int(f, "pp", 0), cp = hdx_log_fact_int(f, "cp", 1);
         if (w <= 0 || tp * pp * cp * dp == w)
             continue;
+        long long nums[] = {w, tp, pp, cp, dp};
         v->cls = HDX_CLASS_CONFIG_ERROR;
         v->confidence = HDX_CONF_HIGH;
-        if (hdx_cls_set_text(&v->summary,
-                             "configuration error: TPxPPxDP != world size: tensor-parallel %lld x pipeline-parallel %lld "
-                             "x context-parallel %lld x data-parallel %lld = %lld, but the world size is %lld (%s:%ld)",
-                             tp, pp, cp, dp, tp * pp * cp * dp, w, f->file, f->line))
-            return -ENOMEM;
-        return decided(hdx_cls_set_text(&v->remedy, "launch TPxPPxCPxDP = %lld processes, or choose parallel sizes whose "
-                                "product is the world size %lld", tp * pp * cp * dp, w));
+        v->finding = HDX_FIND_LOG_PARALLEL_SIZES;
+        int rc = set_nums(v, sizes, nums, 5);
+        return decided(rc ? rc : set_line(v, f));
     }
     /* Megatron's printed arguments. */
     long seq = arg_long(ev, "seq_length"), tp = arg_long(ev, "tensor_model_parallel_size");
     const char *sp = megatron_arg(ev, "sequence_parallel");
     if (sp && !strcmp(sp, "True") && seq > 0 && tp > 0 && seq % tp) {
-        char symptom[200];
-        allgather_symptom(ev, symptom, sizeof symptom);
         v->cls = HDX_CLASS_CONFIG_ERROR;
         v->confidence = HDX_CONF_HIGH;
-        if (hdx_cls_set_text(&v->summary,
-                             "configuration error: with sequence parallelism the sequence length must be divisible by "
-                             "the tensor-parallel size, but seq_length is %ld and tensor_model_parallel_size is %ld "
-                             "(%ld %% %ld = %ld)%s",
-                             seq, tp, seq, tp, seq % tp, symptom))
-            return -ENOMEM;
-        return decided(hdx_cls_set_text(&v->remedy, "choose a seq_length divisible by %ld (e.g. %ld), or a tensor-parallel "
-                                "size that divides %ld, or turn off --sequence-parallel", tp, (seq / tp + 1) * tp, seq));
+        v->finding = HDX_FIND_LOG_SEQUENCE_PARALLEL;
+        const hdx_log_fact *symptom = allgather_symptom(ev);
+        int rc = hdx_verdict_set_num(v, "seq_length", seq);
+        if (!rc)
+            rc = hdx_verdict_set_num(v, "tp", tp);
+        if (!rc && symptom && !(rc = hdx_verdict_set_num(v, "symptom_rank", symptom->rank)) &&
+            !(rc = hdx_verdict_set_text(v, "symptom_op", hdx_log_fact_field(symptom, "op"))))
+            rc = hdx_verdict_set_num(v, "symptom_seq", hdx_log_fact_int(symptom, "seq", HDX_UNKNOWN));
+        return decided(rc);
     }
     long w = arg_long(ev, "world_size"), pp = arg_long(ev, "pipeline_model_parallel_size"),
          dp = arg_long(ev, "data_parallel_size"), cp = arg_long(ev, "context_parallel_size");
@@ -185,11 +204,9 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
     if (w > 0 && tp > 0 && pp > 0 && dp > 0 && tp * pp * cp * dp != w) {
         v->cls = HDX_CLASS_CONFIG_ERROR;
         v->confidence = HDX_CONF_HIGH;
-        if (hdx_cls_set_text(&v->summary, "configuration error: TPxPPxDP != world size: %ld x %ld x %ld x %ld = %ld, "
-                             "but world_size is %ld", tp, pp, cp, dp, tp * pp * cp * dp, w))
-            return -ENOMEM;
-        return decided(hdx_cls_set_text(&v->remedy, "make tensor x pipeline x context x data parallel sizes multiply to the "
-                                "world size %ld", w));
+        v->finding = HDX_FIND_LOG_PARALLEL_ARGS;
+        long long nums[] = {w, tp, pp, cp, dp};
+        return decided(set_nums(v, sizes, nums, 5));
     }
     return 0;
 }
@@ -249,6 +266,18 @@ static int is_build_line(const char *pattern)
                        !strcmp(pattern, "cpp_extension_allowing_ninja"));
 }
 
+/* The facts of the collective the watchdogs timed out on: its SeqNum, op, and the ranks
+ * that waited in it. 0 or -ENOMEM. */
+static int set_seq_facts(hdx_verdict *v, const seqs *s)
+{
+    int rc = hdx_verdict_set_num(v, "seq", s->n);
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "op", s->op);
+    if (!rc)
+        rc = hdx_verdict_set_ints(v, "waiting", s->waiting, s->n_waiting);
+    return rc;
+}
+
 static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
 {
     if (!s->n_waiting)
@@ -279,29 +308,20 @@ static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
         else if (is(f, "cpp_extension_building"))
             ext = hdx_log_fact_field(f, "extension");
     }
-    const hdx_log_rank *r = hdx_evidence_log_rank(ev, builders[0]);
-    char b[RANKS_TEXT], w[RANKS_TEXT];
-    hdx_format_ranges_of(builders, nb, b, sizeof b);
-    hdx_format_ranges_of(s->waiting, s->n_waiting, w, sizeof w);
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = HDX_CONF_MEDIUM;
+    v->finding = HDX_FIND_LOG_BUILD_LOCK;
     int rc = set_culprits(v, builders, nb);
     if (!rc)
-        rc = hdx_cls_set_text(&v->summary,
-                              "rank %s stopped in a JIT kernel build%s%s%s%s and logged nothing after (last line %s:%ld: "
-                              "\"%s\"); ranks %s timed out waiting for it in %s SeqNum=%lld. The build directory's lock "
-                              "(%s/lock) is stale or its build is stuck: the logs cannot tell which",
-                              b, ext ? " of " : "", ext ? ext : "", dir ? " in " : "", dir ? dir : "",
-                              r->file ? r->file : "?", r->last_line_no, r->last_line ? r->last_line : "?", w, s->op ? s->op : "a collective", s->n,
-                              dir ? dir : "<build dir>");
+        rc = hdx_verdict_set_ints(v, "building", builders, nb);
     if (!rc)
-        rc = hdx_cls_set_text(&v->remedy,
-                              "check that no build runs on any node that shares %s (ninja, the compiler); if none does, "
-                              "the lock is stale: rm %s/lock and relaunch; if one runs and makes no progress, it is a "
-                              "compile stall (lower MAX_JOBS when the OOM killer ended a compiler)",
-                              dir ? dir : "the build directory", dir ? dir : "<build dir>");
+        rc = set_seq_facts(v, s);
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "build_dir", dir);
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "extension", ext);
     free(builders);
-    return rc < 0 ? rc : 1;
+    return decided(rc);
 }
 
 static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
@@ -327,11 +347,12 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
     }
     v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
     v->confidence = HDX_CONF_HIGH;
+    v->finding = HDX_FIND_LOG_STORE_BARRIER;
     if (world > 0 && count >= 0 && world > count)
         v->missing_count = (int)(world - count);
     int rc = 0;
-    char p[RANKS_TEXT] = "", m[RANKS_TEXT] = "";
     if (np && world > 0 && (long long)np == count) {
+        /* the Added-key lines tell who arrived: the others are missing */
         for (int r = 0; r < world && !rc; r++) {
             int here = 0;
             for (size_t k = 0; k < np; k++)
@@ -341,26 +362,26 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
         }
         if (!rc)
             rc = set_culprits(v, v->missing_ranks, v->n_missing_ranks);
-        hdx_format_ranges_of(present, np, p, sizeof p);
-        hdx_format_ranges_of(v->missing_ranks, v->n_missing_ranks, m, sizeof m);
+        if (!rc)
+            rc = hdx_verdict_set_ints(v, "present", present, np);
+        if (!rc)
+            rc = hdx_verdict_set_ints(v, "missing", v->missing_ranks, v->n_missing_ranks);
     }
     if (!rc)
-        rc = hdx_cls_set_text(&v->summary,
-                              "process-group initialisation timed out in the store-based barrier (%s): %lld of world_size "
-                              "%lld ranks arrived, %lld missing%s%s%s%s (%s:%ld)",
-                              key ? key : "?", count, world, world - count, np ? "; present: ranks " : "", p,
-                              m[0] ? "; missing: rank " : " (the log does not say which)", m, t->file, t->line);
+        rc = set_line(v, t);
     if (!rc)
-        rc = hdx_cls_set_text(&v->remedy, "find why %s never reached init_process_group (crashed at start, not "
-                              "launched, or WORLD_SIZE larger than the processes launched) and relaunch",
-                              m[0] ? "the missing rank" : "the missing ranks");
+        rc = hdx_verdict_set_text(v, "key", key);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "world_size", world);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "arrived", count);
     free(present);
-    return rc < 0 ? rc : 1;
+    return decided(rc);
 }
 
 /* The world size the logs tell (a printed WORLD_SIZE, else NCCL's largest "nranks N" at
- * communicator init), or HDX_UNKNOWN; from (size bytes) says which, for the verdict. */
-static long long log_world_size(const hdx_evidence *ev, char *from, size_t size)
+ * communicator init), or HDX_UNKNOWN; *from_env says whether WORLD_SIZE told it. */
+static long long log_world_size(const hdx_evidence *ev, int *from_env)
 {
     long long w = HDX_UNKNOWN, env = HDX_UNKNOWN;
     for (size_t i = 0; i < ev->n_log_facts; i++) {
@@ -375,10 +396,7 @@ static long long log_world_size(const hdx_evidence *ev, char *from, size_t size)
         else if (is(f, "env_world_size") && n > env)
             env = n;
     }
-    if (env > 0)
-        snprintf(from, size, "WORLD_SIZE=%lld in the log", env);
-    else
-        snprintf(from, size, "NCCL's \"nranks %lld\" at communicator init", w);
+    *from_env = env > 0;
     return env > 0 ? env : w;
 }
 
@@ -386,7 +404,7 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
 {
     int *desync = NULL;
     size_t nd = 0;
-    const char *desync_how = NULL;
+    int never_joined = 0;
     for (size_t i = 0; i < ev->n_log_facts; i++) {
         const hdx_log_fact *f = &ev->log_facts[i];
         if (is(f, "nccl_desync_never_joined") || is(f, "nccl_desync_unfinished")) {
@@ -394,92 +412,56 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
                 free(desync);
                 return -ENOMEM;
             }
-            desync_how = is(f, "nccl_desync_never_joined") ? "never joined any collective" : "joined but did not finish it";
+            never_joined = is(f, "nccl_desync_never_joined");
         }
     }
     if (s->n == HDX_UNKNOWN && !nd)
         return 0;
-    char w[RANKS_TEXT], c[RANKS_TEXT];
-    hdx_format_ranges_of(s->waiting, s->n_waiting, w, sizeof w);
-    int rc = 0;
     long long world = HDX_UNKNOWN;
-    char world_from[96];
+    int from_env = 0;
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
     /* the group of the work compared, where the logs show it whole (hdx_log_pgroups) */
     const hdx_pgroup *pg = NULL;
     for (size_t i = 0; i < ev->n_log_ranks && !pg; i++)
         if (ev->log_ranks[i].seq_timed_out == s->n && ev->log_ranks[i].seq_pg)
             pg = hdx_evidence_find_pgroup(ev, ev->log_ranks[i].seq_pg);
-    if (pg && !(v->group = strdup(pg->name)))
-        return -ENOMEM;
-    char on[300] = "";
-    if (pg) {
-        char gt[256];
-        hdx_pgroup_text(ev, (int)(pg - ev->pgroups), gt, sizeof gt);
-        snprintf(on, sizeof on, " of %s", gt);
-    }
+    int rc = pg && !(v->group = strdup(pg->name)) ? -ENOMEM : set_seq_facts(v, s);
+    if (rc)
+        goto out;
     if (s->n_behind) {
         v->confidence = HDX_CONF_HIGH;
-        hdx_format_ranges_of(s->behind, s->n_behind, c, sizeof c);
-        const hdx_log_rank *r = hdx_evidence_log_rank(ev, s->behind[0]);
+        v->finding = HDX_FIND_LOG_SEQ_BEHIND;
         rc = set_culprits(v, s->behind, s->n_behind);
         if (!rc)
-            rc = hdx_cls_set_text(&v->summary,
-                                  "rank%s %s never joined %s SeqNum=%lld%s: last enqueued NCCL work %lld (NCCL watchdog), "
-                                  "while rank%s %s timed out waiting in it; rank %d's last line (%s:%ld%s%s): \"%s\"",
-                                  s->n_behind == 1 ? "" : "s", c, s->op ? s->op : "collective", s->n, on, r->seq_enqueued,
-                                  s->n_waiting == 1 ? "" : "s", w, r->rank, r->file ? r->file : "?", r->last_line_no,
-                                  r->last_time ? ", " : "", r->last_time ? r->last_time : "",
-                                  r->last_line ? r->last_line : "?");
+            rc = hdx_verdict_set_ints(v, "behind", s->behind, s->n_behind);
     } else if (nd) {
         v->confidence = HDX_CONF_HIGH;
-        hdx_format_ranges_of(desync, nd, c, sizeof c);
+        v->finding = HDX_FIND_LOG_DESYNC;
         rc = set_culprits(v, desync, nd);
         if (!rc)
-            rc = hdx_cls_set_text(&v->summary, "the NCCL desync report names rank%s %s: %s%s%s%s",
-                                  nd == 1 ? "" : "s", c, desync_how, s->n_waiting ? "; ranks " : "",
-                                  s->n_waiting ? w : "", s->n_waiting ? " timed out waiting" : "");
+            rc = hdx_verdict_set_ints(v, "desync", desync, nd);
+        if (!rc)
+            rc = hdx_verdict_set_num(v, "never_joined", never_joined);
     } else if (s->n_silent) {
         v->confidence = HDX_CONF_MEDIUM;
-        hdx_format_ranges_of(s->silent, s->n_silent, c, sizeof c);
+        v->finding = HDX_FIND_LOG_SEQ_SILENT;
         rc = set_culprits(v, s->silent, s->n_silent);
         if (!rc)
-            rc = hdx_cls_set_text(&v->summary,
-                                  "rank%s %s timed out in %s SeqNum=%lld; rank%s %s logged no watchdog line for it, so "
-                                  "%s likely never joined (the logs show no sequence number for %s)",
-                                  s->n_waiting == 1 ? "" : "s", w, s->op ? s->op : "a collective", s->n,
-                                  s->n_silent == 1 ? "" : "s", c, s->n_silent == 1 ? "it" : "they",
-                                  s->n_silent == 1 ? "it" : "them");
-    } else if ((world = log_world_size(ev, world_from, sizeof world_from)) > 0 && (long long)s->n_waiting >= world) {
+            rc = hdx_verdict_set_ints(v, "silent", s->silent, s->n_silent);
+    } else if ((world = log_world_size(ev, &from_env)) > 0 && (long long)s->n_waiting >= world) {
         /* Every rank of the job waits in it: no rank to blame, the collective's own work is stuck. */
         v->confidence = HDX_CONF_MEDIUM;
-        rc = hdx_cls_set_text(&v->summary,
-                              world == 1 ? "rank%s %s timed out in %s SeqNum=%lld, and the job has no other rank (world "
-                                           "size %lld, from %s): the collective's GPU work never finished (a "
-                                           "kernel queued before it, or the GPU itself, is stuck)"
-                                         : "rank%s %s timed out in %s SeqNum=%lld: every rank of the job (world size "
-                                           "%lld, from %s) is waiting in it, so none is missing: the "
-                                           "collective's GPU work never finished (a kernel queued before it, the GPU "
-                                           "or the network is stuck)",
-                              s->n_waiting == 1 ? "" : "s", w, s->op ? s->op : "a collective", s->n, world, world_from);
+        v->finding = HDX_FIND_LOG_SEQ_GPU;
+        rc = hdx_verdict_set_num(v, "world_size", world);
         if (!rc)
-            rc = hdx_cls_set_text(&v->remedy, "look at the GPU side of the ranks: the kernels queued before the "
-                                  "collective (CUDA_LAUNCH_BLOCKING=1 names the one that hangs), nvidia-smi, and the "
-                                  "kernel log (dmesg: Xid errors); NCCL_DEBUG=INFO for the network");
-        free(desync);
-        return rc < 0 ? rc : 1;
+            rc = hdx_verdict_set_num(v, "world_size_from_env", from_env);
     } else {
         v->confidence = HDX_CONF_LOW;
-        rc = hdx_cls_set_text(&v->summary,
-                              "rank%s %s timed out in %s SeqNum=%lld, and no log line tells which rank never joined it "
-                              "(the logs of the other ranks are missing, or they crashed)",
-                              s->n_waiting == 1 ? "" : "s", w, s->op ? s->op : "a collective", s->n);
+        v->finding = HDX_FIND_LOG_SEQ_UNEXPLAINED;
     }
-    if (!rc)
-        rc = hdx_cls_set_text(&v->remedy, "look at what the culprit ranks did instead (their logs, or hangdx inspect "
-                              "while the job hangs): an uneven number of steps, a skipped collective, a crash");
+out:
     free(desync);
-    return rc < 0 ? rc : 1;
+    return decided(rc);
 }
 
 /* The DETAIL mismatch: the rank that the most messages name is the odd one out. */
@@ -529,28 +511,52 @@ static int detail_rule(const hdx_evidence *ev, hdx_verdict *v)
         }
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
     v->confidence = ties == 1 ? HDX_CONF_HIGH : HDX_CONF_MEDIUM;
-    char c[RANKS_TEXT];
-    hdx_format_ranges_of(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
+    v->finding = HDX_FIND_LOG_DETAIL_MISMATCH;
     if (!rc)
-        rc = hdx_cls_set_text(&v->summary,
-                              "TORCH_DISTRIBUTED_DEBUG=DETAIL found ranks in different collectives; rank%s %s, named in "
-                              "%d mismatch message%s, %s the odd one out (e.g. %s:%ld: rank %s runs %.120s, rank %s runs "
-                              "%.120s)",
-                              ties == 1 ? "" : "s", c, best, best == 1 ? "" : "s", ties == 1 ? "is" : "are", first->file,
-                              first->line, hdx_log_fact_field(first, "rank"), hdx_log_fact_field(first, "op"),
-                              hdx_log_fact_field(first, "other_rank"), hdx_log_fact_field(first, "other_op"));
+        rc = hdx_verdict_set_ints(v, "odd", v->culprit_ranks, v->n_culprit_ranks);
     if (!rc)
-        rc = hdx_cls_set_text(&v->remedy, "make every rank call the same collectives in the same order: look at the "
-                              "code path that rank %s took", c);
+        rc = hdx_verdict_set_num(v, "messages", best);
+    if (!rc)
+        rc = set_line(v, first);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "rank", hdx_log_fact_int(first, "rank", HDX_UNKNOWN));
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "op", hdx_log_fact_field(first, "op"));
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "other_rank", hdx_log_fact_int(first, "other_rank", HDX_UNKNOWN));
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "other_op", hdx_log_fact_field(first, "other_op"));
     free(ranks);
     free(counts);
-    return rc < 0 ? rc : 1;
+    return decided(rc);
 }
 
 typedef struct p2p_edge {
     int rank, peer;
     const char *op;
 } p2p_edge;
+
+/* The edges as three facts in step: edge_ranks[i] waits to send to (edge_sends[i] 1) or
+ * to receive from (0) edge_peers[i]. 0 or -ENOMEM. */
+static int set_edges(hdx_verdict *v, const p2p_edge *e, size_t n)
+{
+    int *cols[3] = {malloc(n * sizeof(int)), malloc(n * sizeof(int)), malloc(n * sizeof(int))};
+    int rc = cols[0] && cols[1] && cols[2] ? 0 : -ENOMEM;
+    for (size_t i = 0; i < n && !rc; i++) {
+        cols[0][i] = e[i].rank;
+        cols[1][i] = e[i].peer;
+        cols[2][i] = e[i].op && !strcmp(e[i].op, "send");
+    }
+    if (!rc)
+        rc = hdx_verdict_set_ints(v, "edge_ranks", cols[0], n);
+    if (!rc)
+        rc = hdx_verdict_set_ints(v, "edge_peers", cols[1], n);
+    if (!rc)
+        rc = hdx_verdict_set_ints(v, "edge_sends", cols[2], n);
+    for (int c = 0; c < 3; c++)
+        free(cols[c]);
+    return rc;
+}
 
 static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
 {
@@ -592,8 +598,8 @@ static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
         free(timed);
         return rc;
     }
-    char t[RANKS_TEXT], c[RANKS_TEXT];
-    hdx_format_ranges_of(timed, nt, t, sizeof t);
+    if ((rc = hdx_verdict_set_ints(v, "timed_out", timed, nt)))
+        goto out;
     if (!n && coll) {
         /* The ranks the logs know that did not time out never joined the collective. */
         for (size_t i = 0; i < ev->n_log_ranks && !rc; i++) {
@@ -603,26 +609,15 @@ static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
             if (!in)
                 rc = hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, r);
         }
-        if (rc)
-            goto out;
         v->cls = HDX_CLASS_COLLECTIVE_WAIT;
         v->confidence = v->n_culprit_ranks ? HDX_CONF_MEDIUM : HDX_CONF_LOW;
-        hdx_format_ranges_of(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
-        if (v->n_culprit_ranks)
-            rc = hdx_cls_set_text(&v->summary, "rank%s %s timed out in a gloo collective; rank%s %s logged no timeout, "
-                                  "so never joined it", nt == 1 ? "" : "s", t, v->n_culprit_ranks == 1 ? "" : "s", c);
-        else
-            rc = hdx_cls_set_text(&v->summary, "rank%s %s timed out in a gloo collective; the ranks absent from it are "
-                                  "not in the logs", nt == 1 ? "" : "s", t);
+        v->finding = HDX_FIND_LOG_GLOO_COLLECTIVE;
+        if (!rc)
+            rc = hdx_verdict_set_ints(v, "absent", v->culprit_ranks, v->n_culprit_ranks);
         goto out;
     }
     v->cls = HDX_CLASS_P2P_MISMATCH;
     /* the waits-for graph: each rank waits for one peer; follow it to a cycle */
-    char edges[512] = "";
-    size_t used = 0;
-    for (size_t i = 0; i < n && used + 64 < sizeof edges; i++)
-        used += (size_t)snprintf(edges + used, sizeof edges - used, "%srank %d waits to %s %d", i ? ", " : "", e[i].rank,
-                                 e[i].op && !strcmp(e[i].op, "send") ? "send to" : "receive from", e[i].peer);
     for (size_t i = 0; i < n && !v->n_culprit_ranks && !rc; i++) {
         int at = e[i].rank;
         for (size_t steps = 0; steps <= n; steps++) {
@@ -647,9 +642,8 @@ static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
     }
     if (v->n_culprit_ranks) {
         v->confidence = HDX_CONF_HIGH;
-        hdx_format_ranges_of(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
-        rc = hdx_cls_set_text(&v->summary, "pipeline transfers that cannot match: waits-for cycle %s (%s); gloo timed "
-                              "out on rank%s %s", c, edges, nt == 1 ? "" : "s", t);
+        v->finding = HDX_FIND_LOG_GLOO_CYCLE;
+        rc = rc ? rc : hdx_verdict_set_ints(v, "cycle", v->culprit_ranks, v->n_culprit_ranks);
     } else if (n) {
         for (size_t i = 0; i < n && !rc; i++) {
             int peer_timed = 0;
@@ -659,23 +653,19 @@ static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
                 rc = hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, e[i].peer);
         }
         v->confidence = v->n_culprit_ranks ? HDX_CONF_MEDIUM : HDX_CONF_LOW;
-        hdx_format_ranges_of(v->culprit_ranks, v->n_culprit_ranks, c, sizeof c);
-        rc = rc ? rc : hdx_cls_set_text(&v->summary, "an unmatched point-to-point transfer: %s; the peer %s never "
-                                        "answered (gloo timed out on rank%s %s)", edges, c[0] ? c : "?",
-                                        nt == 1 ? "" : "s", t);
+        v->finding = HDX_FIND_LOG_GLOO_UNMATCHED;
+        rc = rc ? rc : hdx_verdict_set_ints(v, "unanswered", v->culprit_ranks, v->n_culprit_ranks);
     } else {
         v->confidence = HDX_CONF_LOW;
+        v->finding = HDX_FIND_LOG_GLOO_NO_PEERS;
         rc = set_culprits(v, timed, nt);
-        rc = rc ? rc : hdx_cls_set_text(&v->summary, "gloo send/recv timed out on rank%s %s; no call site in the logs "
-                                        "names the peers", nt == 1 ? "" : "s", t);
     }
-    if (!rc)
-        rc = hdx_cls_set_text(&v->remedy, "pair every send with a recv on the peer, in an order that cannot block "
-                              "(e.g. even stages send first, odd stages receive first, or batch_isend_irecv)");
+    if (!rc && n)
+        rc = set_edges(v, e, n);
 out:
     free(e);
     free(timed);
-    return rc < 0 ? rc : 1;
+    return decided(rc);
 }
 
 static int user_rule(const hdx_evidence *ev, hdx_verdict *v)
@@ -696,9 +686,11 @@ static int user_rule(const hdx_evidence *ev, hdx_verdict *v)
                 if (!strcmp(ev->log_facts[k].pattern, f->pattern) && ev->log_facts[k].rank >= 0 &&
                     hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank))
                     return -ENOMEM;
-            int rc = hdx_cls_set_text(&v->summary, "the pattern %s (%s) matched %s:%ld: \"%s\"", f->pattern, f->proves,
-                                      f->file, f->line, f->text);
-            return rc < 0 ? rc : 1;
+            v->finding = HDX_FIND_LOG_USER_PATTERN;
+            int rc = set_line(v, f);
+            if (!rc)
+                rc = hdx_verdict_set_text(v, "pattern", f->pattern);
+            return decided(rc ? rc : hdx_verdict_set_text(v, "proves", f->proves));
         }
     }
     return 0;
@@ -706,38 +698,42 @@ static int user_rule(const hdx_evidence *ev, hdx_verdict *v)
 
 static int exits_rule(const hdx_evidence *ev, hdx_verdict *v)
 {
-    char causes[600] = "";
-    size_t used = 0;
-    int root = -1;
-    for (size_t i = 0; i < ev->n_log_ranks && used + 80 < sizeof causes; i++) {
-        const hdx_log_rank *r = &ev->log_ranks[i];
-        if (!r->exit_cause)
-            continue;
-        used += (size_t)snprintf(causes + used, sizeof causes - used, "%srank %d: %.100s%s", used ? "; " : "", r->rank,
-                                 r->exit_cause, r->root_cause ? " (first observed failure)" : "");
-        if (r->root_cause)
-            root = r->rank;
-    }
     int elastic = 0;
     for (size_t i = 0; i < ev->n_log_facts; i++)
         elastic |= is(&ev->log_facts[i], "elastic_child_failed");
-    if (!used || !elastic)
+    if (!elastic)
+        return 0;
+    int *exited = NULL;
+    size_t n = 0;
+    int root = -1;
+    for (size_t i = 0; i < ev->n_log_ranks; i++) {
+        const hdx_log_rank *r = &ev->log_ranks[i];
+        if (!r->exit_cause)
+            continue;
+        if (hdx_cls_add_int(&exited, &n, r->rank)) {
+            free(exited);
+            return -ENOMEM;
+        }
+        if (r->root_cause)
+            root = r->rank;
+    }
+    if (!n)
         return 0;
     v->cls = HDX_CLASS_UNKNOWN;
     v->confidence = HDX_CONF_LOW;
-    if (root >= 0 && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, root))
-        return -ENOMEM;
-    int rc = hdx_cls_set_text(&v->summary, "the job ended (torch elastic ChildFailedError), no hang rule matched: %s",
-                              causes);
-    if (!rc && root >= 0)
-        rc = hdx_cls_set_text(&v->remedy, "start from rank %d, the first observed failure: its own log", root);
-    return rc < 0 ? rc : 1;
+    v->finding = HDX_FIND_LOG_EXITS;
+    int rc = hdx_verdict_set_ints(v, "exited", exited, n);
+    free(exited);
+    if (!rc && root >= 0 && !(rc = hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, root)))
+        rc = hdx_verdict_set_num(v, "root", root);
+    return decided(rc);
 }
 
-/* The weak Megatron last line: a question, answered from other evidence or left unchecked. */
-static int weak_question(const hdx_evidence *ev, hdx_verdict *v, char *buf, size_t size)
+/* The weak Megatron last line: a question, answered from other evidence or left unchecked,
+ * as a note of v. Returns 1 with *note the index of that note in v->notes, 0 when no rank
+ * ended on that line, -ENOMEM. */
+static int weak_question(const hdx_evidence *ev, hdx_verdict *v, size_t *note)
 {
-    buf[0] = 0;
     int *ranks = NULL;
     size_t n = 0;
     for (size_t i = 0; i < ev->n_log_ranks; i++)
@@ -750,22 +746,26 @@ static int weak_question(const hdx_evidence *ev, hdx_verdict *v, char *buf, size
         free(ranks);
         return 0;
     }
-    char r[RANKS_TEXT];
+    char r[RANKS_TEXT], buf[600];
     hdx_format_ranges_of(ranks, n, r, sizeof r);
     free(ranks);
     int build = 0;
     for (size_t i = 0; i < ev->n_log_facts; i++)
         build |= !strncmp(ev->log_facts[i].pattern, "cpp_extension_", 14);
     if (ev->n_locks || build)
-        snprintf(buf, size, "rank%s %s last logged Megatron's \"using torch.float16 for parameters ...\", which ends "
-                 "both a stale fused-kernel lock and unrelated multi-node hangs; answered from the %s",
+        snprintf(buf, sizeof buf, "rank%s %s last logged Megatron's \"using torch.float16 for parameters ...\", which "
+                 "ends both a stale fused-kernel lock and unrelated multi-node hangs; answered from the %s",
                  n == 1 ? "" : "s", r, ev->n_locks ? "lock evidence" : "cpp_extension build lines");
     else
-        snprintf(buf, size, "rank%s %s last logged Megatron's \"using torch.float16 for parameters ...\", which ends "
-                 "both a stale fused-kernel lock and unrelated multi-node hangs; unchecked: no lock, trace or build "
-                 "line tells which (run 'hangdx locks' on the fused_kernels/build directory, or 'hangdx inspect' "
-                 "while the job hangs)", n == 1 ? "" : "s", r);
-    return hdx_cls_note(v, "%s", buf) < 0 ? -ENOMEM : 1;
+        snprintf(buf, sizeof buf, "rank%s %s last logged Megatron's \"using torch.float16 for parameters ...\", which "
+                 "ends both a stale fused-kernel lock and unrelated multi-node hangs; unchecked: no lock, trace or "
+                 "build line tells which (run 'hangdx locks' on the fused_kernels/build directory, or 'hangdx "
+                 "inspect' while the job hangs)", n == 1 ? "" : "s", r);
+    if (hdx_cls_note(v, "%s", buf))
+        return -ENOMEM;
+    for (*note = 0; strcmp(v->notes[*note], buf); (*note)++)
+        ;
+    return 1;
 }
 
 static int decide(const hdx_evidence *ev, hdx_verdict *v)
@@ -801,17 +801,19 @@ int hdx_cls_logs(const hdx_evidence *ev, hdx_verdict *v, int may_decide)
 {
     if (!ev->n_log_facts && !ev->n_log_ranks)
         return 0;
-    char question[600];
-    int q = weak_question(ev, v, question, sizeof question);
+    size_t question = 0;
+    int q = weak_question(ev, v, &question);
     if (q < 0)
         return q;
     if (!may_decide) {
-        hdx_verdict lv;
-        memset(&lv, 0, sizeof lv);
-        int r = decide(ev, &lv);
-        if (r > 0 && hdx_cls_note(v, "the job logs alone would say %s: %s", hdx_class_name(lv.cls), lv.summary))
-            r = -ENOMEM;
-        hdx_verdict_clear(&lv);
+        hdx_verdict *lv = calloc(1, sizeof *lv);
+        int r = lv ? decide(ev, lv) : -ENOMEM;
+        if (r > 0) {
+            v->logs_alone = lv;
+            return 0;
+        }
+        hdx_verdict_clear(lv);
+        free(lv);
         return r < 0 ? r : 0;
     }
     int r = decide(ev, v);
@@ -822,8 +824,8 @@ int hdx_cls_logs(const hdx_evidence *ev, hdx_verdict *v, int may_decide)
     if (r == 0) {
         v->cls = HDX_CLASS_UNKNOWN;
         v->confidence = HDX_CONF_LOW;
-        if (hdx_cls_set_text(&v->summary, "the job logs hold no line that decides a hang class%s%s",
-                             q ? "; " : "", q ? question : ""))
+        v->finding = HDX_FIND_LOG_UNDECIDED;
+        if (q && hdx_verdict_set_num(v, "question_note", (long long)question))
             return -ENOMEM;
     }
     if (note_culprits(ev, v))

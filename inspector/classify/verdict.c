@@ -48,6 +48,27 @@ const char *hdx_finding_name(enum hdx_finding f)
         [HDX_FIND_COLLECTIVE_STUCK] = "collective_stuck",
         [HDX_FIND_COLLECTIVE_UNSEEN] = "collective_unseen",
         [HDX_FIND_GRAPH] = "graph",
+        [HDX_FIND_LOG_CONFIG_MISMATCH] = "log_config_mismatch",
+        [HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE] = "log_config_world_not_divisible",
+        [HDX_FIND_LOG_CONFIG_DUPLICATE_GPU] = "log_config_duplicate_gpu",
+        [HDX_FIND_LOG_PARALLEL_SIZES] = "log_parallel_sizes",
+        [HDX_FIND_LOG_SEQUENCE_PARALLEL] = "log_sequence_parallel",
+        [HDX_FIND_LOG_PARALLEL_ARGS] = "log_parallel_args",
+        [HDX_FIND_LOG_BUILD_LOCK] = "log_build_lock",
+        [HDX_FIND_LOG_STORE_BARRIER] = "log_store_barrier",
+        [HDX_FIND_LOG_SEQ_BEHIND] = "log_seq_behind",
+        [HDX_FIND_LOG_DESYNC] = "log_desync",
+        [HDX_FIND_LOG_SEQ_SILENT] = "log_seq_silent",
+        [HDX_FIND_LOG_SEQ_GPU] = "log_seq_gpu",
+        [HDX_FIND_LOG_SEQ_UNEXPLAINED] = "log_seq_unexplained",
+        [HDX_FIND_LOG_DETAIL_MISMATCH] = "log_detail_mismatch",
+        [HDX_FIND_LOG_GLOO_COLLECTIVE] = "log_gloo_collective",
+        [HDX_FIND_LOG_GLOO_CYCLE] = "log_gloo_cycle",
+        [HDX_FIND_LOG_GLOO_UNMATCHED] = "log_gloo_unmatched",
+        [HDX_FIND_LOG_GLOO_NO_PEERS] = "log_gloo_no_peers",
+        [HDX_FIND_LOG_USER_PATTERN] = "log_user_pattern",
+        [HDX_FIND_LOG_EXITS] = "log_exits",
+        [HDX_FIND_LOG_UNDECIDED] = "log_undecided",
     };
     return (size_t)f < sizeof names / sizeof names[0] && names[f] ? names[f] : "none";
 }
@@ -202,5 +223,7 @@ void hdx_verdict_clear(hdx_verdict *v)
     for (size_t i = 0; i < v->n_notes; i++)
         free(v->notes[i]);
     free(v->notes);
+    hdx_verdict_clear(v->logs_alone);
+    free(v->logs_alone);
     memset(v, 0, sizeof *v);
 }

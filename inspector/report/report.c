@@ -42,6 +42,25 @@ static const char *verdict_note(const hdx_evidence *ev, const hdx_verdict *v, si
     return v->notes[i];
 }
 
+/* What the job logs alone would say when the stacks decided (v->logs_alone, worded), as a heap
+ * string the caller frees; NULL when v has no such verdict, ev says it already (a report analyzed
+ * again, as verdict_note) or memory ran out. */
+static char *logs_alone_note(const hdx_evidence *ev, const hdx_verdict *v)
+{
+    char *summary = NULL, *remedy = NULL, *note = NULL;
+    if (v && v->logs_alone && !hdx_verdict_words(ev, v->logs_alone, &summary, &remedy) && summary &&
+        asprintf(&note, "the job logs alone would say %s: %s", hdx_class_name(v->logs_alone->cls), summary) < 0)
+        note = NULL;
+    for (size_t k = 0; note && k < ev->n_notes; k++)
+        if (!strcmp(ev->notes[k], note)) {
+            free(note);
+            note = NULL;
+        }
+    free(summary);
+    free(remedy);
+    return note;
+}
+
 /* Add to notes what the lock judgements tell a person (hdx_lock_judgement_note). */
 static void lock_notes_json(cJSON *notes, const hdx_evidence *ev, const hdx_verdict *v)
 {
@@ -265,6 +284,10 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
     for (size_t i = 0; v && i < v->n_notes; i++)
         if (verdict_note(ev, v, i))
             cJSON_AddItemToArray(notes, cJSON_CreateString(v->notes[i]));
+    char *alone = logs_alone_note(ev, v);
+    if (alone)
+        cJSON_AddItemToArray(notes, cJSON_CreateString(alone));
+    free(alone);
     lock_notes_json(notes, ev, v);
     return r;
 }
@@ -697,8 +720,8 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
     }
     hdx_groups_free(g, ng);
 
-    char note[1024];
-    int more_notes = 0;
+    char note[1024], *alone = logs_alone_note(ev, v);
+    int more_notes = alone != NULL;
     for (size_t i = 0; i < ev->n_locks && !more_notes; i++) {
         hdx_lock_judgement tmp;
         more_notes = hdx_lock_judgement_note(&ev->locks[i], judged(ev, v, i, &tmp), note, sizeof note);
@@ -712,12 +735,15 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
         for (size_t i = 0; v && i < v->n_notes; i++)
             if (verdict_note(ev, v, i))
                 put_field(f, "  - ", v->notes[i], "\n");
+        if (alone)
+            put_field(f, "  - ", alone, "\n");
         for (size_t i = 0; i < ev->n_locks; i++) {
             hdx_lock_judgement tmp;
             if (hdx_lock_judgement_note(&ev->locks[i], judged(ev, v, i, &tmp), note, sizeof note))
                 put_field(f, "  - ", note, "\n");
         }
     }
+    free(alone);
     return ferror(f) ? -EIO : 0;
 }
 

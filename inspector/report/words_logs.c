@@ -1,12 +1,341 @@
 /*
- * The words of the log findings (classify_logs.c) (docs/design.md "Findings").
+ * The words of the log findings (classify_logs.c) (docs/design.md "Findings"). A rank's last
+ * log line comes from the evidence (hdx_evidence_log_rank); all else from the facts.
  */
+#include <stdio.h>
+
+#include "classify/waitsfor.h"
 #include "report/words_impl.h"
+
+#define RANKS_TEXT 256
+
+/* The file of the log line that decided (fact "file"); its number is fact "line". */
+static const char *file(const hdx_verdict *v) { return hdx_verdict_text(v, "file"); }
+
+static long long line(const hdx_verdict *v) { return hdx_verdict_num(v, "line", 0); }
+
+/* The op of the collective the watchdogs timed out on, or dflt. */
+static const char *op_or(const hdx_verdict *v, const char *dflt)
+{
+    const char *op = hdx_verdict_text(v, "op");
+    return op ? op : dflt;
+}
+
+static int words_config(const hdx_verdict *v, hdx_words *w)
+{
+    const char *fix = hdx_verdict_text(v, "fix");
+    int rc;
+    if (v->finding == HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE) {
+        long long tp = hdx_verdict_num(v, "tp", 0), pp = hdx_verdict_num(v, "pp", 0);
+        rc = hdx_words_set(&w->summary,
+                           "configuration error: TPxPPxDP cannot equal the world size: world size %lld is not "
+                           "divisible by tensor-parallel size %lld x pipeline-parallel size %lld = %lld (%s:%lld)",
+                           hdx_verdict_num(v, "world_size", 0), tp, pp, tp * pp, file(v), line(v));
+    } else if (v->finding == HDX_FIND_LOG_CONFIG_DUPLICATE_GPU) {
+        rc = hdx_words_set(&w->summary,
+                           "configuration error: ranks %lld and %lld of one NCCL communicator are both on CUDA "
+                           "device (bus id) %s; NCCL refuses them at communicator init, and ranks that got past it "
+                           "wait for them (%s:%lld)",
+                           hdx_verdict_num(v, "rank", HDX_UNKNOWN), hdx_verdict_num(v, "other_rank", HDX_UNKNOWN),
+                           hdx_verdict_text(v, "device"), file(v), line(v));
+    } else {
+        const char *setting = hdx_verdict_text(v, "setting"), *la = hdx_verdict_text(v, "value_a_label"),
+                   *lb = hdx_verdict_text(v, "value_b_label");
+        rc = hdx_words_set(&w->summary, "configuration error: %s is %s in %s but %s in %s (%s:%lld: %s)",
+                           setting ? setting : "a setting", hdx_verdict_text(v, "value_a"), la ? la : "one place",
+                           hdx_verdict_text(v, "value_b"), lb ? lb : "another", file(v), line(v),
+                           hdx_verdict_text(v, "text"));
+    }
+    return rc ? rc : hdx_words_set(&w->remedy, "%s", fix ? fix : "make the two values agree");
+}
+
+static int words_megatron(const hdx_verdict *v, hdx_words *w)
+{
+    long long world = hdx_verdict_num(v, "world_size", 0), tp = hdx_verdict_num(v, "tp", 0),
+              pp = hdx_verdict_num(v, "pp", 0), cp = hdx_verdict_num(v, "cp", 1), dp = hdx_verdict_num(v, "dp", 0);
+    int rc;
+    if (v->finding == HDX_FIND_LOG_PARALLEL_SIZES) {
+        rc = hdx_words_set(&w->summary,
+                           "configuration error: TPxPPxDP != world size: tensor-parallel %lld x pipeline-parallel "
+                           "%lld x context-parallel %lld x data-parallel %lld = %lld, but the world size is %lld "
+                           "(%s:%lld)",
+                           tp, pp, cp, dp, tp * pp * cp * dp, world, file(v), line(v));
+        return rc ? rc : hdx_words_set(&w->remedy, "launch TPxPPxCPxDP = %lld processes, or choose parallel sizes "
+                                       "whose product is the world size %lld", tp * pp * cp * dp, world);
+    }
+    if (v->finding == HDX_FIND_LOG_PARALLEL_ARGS) {
+        rc = hdx_words_set(&w->summary, "configuration error: TPxPPxDP != world size: %lld x %lld x %lld x %lld = "
+                           "%lld, but world_size is %lld", tp, pp, cp, dp, tp * pp * cp * dp, world);
+        return rc ? rc : hdx_words_set(&w->remedy, "make tensor x pipeline x context x data parallel sizes multiply "
+                                       "to the world size %lld", world);
+    }
+    long long seq = hdx_verdict_num(v, "seq_length", 0);
+    if (tp <= 0)
+        return 0;
+    char symptom[200] = "", n[24] = "?";
+    const char *op = hdx_verdict_text(v, "symptom_op");
+    if (op) {
+        long long at = hdx_verdict_num(v, "symptom_seq", HDX_UNKNOWN);
+        if (at != HDX_UNKNOWN)
+            snprintf(n, sizeof n, "%lld", at);
+        snprintf(symptom, sizeof symptom, "; its symptom: rank %lld timed out in %s (SeqNum=%s)",
+                 hdx_verdict_num(v, "symptom_rank", HDX_UNKNOWN), op, n);
+    }
+    rc = hdx_words_set(&w->summary,
+                       "configuration error: with sequence parallelism the sequence length must be divisible by the "
+                       "tensor-parallel size, but seq_length is %lld and tensor_model_parallel_size is %lld (%lld %% "
+                       "%lld = %lld)%s",
+                       seq, tp, seq, tp, seq % tp, symptom);
+    return rc ? rc : hdx_words_set(&w->remedy, "choose a seq_length divisible by %lld (e.g. %lld), or a "
+                                   "tensor-parallel size that divides %lld, or turn off --sequence-parallel",
+                                   tp, (seq / tp + 1) * tp, seq);
+}
+
+static int words_build_lock(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
+{
+    const hdx_fact *building = hdx_verdict_fact(v, "building");
+    const hdx_log_rank *r = building && building->n_ints ? hdx_evidence_log_rank(ev, building->ints[0]) : NULL;
+    if (!r)
+        return 0;
+    char b[RANKS_TEXT], wt[RANKS_TEXT];
+    hdx_words_ranks(v, "building", b, sizeof b);
+    hdx_words_ranks(v, "waiting", wt, sizeof wt);
+    const char *dir = hdx_verdict_text(v, "build_dir"), *ext = hdx_verdict_text(v, "extension");
+    int rc = hdx_words_set(&w->summary,
+                           "rank %s stopped in a JIT kernel build%s%s%s%s and logged nothing after (last line %s:%ld: "
+                           "\"%s\"); ranks %s timed out waiting for it in %s SeqNum=%lld. The build directory's lock "
+                           "(%s/lock) is stale or its build is stuck: the logs cannot tell which",
+                           b, ext ? " of " : "", ext ? ext : "", dir ? " in " : "", dir ? dir : "",
+                           r->file ? r->file : "?", r->last_line_no, r->last_line ? r->last_line : "?", wt,
+                           op_or(v, "a collective"), hdx_verdict_num(v, "seq", HDX_UNKNOWN), dir ? dir : "<build dir>");
+    return rc ? rc : hdx_words_set(&w->remedy,
+                                   "check that no build runs on any node that shares %s (ninja, the compiler); if "
+                                   "none does, the lock is stale: rm %s/lock and relaunch; if one runs and makes no "
+                                   "progress, it is a compile stall (lower MAX_JOBS when the OOM killer ended a "
+                                   "compiler)",
+                                   dir ? dir : "the build directory", dir ? dir : "<build dir>");
+}
+
+static int words_store_barrier(const hdx_verdict *v, hdx_words *w)
+{
+    const char *key = hdx_verdict_text(v, "key");
+    long long world = hdx_verdict_num(v, "world_size", HDX_UNKNOWN), count = hdx_verdict_num(v, "arrived", HDX_UNKNOWN);
+    char p[RANKS_TEXT], m[RANKS_TEXT];
+    hdx_words_ranks(v, "present", p, sizeof p);
+    hdx_words_ranks(v, "missing", m, sizeof m);
+    int rc = hdx_words_set(&w->summary,
+                           "process-group initialisation timed out in the store-based barrier (%s): %lld of world_size "
+                           "%lld ranks arrived, %lld missing%s%s%s%s (%s:%lld)",
+                           key ? key : "?", count, world, world - count, p[0] ? "; present: ranks " : "", p,
+                           m[0] ? "; missing: rank " : " (the log does not say which)", m, file(v), line(v));
+    return rc ? rc : hdx_words_set(&w->remedy, "find why %s never reached init_process_group (crashed at start, not "
+                                   "launched, or WORLD_SIZE larger than the processes launched) and relaunch",
+                                   m[0] ? "the missing rank" : "the missing ranks");
+}
+
+static int words_seq(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
+{
+    char wt[RANKS_TEXT], c[RANKS_TEXT];
+    size_t nw = hdx_words_ranks(v, "waiting", wt, sizeof wt);
+    long long seq = hdx_verdict_num(v, "seq", HDX_UNKNOWN);
+    int rc;
+    if (v->finding == HDX_FIND_LOG_SEQ_BEHIND) {
+        const hdx_fact *behind = hdx_verdict_fact(v, "behind");
+        const hdx_log_rank *r = behind && behind->n_ints ? hdx_evidence_log_rank(ev, behind->ints[0]) : NULL;
+        if (!r)
+            return 0;
+        size_t nb = hdx_words_ranks(v, "behind", c, sizeof c);
+        const hdx_pgroup *pg = v->group ? hdx_evidence_find_pgroup(ev, v->group) : NULL;
+        char on[300] = "";
+        if (pg) {
+            char gt[256];
+            hdx_pgroup_text(ev, (int)(pg - ev->pgroups), gt, sizeof gt);
+            snprintf(on, sizeof on, " of %s", gt);
+        }
+        rc = hdx_words_set(&w->summary,
+                           "rank%s %s never joined %s SeqNum=%lld%s: last enqueued NCCL work %lld (NCCL watchdog), "
+                           "while rank%s %s timed out waiting in it; rank %d's last line (%s:%ld%s%s): \"%s\"",
+                           hdx_words_noun_s(nb), c, op_or(v, "collective"), seq, on, r->seq_enqueued,
+                           hdx_words_noun_s(nw), wt, r->rank, r->file ? r->file : "?", r->last_line_no,
+                           r->last_time ? ", " : "", r->last_time ? r->last_time : "",
+                           r->last_line ? r->last_line : "?");
+    } else if (v->finding == HDX_FIND_LOG_DESYNC) {
+        size_t nd = hdx_words_ranks(v, "desync", c, sizeof c);
+        rc = hdx_words_set(&w->summary, "the NCCL desync report names rank%s %s: %s%s%s%s", hdx_words_noun_s(nd), c,
+                           hdx_verdict_num(v, "never_joined", 0) ? "never joined any collective"
+                                                                 : "joined but did not finish it",
+                           nw ? "; ranks " : "", nw ? wt : "", nw ? " timed out waiting" : "");
+    } else if (v->finding == HDX_FIND_LOG_SEQ_SILENT) {
+        size_t ns = hdx_words_ranks(v, "silent", c, sizeof c);
+        rc = hdx_words_set(&w->summary,
+                           "rank%s %s timed out in %s SeqNum=%lld; rank%s %s logged no watchdog line for it, so %s "
+                           "likely never joined (the logs show no sequence number for %s)",
+                           hdx_words_noun_s(nw), wt, op_or(v, "a collective"), seq, hdx_words_noun_s(ns), c,
+                           ns == 1 ? "it" : "they", ns == 1 ? "it" : "them");
+    } else if (v->finding == HDX_FIND_LOG_SEQ_GPU) {
+        long long world = hdx_verdict_num(v, "world_size", HDX_UNKNOWN);
+        char from[96];
+        if (hdx_verdict_num(v, "world_size_from_env", 0))
+            snprintf(from, sizeof from, "WORLD_SIZE=%lld in the log", world);
+        else
+            snprintf(from, sizeof from, "NCCL's \"nranks %lld\" at communicator init", world);
+        rc = hdx_words_set(&w->summary,
+                           world == 1 ? "rank%s %s timed out in %s SeqNum=%lld, and the job has no other rank (world "
+                                        "size %lld, from %s): the collective's GPU work never finished (a "
+                                        "kernel queued before it, or the GPU itself, is stuck)"
+                                      : "rank%s %s timed out in %s SeqNum=%lld: every rank of the job (world size "
+                                        "%lld, from %s) is waiting in it, so none is missing: the "
+                                        "collective's GPU work never finished (a kernel queued before it, the GPU "
+                                        "or the network is stuck)",
+                           hdx_words_noun_s(nw), wt, op_or(v, "a collective"), seq, world, from);
+        return rc ? rc : hdx_words_set(&w->remedy, "look at the GPU side of the ranks: the kernels queued before "
+                                       "the collective (CUDA_LAUNCH_BLOCKING=1 names the one that hangs), nvidia-smi, "
+                                       "and the kernel log (dmesg: Xid errors); NCCL_DEBUG=INFO for the network");
+    } else {
+        rc = hdx_words_set(&w->summary,
+                           "rank%s %s timed out in %s SeqNum=%lld, and no log line tells which rank never joined it "
+                           "(the logs of the other ranks are missing, or they crashed)",
+                           hdx_words_noun_s(nw), wt, op_or(v, "a collective"), seq);
+    }
+    return rc ? rc : hdx_words_set(&w->remedy, "look at what the culprit ranks did instead (their logs, or hangdx "
+                                   "inspect while the job hangs): an uneven number of steps, a skipped collective, a "
+                                   "crash");
+}
+
+static int words_detail(const hdx_verdict *v, hdx_words *w)
+{
+    char c[RANKS_TEXT];
+    size_t n = hdx_words_ranks(v, "odd", c, sizeof c);
+    long long best = hdx_verdict_num(v, "messages", 0);
+    int rc = hdx_words_set(&w->summary,
+                           "TORCH_DISTRIBUTED_DEBUG=DETAIL found ranks in different collectives; rank%s %s, named in "
+                           "%lld mismatch message%s, %s the odd one out (e.g. %s:%lld: rank %lld runs %.120s, rank "
+                           "%lld runs %.120s)",
+                           hdx_words_noun_s(n), c, best, hdx_words_noun_s((size_t)best), n == 1 ? "is" : "are",
+                           file(v), line(v), hdx_verdict_num(v, "rank", HDX_UNKNOWN), hdx_verdict_text(v, "op"),
+                           hdx_verdict_num(v, "other_rank", HDX_UNKNOWN), hdx_verdict_text(v, "other_op"));
+    return rc ? rc : hdx_words_set(&w->remedy, "make every rank call the same collectives in the same order: look "
+                                   "at the code path that rank %s took", c);
+}
+
+/* The p2p waits-for edges (edge_ranks, edge_peers, edge_sends) as "rank 0 waits to receive
+ * from 1, ..." into buf (size bytes, at least 64). */
+static void edges_text(const hdx_verdict *v, char *buf, size_t size)
+{
+    const hdx_fact *r = hdx_verdict_fact(v, "edge_ranks"), *p = hdx_verdict_fact(v, "edge_peers"),
+                   *s = hdx_verdict_fact(v, "edge_sends");
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; r && p && s && i < r->n_ints && i < p->n_ints && i < s->n_ints && used + 64 < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%srank %d waits to %s %d", i ? ", " : "", r->ints[i],
+                                 s->ints[i] ? "send to" : "receive from", p->ints[i]);
+}
+
+static int words_gloo(const hdx_verdict *v, hdx_words *w)
+{
+    char t[RANKS_TEXT], c[RANKS_TEXT], edges[512];
+    size_t nt = hdx_words_ranks(v, "timed_out", t, sizeof t);
+    int rc;
+    if (v->finding == HDX_FIND_LOG_GLOO_COLLECTIVE) {
+        size_t na = hdx_words_ranks(v, "absent", c, sizeof c);
+        if (na)
+            return hdx_words_set(&w->summary, "rank%s %s timed out in a gloo collective; rank%s %s logged no "
+                                 "timeout, so never joined it", hdx_words_noun_s(nt), t, hdx_words_noun_s(na), c);
+        return hdx_words_set(&w->summary, "rank%s %s timed out in a gloo collective; the ranks absent from it are "
+                             "not in the logs", hdx_words_noun_s(nt), t);
+    }
+    edges_text(v, edges, sizeof edges);
+    if (v->finding == HDX_FIND_LOG_GLOO_CYCLE) {
+        hdx_words_ranks(v, "cycle", c, sizeof c);
+        rc = hdx_words_set(&w->summary, "pipeline transfers that cannot match: waits-for cycle %s (%s); gloo timed "
+                           "out on rank%s %s", c, edges, hdx_words_noun_s(nt), t);
+    } else if (v->finding == HDX_FIND_LOG_GLOO_UNMATCHED) {
+        hdx_words_ranks(v, "unanswered", c, sizeof c);
+        rc = hdx_words_set(&w->summary, "an unmatched point-to-point transfer: %s; the peer %s never answered (gloo "
+                           "timed out on rank%s %s)", edges, c[0] ? c : "?", hdx_words_noun_s(nt), t);
+    } else {
+        rc = hdx_words_set(&w->summary, "gloo send/recv timed out on rank%s %s; no call site in the logs names the "
+                           "peers", hdx_words_noun_s(nt), t);
+    }
+    return rc ? rc : hdx_words_set(&w->remedy, "pair every send with a recv on the peer, in an order that cannot "
+                                   "block (e.g. even stages send first, odd stages receive first, or "
+                                   "batch_isend_irecv)");
+}
+
+static int words_exits(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
+{
+    const hdx_fact *exited = hdx_verdict_fact(v, "exited");
+    char causes[600] = "";
+    size_t used = 0;
+    for (size_t i = 0; exited && i < exited->n_ints && used + 80 < sizeof causes; i++) {
+        const hdx_log_rank *r = hdx_evidence_log_rank(ev, exited->ints[i]);
+        if (r && r->exit_cause)
+            used += (size_t)snprintf(causes + used, sizeof causes - used, "%srank %d: %.100s%s", used ? "; " : "",
+                                     r->rank, r->exit_cause, r->root_cause ? " (first observed failure)" : "");
+    }
+    long long root = hdx_verdict_num(v, "root", -1);
+    int rc = hdx_words_set(&w->summary, "the job ended (torch elastic ChildFailedError), no hang rule matched: %s",
+                           causes);
+    return rc || root < 0 ? rc : hdx_words_set(&w->remedy, "start from rank %lld, the first observed failure: its own "
+                                               "log", root);
+}
+
+static int words_undecided(const hdx_verdict *v, hdx_words *w)
+{
+    long long q = hdx_verdict_num(v, "question_note", -1);
+    const char *question = q >= 0 && (size_t)q < v->n_notes ? v->notes[q] : NULL;
+    return hdx_words_set(&w->summary, "the job logs hold no line that decides a hang class%s%s", question ? "; " : "",
+                         question ? question : "");
+}
 
 int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
 {
-    (void)ev;
-    (void)v;
-    (void)w;
-    return 0;
+    int rc;
+    switch (v->finding) {
+    case HDX_FIND_LOG_CONFIG_MISMATCH:
+    case HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE:
+    case HDX_FIND_LOG_CONFIG_DUPLICATE_GPU:
+        rc = words_config(v, w);
+        break;
+    case HDX_FIND_LOG_PARALLEL_SIZES:
+    case HDX_FIND_LOG_SEQUENCE_PARALLEL:
+    case HDX_FIND_LOG_PARALLEL_ARGS:
+        rc = words_megatron(v, w);
+        break;
+    case HDX_FIND_LOG_BUILD_LOCK:
+        rc = words_build_lock(ev, v, w);
+        break;
+    case HDX_FIND_LOG_STORE_BARRIER:
+        rc = words_store_barrier(v, w);
+        break;
+    case HDX_FIND_LOG_SEQ_BEHIND:
+    case HDX_FIND_LOG_DESYNC:
+    case HDX_FIND_LOG_SEQ_SILENT:
+    case HDX_FIND_LOG_SEQ_GPU:
+    case HDX_FIND_LOG_SEQ_UNEXPLAINED:
+        rc = words_seq(ev, v, w);
+        break;
+    case HDX_FIND_LOG_DETAIL_MISMATCH:
+        rc = words_detail(v, w);
+        break;
+    case HDX_FIND_LOG_GLOO_COLLECTIVE:
+    case HDX_FIND_LOG_GLOO_CYCLE:
+    case HDX_FIND_LOG_GLOO_UNMATCHED:
+    case HDX_FIND_LOG_GLOO_NO_PEERS:
+        rc = words_gloo(v, w);
+        break;
+    case HDX_FIND_LOG_USER_PATTERN:
+        rc = hdx_words_set(&w->summary, "the pattern %s (%s) matched %s:%lld: \"%s\"", hdx_verdict_text(v, "pattern"),
+                           hdx_verdict_text(v, "proves"), file(v), line(v), hdx_verdict_text(v, "text"));
+        break;
+    case HDX_FIND_LOG_EXITS:
+        rc = words_exits(ev, v, w);
+        break;
+    case HDX_FIND_LOG_UNDECIDED:
+        rc = words_undecided(v, w);
+        break;
+    default:
+        return 0;
+    }
+    return rc < 0 ? rc : 1;
 }

@@ -21,6 +21,12 @@ if "class_in" in expect and v["class"] not in expect["class_in"]:
     fail.append(f"class {v['class']!r}, expected one of {expect['class_in']}")
 if "culprit_ranks" in expect and sorted(v["culprit_ranks"]) != sorted(expect["culprit_ranks"]):
     fail.append(f"culprit_ranks {v['culprit_ranks']}, expected {expect['culprit_ranks']}")
+if "finding" in expect and v.get("finding") != expect["finding"]:
+    fail.append(f"finding {v.get('finding')!r}, expected {expect['finding']!r}")
+for name, want in (expect.get("facts") or {}).items():  # the facts the finding carries (docs/design.md "Findings")
+    have = (v.get("facts") or {}).get(name)
+    if have != want:
+        fail.append(f"verdict.facts.{name} {have!r}, expected {want!r}")
 if "missing_count" in expect and v.get("missing_count") != expect["missing_count"]:
     fail.append(f"missing_count {v.get('missing_count')}, expected {expect['missing_count']}")
 for key, want in (expect.get("group") or {}).items():  # the process group the verdict names

@@ -201,6 +201,40 @@ static void log_notes(const char *src)
     hdx_log_patterns_free(ps);
 }
 
+/* Stacks that decide, and a job log that would decide too: the verdict keeps what the logs alone
+ * decide (v.logs_alone), and the report words it as a note, once, also for a report analyzed again. */
+static void logs_alone(const char *src)
+{
+    char path[4096], *err = NULL;
+    snprintf(path, sizeof path, "%s/inspector/formats/patterns/logs.json", src);
+    hdx_log_patterns *ps = NULL;
+    CHECK(hdx_log_patterns_load_file(path, &ps, &err) == 0, "%s: %s", path, err ? err : "?");
+    hdx_evidence *ev = hdx_evidence_new();
+    snprintf(path, sizeof path, "%s/tests/fixtures/nccl/nccl_allreduce_rank_missing.json", src);
+    CHECK(hdx_snapshot_load(path, ev, &err) == 0, "%s: %s", path, err ? err : "?");
+    snprintf(path, sizeof path, "%s/tests/logs/fixtures/nccl_rank_never_enqueued.log", src);
+    CHECK(ps && hdx_log_load(ps, path, ev, &err) == 0, "%s: %s", path, err ? err : "?");
+    hdx_verdict v = {0};
+    check_pure("stacks and a log", ev, &v);
+    CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.finding != HDX_FIND_LOG_SEQ_BEHIND, "the stacks did not decide");
+    CHECK(v.logs_alone && v.logs_alone->finding == HDX_FIND_LOG_SEQ_BEHIND &&
+              v.logs_alone->n_culprit_ranks == 1 && v.logs_alone->culprit_ranks[0] == 2,
+          "no verdict of the logs alone");
+    char *summary = NULL, *remedy = NULL, note[4096] = "";
+    CHECK(v.logs_alone && !hdx_verdict_words(ev, v.logs_alone, &summary, &remedy) && summary, "logs alone: words");
+    snprintf(note, sizeof note, "the job logs alone would say collective_wait: %s", summary ? summary : "?");
+    CHECK(summary && strstr(summary, "rank 2 never joined ALLREDUCE SeqNum=812"), "logs alone: %s", summary);
+    CHECK(report_says(ev, &v, note) == 1, "the report says the logs-alone note not once");
+    hdx_evidence_note(ev, "%s", note); /* as a report read back brings it */
+    CHECK(report_says(ev, &v, note) == 1, "a logs-alone note the evidence has is said twice");
+    free(summary);
+    free(remedy);
+    free(err);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+    hdx_log_patterns_free(ps);
+}
+
 int main(void)
 {
     const char *src = getenv("HDX_SOURCE_DIR");
@@ -214,5 +248,6 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/tests/fixtures/nccl-h200", src);
     recorded(dir);
     log_notes(src);
+    logs_alone(src);
     return failures ? 1 : 0;
 }

@@ -1,11 +1,14 @@
-/* Every log pattern matches its own example; a broken user pattern file is refused by name. */
+/* Every log pattern matches its own example; a user pattern with a class decides it; a broken
+ * user pattern file is refused by name. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "classify/classify.h"
 #include "model/evidence.h"
 #include "formats/logs.h"
+#include "report/words.h"
 #include "check.h"
 
 int main(void)
@@ -44,14 +47,38 @@ int main(void)
     int fd = mkstemp(user);
     FILE *f = fdopen(fd, "w");
     fputs("{\"schema\": \"hangdx.patterns/1\", \"patterns\": [{\"name\": \"my_oom\", \"regex\": \"CUDA out of "
-          "memory\", \"proves\": \"a rank ran out of GPU memory\", \"strength\": \"strong\", \"fields\": {}, "
-          "\"example\": \"torch.cuda.OutOfMemoryError: CUDA out of memory.\"}]}",
+          "memory\", \"proves\": \"a rank ran out of GPU memory\", \"strength\": \"strong\", \"class\": "
+          "\"collective_wait\", \"fields\": {}, \"example\": \"torch.cuda.OutOfMemoryError: CUDA out of memory.\"}]}",
           f);
     fclose(f);
     setenv(HDX_PATTERNS_ENV, user, 1);
     ps = NULL;
     r = hdx_log_patterns_load_default(exe, &ps, &err);
     CHECK(r == 0 && hdx_log_patterns_count(ps) == builtin + 1, "user patterns: %s", err ? err : "?");
+    /* ... and its class decides a log that no built-in rule does: finding log_user_pattern, its line */
+    char log[] = "/tmp/hdx-test-log-XXXXXX";
+    f = fdopen(mkstemp(log), "w");
+    fputs("[rank0]: step 4\n[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory.\n", f);
+    fclose(f);
+    hdx_evidence *ev = hdx_evidence_new();
+    hdx_verdict v = {0};
+    char *summary = NULL, *remedy = NULL, want[4200];
+    CHECK(ps && hdx_log_load(ps, log, ev, &err) == 0 && hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0,
+          "classify %s: %s", log, err ? err : "?");
+    const char *name = hdx_verdict_text(&v, "pattern"), *file = hdx_verdict_text(&v, "file");
+    CHECK(v.cls == HDX_CLASS_COLLECTIVE_WAIT && v.finding == HDX_FIND_LOG_USER_PATTERN && v.n_culprit_ranks == 1 &&
+              v.culprit_ranks[0] == 1 && name && !strcmp(name, "my_oom") && file && !strcmp(file, log) &&
+              hdx_verdict_num(&v, "line", 0) == 2,
+          "user pattern: %s, finding %s", hdx_class_name(v.cls), hdx_finding_name(v.finding));
+    snprintf(want, sizeof want, "the pattern my_oom (a rank ran out of GPU memory) matched %s:2: "
+             "\"torch.cuda.OutOfMemoryError: CUDA out of memory.\"", log);
+    CHECK(!hdx_verdict_words(ev, &v, &summary, &remedy) && summary && !strcmp(summary, want) && !remedy,
+          "user pattern words: %s", summary ? summary : "(none)");
+    free(summary);
+    free(remedy);
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+    unlink(log);
     hdx_log_patterns_free(ps);
     free(err);
     err = NULL;
