@@ -101,8 +101,6 @@ typedef struct hdx_verdict {
     enum hdx_finding finding; /* what decided it */
     hdx_fact *facts;          /* the finding's facts, each name once; owned */
     size_t n_facts;
-    char *summary; /* one sentence for a person */
-    char *remedy;  /* what to do, or NULL */
     int *culprit_ranks;
     size_t n_culprit_ranks;
     int *culprit_pids;

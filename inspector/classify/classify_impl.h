@@ -37,9 +37,6 @@ int hdx_cls_add_pid(hdx_verdict *v, int pid);
 /* Add a note for a person to v->notes (printf format), unless v has it already. 0 or -ENOMEM. */
 int hdx_cls_note(hdx_verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Replace *dst with a formatted heap string. 0 or -ENOMEM. */
-int hdx_cls_set_text(char **dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /*
  * The distributed rules (3–5 of classify.c): rendezvous_wait, p2p_mismatch,
  * collective_wait over the rank processes. Returns 1 when they decided v,

@@ -188,26 +188,10 @@ int hdx_cls_note(hdx_verdict *v, const char *fmt, ...)
     return r;
 }
 
-int hdx_cls_set_text(char **dst, const char *fmt, ...)
-{
-    va_list ap;
-    char *s = NULL;
-    va_start(ap, fmt);
-    int r = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    if (r < 0)
-        return -ENOMEM;
-    free(*dst);
-    *dst = s;
-    return 0;
-}
-
 void hdx_verdict_clear(hdx_verdict *v)
 {
     if (!v)
         return;
-    free(v->summary);
-    free(v->remedy);
     for (size_t i = 0; i < v->n_facts; i++) {
         free(v->facts[i].text);
         free(v->facts[i].ints);

@@ -301,8 +301,6 @@ int hdx_verdict_words(const hdx_evidence *ev, const hdx_verdict *v, char **summa
         r = hdx_words_dist(ev, v, &w);
     if (r == 0)
         r = hdx_words_logs(ev, v, &w);
-    if (r == 0 && ((v->summary && !(w.summary = strdup(v->summary))) || (v->remedy && !(w.remedy = strdup(v->remedy)))))
-        r = -ENOMEM;
     if (r < 0) {
         free(w.summary);
         free(w.remedy);

@@ -212,7 +212,7 @@ static void logs_alone(const char *src)
     hdx_evidence *ev = hdx_evidence_new();
     snprintf(path, sizeof path, "%s/tests/fixtures/nccl/nccl_allreduce_rank_missing.json", src);
     CHECK(hdx_snapshot_load(path, ev, &err) == 0, "%s: %s", path, err ? err : "?");
-    snprintf(path, sizeof path, "%s/tests/logs/fixtures/nccl_rank_never_enqueued.log", src);
+    snprintf(path, sizeof path, "%s/tests/fixtures/logs/nccl_rank_never_enqueued.log", src);
     CHECK(ps && hdx_log_load(ps, path, ev, &err) == 0, "%s: %s", path, err ? err : "?");
     hdx_verdict v = {0};
     check_pure("stacks and a log", ev, &v);
