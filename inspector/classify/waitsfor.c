@@ -563,16 +563,6 @@ static int is_build_tool(const char *name)
     return 0;
 }
 
-static int descends_from(const hdx_evidence *ev, const hdx_process *c, const hdx_process *p)
-{
-    for (int depth = 0; c && depth < 64; depth++) {
-        if (c->ppid == p->pid && (!c->host || !p->host || !strcmp(c->host, p->host)))
-            return 1;
-        c = hdx_evidence_find_process_on(ev, c->host, c->ppid);
-    }
-    return 0;
-}
-
 /* p runs a build: cpp_extension's build frames, or a build tool among its live
  * descendants. *busy: the build (p or a tool) uses CPU. */
 static int builds(const hdx_evidence *ev, const hdx_process *p, int *busy, const hdx_process **tool)
@@ -584,7 +574,7 @@ static int builds(const hdx_evidence *ev, const hdx_process *p, int *busy, const
     *busy = p->progressing == 1;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *c = &ev->procs[i];
-        if (c == p || c->alive == 0 || !is_build_tool(hdx_process_name(c)) || !descends_from(ev, c, p))
+        if (c == p || c->alive == 0 || !is_build_tool(hdx_process_name(c)) || !hdx_cls_descendant_depth(ev, c, p))
             continue;
         found = 1;
         *busy |= c->progressing == 1;
