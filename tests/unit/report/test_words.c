@@ -21,7 +21,7 @@ static const struct {
     const char *summary;
     const char *remedy;
 } cases[] = {
-    {"tests/fixtures/evidence/stale_lock.json", "lock_stale",
+    {"tests/fixtures/snapshots/stale_lock.json", "lock_stale",
      "rank 0 (pid 8080) waits on the stale build lock /w/build/lock (created by rank 1 (pid 4000), which is gone); no process holds or has it open, so nothing will release it",
      "stop the ranks that wait on it first (a waiter that wakes up loads a half-built module), and check that no build runs on any node that shares this directory (processes left from a killed builder included); then delete the lock and relaunch: rm /w/build/lock"},
     {"tests/fixtures/evidence/gloo_computing.json", "progress",
@@ -30,7 +30,7 @@ static const struct {
     {"tests/fixtures/evidence/gloo_collective_skip.json", "collective_elsewhere",
      "ranks 0-1 wait in all_reduce; rank 2 (pid 26745) is in skip_and_sleep (hangs.py:149) (process groups not read: every collective taken on the world group)",
      "look at the culprit ranks where they are: a skipped or reordered collective, an uneven loop, or a rank stopped or stuck elsewhere"},
-    {"tests/fixtures/evidence/megatron_tp_dp_world.json", "graph",
+    {"tests/fixtures/snapshots/megatron_tp_dp_world.json", "graph",
      "rank 5 (TP 1 of TP group 4-5, PP stage 1, DP 0) never joined the all_gather of TP group 4-5: it sleeps in skip_and_sleep (pgroups.py:40); rank 4 waits for it in all_gather on TP group 4-5; ranks 6-7 wait in all_reduce on DP groups 4,6 and 5,7; ranks 0-3 wait in barrier on the world group",
      "look at the culprit ranks where they are: a skipped or reordered collective of their group, an uneven loop, or a rank stopped or stuck elsewhere"},
     {"tests/fixtures/logs/megatron_sizes_mismatch.log", "log_parallel_sizes",
