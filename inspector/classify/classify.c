@@ -138,7 +138,7 @@ static build_state build_of(const hdx_evidence *ev, const hdx_lock *l, const hdx
     int best = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *c = &ev->procs[i];
-        int depth = c->alive == 0 ? 0 : hdx_cls_descendant_depth(ev, c, holder);
+        int depth = c->alive == 0 ? 0 : hdx_process_descendant_depth(ev, c, holder);
         if (!depth)
             continue;
         b.n_children++;

@@ -27,10 +27,6 @@ int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p);
 /* Add v to a heap set of ints (once). 0 or -ENOMEM. */
 int hdx_cls_add_int(int **arr, size_t *n, int v);
 
-/* How many generations p is below ancestor (1 for a child), or 0 when it is not. Pids
- * repeat across hosts: the parent is looked up on p's host. */
-int hdx_cls_descendant_depth(const hdx_evidence *ev, const hdx_process *p, const hdx_process *ancestor);
-
 /* Add pid to v's culprit pids, unless it is unknown (a dump without pids). 0 or -ENOMEM. */
 int hdx_cls_add_pid(hdx_verdict *v, int pid);
 

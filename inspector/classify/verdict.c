@@ -150,18 +150,6 @@ const char *hdx_verdict_text(const hdx_verdict *v, const char *name)
     return f && f->kind == HDX_FACT_TEXT ? f->text : NULL;
 }
 
-/* How many generations p is below ancestor (1 for a child), or 0 when it is not.
- * Pids repeat across hosts: the parent is looked up on p's host. */
-int hdx_cls_descendant_depth(const hdx_evidence *ev, const hdx_process *p, const hdx_process *ancestor)
-{
-    for (int depth = 1; p && depth <= 64; depth++) {
-        if (p->ppid == ancestor->pid && (!p->host || !ancestor->host || !strcmp(p->host, ancestor->host)))
-            return depth;
-        p = hdx_evidence_find_process_on(ev, p->host, p->ppid);
-    }
-    return 0;
-}
-
 int hdx_cls_add_int(int **arr, size_t *n, int v)
 {
     for (size_t i = 0; i < *n; i++)

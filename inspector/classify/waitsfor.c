@@ -574,7 +574,7 @@ static int builds(const hdx_evidence *ev, const hdx_process *p, int *busy, const
     *busy = p->progressing == 1;
     for (size_t i = 0; i < ev->n_procs; i++) {
         const hdx_process *c = &ev->procs[i];
-        if (c == p || c->alive == 0 || !is_build_tool(hdx_process_name(c)) || !hdx_cls_descendant_depth(ev, c, p))
+        if (c == p || c->alive == 0 || !is_build_tool(hdx_process_name(c)) || !hdx_process_descendant_depth(ev, c, p))
             continue;
         found = 1;
         *busy |= c->progressing == 1;

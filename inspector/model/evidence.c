@@ -748,6 +748,16 @@ void hdx_mark_rank_processes(hdx_evidence *ev)
     unmark_launchers(ev);
 }
 
+int hdx_process_descendant_depth(const hdx_evidence *ev, const hdx_process *p, const hdx_process *ancestor)
+{
+    for (int depth = 1; p && depth <= 64; depth++) {
+        if (p->ppid == ancestor->pid && (!p->host || !ancestor->host || !strcmp(p->host, ancestor->host)))
+            return depth;
+        p = hdx_evidence_find_process_on(ev, p->host, p->ppid);
+    }
+    return 0;
+}
+
 const char *hdx_process_part(const hdx_evidence *ev, const hdx_process *p)
 {
     if (p->rank < 0)

@@ -495,6 +495,11 @@ void hdx_thread_where(const hdx_thread *t, char *buf, size_t size);
 /* The program's base name ("python3"), from argv[0] or the main thread's name. Borrowed. */
 const char *hdx_process_name(const hdx_process *p);
 
+/* How many generations p is below ancestor in ev (1 for a child), or 0 when it is not (or
+ * more than 64 generations: recorded parents may form a cycle). Pids repeat across hosts:
+ * each parent is looked up on p's host. */
+int hdx_process_descendant_depth(const hdx_evidence *ev, const hdx_process *p, const hdx_process *ancestor);
+
 /* Do a and b belong to one job? Every job variable that both have (MASTER_ADDR,
  * MASTER_PORT, TORCHELASTIC_RUN_ID, SLURM_JOB_ID) agrees. */
 int hdx_process_same_job(const hdx_process *a, const hdx_process *b);

@@ -1,7 +1,7 @@
 /*
  * What the renderer's files (words.c: the lock, CPU and stack findings;
- * words_dist.c: the distributed ones; words_logs.c: the log ones) share.
- * Internal to report/.
+ * words_dist.c: the distributed ones; words_logs.c: the log ones) share, defined
+ * in words_common.c. Internal to report/.
  */
 #ifndef HDX_WORDS_IMPL_H
 #define HDX_WORDS_IMPL_H
