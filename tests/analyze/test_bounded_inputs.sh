@@ -3,8 +3,8 @@
 # tests/fuzz/regressions/ and made here at test time): each is answered from what it holds, with
 # the verdict or the error a person needs, and work and memory bounded by its size. A claimed
 # rank of 10^25 in a launcher prefix, a world size of 16777216 over three ranks, a core without
-# memory, a line of 1 MB, a hole of 1 GiB of NULs, a FIFO. The test's TIMEOUT (CMakeLists.txt)
-# is the bound on time; memory is bounded here with ulimit -v (not under ASan, which reserves
+# memory, ppids in a loop, a line of 1 MB, a hole of 1 GiB of NULs, a FIFO. The test's TIMEOUT
+# (CMakeLists.txt) is the bound on time; memory is bounded here with ulimit -v (not under ASan, which reserves
 # terabytes of address space). Needs $HANGDX and $HDX_SOURCE_DIR.
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
@@ -56,6 +56,12 @@ run world "$REG/snapshot/snapshot-world-size-max.json"
 check "a claimed world size of 16777216: exit 0 (got $rc; $(head -c 300 "$T/world.err"))" test $rc -eq 0
 check "  the verdict of the ranks present" grep -q "^verdict: collective_wait" "$T/world.out"
 check "  the note says the world size is not taken" grep -q "claims a world size of 16777216, more than hangdx takes" "$T/world.out"
+
+# A snapshot whose processes' ppids loop (a is b's parent, b a's): found by fuzz_snapshot, the
+# JSON report's walk up the process tree never ended.
+run ppid-loop --json "$REG/snapshot/ppid-loop-870f61b6"
+check "a snapshot whose ppids loop: exit 0, not stuck (got $rc)" test $rc -eq 0
+check "  a JSON report with a verdict" grep -q '"class":' "$T/ppid-loop.out"
 
 # A watchdog line, then a line of 1 MB (ran > 8 min), and one of 200 KB (96 s): cut, noted.
 for n in 1000000 200000; do
