@@ -4,8 +4,8 @@
 # the verdict or the error a person needs, and work and memory bounded by its size. A claimed
 # rank of 10^25 in a launcher prefix, a world size of 16777216 over three ranks, a core without
 # memory, ppids in a loop, a line of 1 MB, a hole of 1 GiB of NULs, a FIFO. The test's TIMEOUT
-# (CMakeLists.txt) is the bound on time; memory is bounded here with ulimit -v (not under ASan, which reserves
-# terabytes of address space). Needs $HANGDX and $HDX_SOURCE_DIR.
+# (CMakeLists.txt) is the bound on time; memory is bounded here with ulimit -v (not under ASan,
+# which reserves terabytes of address space). Needs $HANGDX and $HDX_SOURCE_DIR.
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
 : "${HDX_SOURCE_DIR:?HDX_SOURCE_DIR must name the source tree}"
