@@ -41,10 +41,41 @@ static int label_waits(hdx_evidence *ev)
     return 0;
 }
 
+/* The largest world size taken from a process's rank variables (WORLD_SIZE, or a snapshot's
+ * "world_size"). The rules name the ranks of [0, world size) that no process shows: a larger
+ * claim, such as 16777216 over the three ranks a snapshot holds, would make that work grow with
+ * the claim instead of with the ranks present. A larger one is taken as unknown, with a note. */
+#define WORLD_SIZE_TAKEN (1 << 16)
+
+static int bound_world_sizes(hdx_evidence *ev)
+{
+    const hdx_process *first = NULL;
+    int claim = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        hdx_process *p = &ev->procs[i];
+        if (p->world_size <= WORLD_SIZE_TAKEN)
+            continue;
+        if (!n++) {
+            first = p;
+            claim = p->world_size;
+        }
+        p->world_size = HDX_UNKNOWN;
+    }
+    if (n && hdx_evidence_note(ev, "pid %d%s%s (rank %d) claims a world size of %d, more than hangdx takes (%d)%s: "
+                                   "taken as unknown, so the ranks that no input shows are not named",
+                               first->pid, first->host ? " on " : "", first->host ? first->host : "", first->rank,
+                               claim, WORLD_SIZE_TAKEN, n > 1 ? ", as do other processes" : "") < 0)
+        return -ENOMEM;
+    return 0;
+}
+
 int hdx_evidence_label(hdx_evidence *ev)
 {
     if (!ev)
         return -EINVAL;
+    if (bound_world_sizes(ev))
+        return -ENOMEM;
     hdx_mark_rank_processes(ev);
     size_t other_jobs = hdx_keep_largest_job(ev);
     int asked = 0; /* the job kept is that of a process given by PID */

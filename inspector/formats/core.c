@@ -456,6 +456,10 @@ static int parse_core(struct core *c, char **err)
         *err = hdx_asprintf("%s: malformed core: no thread (NT_PRSTATUS) in its notes", c->name);
         return -EBADMSG;
     }
+    if (c->n_segs == 0) {
+        *err = hdx_asprintf("%s: malformed core: no memory (PT_LOAD segment) in it, so no stack to read", c->name);
+        return -EBADMSG;
+    }
     qsort(c->segs, c->n_segs, sizeof *c->segs, cmp_seg);
     return 0;
 }

@@ -119,6 +119,14 @@ static int recognise(struct loader *l, const char *path, enum input_kind *kind, 
                             path, HDX_TRACE_SUFFIX, path, path);
         return -ENOENT;
     }
+    if (!S_ISREG(st.st_mode)) {
+        /* A FIFO would block the sniffers below (its open waits for a writer, its read for
+         * data) and could be read only once; a device may never end. */
+        *err = hdx_asprintf("%s: %s, not a regular file: analyze reads files (and reads each more than once); "
+                            "save what it carries into a file first (e.g. cat %s > FILE) and give that file",
+                            path, hdx_file_kind(st.st_mode), path);
+        return -EINVAL;
+    }
     if (hdx_core_sniff(path)) {
         *kind = INPUT_CORE;
         return 0;
@@ -309,7 +317,7 @@ static int add_snapshot_dir(struct loader *l, hdx_evidence *ev, const char *dir,
         } else if (stat(path, &st) != 0) {
             why = hdx_asprintf("cannot read it: %s", strerror(errno));
         } else if (!S_ISREG(st.st_mode)) {
-            why = hdx_asprintf("not a regular file");
+            why = hdx_asprintf("%s, not a regular file: not read", hdx_file_kind(st.st_mode));
         } else if (st.st_size == 0) {
             why = hdx_asprintf("the file is empty");
         } else if (hdx_snapshot_sniff(path) == HDX_INPUT_NOT_JSON) {

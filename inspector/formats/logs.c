@@ -6,11 +6,14 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <regex.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model/json_read.h"
@@ -18,8 +21,16 @@
 
 #define PATTERNS_SCHEMA "hangdx.patterns/1"
 #define PATTERNS_MAX_BYTES (4u << 20)
-#define LOG_MAX_BYTES ((size_t)1 << 30)
 #define SNIFF_BYTES 65536
+/* A longer line is cut here: its head (prefix, time, message) is read, the rest skipped and
+ * counted in a note. The patterns' regexes cost up to the square of a line's length (glibc
+ * tries each start), so a bound on the line is what keeps a log's reading linear; the
+ * longest real line among the fixtures is 1 KiB. */
+#define LOG_LINE_MAX 4096
+#define LOG_CHUNK 65536
+/* The largest rank a launcher prefix may name: the bound the snapshot reader puts on a world
+ * size. A larger number is not taken as a rank. */
+#define LOG_RANK_MAX ((1 << 24) - 1)
 #define MAX_GROUPS 32
 
 typedef struct pfield {
@@ -235,9 +246,12 @@ static const char TIME_RE[] = "([IWEF][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-
 static const char FILE_RANK_RE[] = "rank[-_.]?([0-9]+)";
 
 typedef struct stream {
+    int rank;         /* whose lines: a rank, or -1 the unprefixed lines */
+    int used;         /* the slot holds a stream */
     int in_tb;        /* inside a traceback */
     int tb_id;        /* the traceback being read, 0 none */
     size_t tb_first;  /* index of its first fact */
+    size_t log_rank;  /* 1 + its index in ev->log_ranks, 0 not looked up yet */
 } stream;
 
 typedef struct reader {
@@ -245,8 +259,8 @@ typedef struct reader {
     hdx_evidence *ev;
     const char *path;
     regex_t prefix_re, time_re;
-    stream *streams; /* index rank + 1; [0] the unprefixed lines */
-    size_t n_streams;
+    stream *streams; /* a hash table by rank (open addressing), as many slots as ranks seen at most twice over */
+    size_t n_streams, cap_streams;
     int tb_counter;
     int file_rank;   /* from the file name, HDX_UNKNOWN */
     int block_rank;  /* torch elastic's failure table entry, HDX_UNKNOWN */
@@ -254,21 +268,45 @@ typedef struct reader {
     int noted_group, noted_assumed, noted_role;
     int only_rank;   /* the one rank of the file's lines so far, HDX_UNKNOWN */
     int several;     /* lines of two ranks or more */
+    size_t n_cut;    /* lines longer than LOG_LINE_MAX, cut */
+    long first_cut;  /* the first one's line number */
+    size_t first_cut_len;
+    size_t n_bad_prefix; /* prefixes that name no possible rank */
 } reader;
 
+static size_t stream_slot(const stream *t, size_t cap, int rank)
+{
+    size_t i = ((size_t)(unsigned)rank * 2654435761u) & (cap - 1);
+    while (t[i].used && t[i].rank != rank)
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+/* The stream of rank's lines (rank < 0: the unprefixed lines), made at its first line; NULL
+ * on ENOMEM. Borrowed: valid until the next call. */
 static stream *stream_of(reader *rd, int rank)
 {
-    size_t i = rank < 0 ? 0 : (size_t)rank + 1;
-    if (i >= rd->n_streams) {
-        size_t n = i + 1 > rd->n_streams * 2 ? i + 1 : rd->n_streams * 2;
-        stream *s = realloc(rd->streams, n * sizeof *s);
-        if (!s)
+    if (rank < 0)
+        rank = -1;
+    if (rd->cap_streams && rd->streams[stream_slot(rd->streams, rd->cap_streams, rank)].used)
+        return &rd->streams[stream_slot(rd->streams, rd->cap_streams, rank)];
+    if (2 * (rd->n_streams + 1) > rd->cap_streams) {
+        size_t cap = rd->cap_streams ? rd->cap_streams * 2 : 16;
+        stream *t = calloc(cap, sizeof *t);
+        if (!t)
             return NULL;
-        memset(s + rd->n_streams, 0, (n - rd->n_streams) * sizeof *s);
-        rd->streams = s;
-        rd->n_streams = n;
+        for (size_t i = 0; i < rd->cap_streams; i++)
+            if (rd->streams[i].used)
+                t[stream_slot(t, cap, rd->streams[i].rank)] = rd->streams[i];
+        free(rd->streams);
+        rd->streams = t;
+        rd->cap_streams = cap;
     }
-    return &rd->streams[i];
+    stream *st = &rd->streams[stream_slot(rd->streams, rd->cap_streams, rank)];
+    st->used = 1;
+    st->rank = rank;
+    rd->n_streams++;
+    return st;
 }
 
 static hdx_log_rank *log_rank_get(hdx_evidence *ev, int rank, const char *from)
@@ -423,6 +461,8 @@ static int match_line(reader *rd, const char *text, long lineno, int line_rank, 
                 if (rd->ev->log_facts[k].traceback == st->tb_id && rd->ev->log_facts[k].rank < 0 &&
                     !strcmp(rd->ev->log_facts[k].file, rd->path))
                     rd->ev->log_facts[k].rank = f->rank;
+            if (in_tb && st->tb_id)
+                st->tb_first = self; /* those before have their rank now: not walked again */
         }
         if (p->block_scope && line_rank < 0 && own >= 0)
             rd->block_rank = (int)own;
@@ -436,9 +476,22 @@ static int match_line(reader *rd, const char *text, long lineno, int line_rank, 
     return 0;
 }
 
-static int note_line(reader *rd, int rank, const char *text, long lineno, const char *from)
+/* rank's summary, looked up once per stream (st, the stream of the line, may be another
+ * rank's: an unprefixed line that names its rank). NULL on ENOMEM. */
+static hdx_log_rank *log_rank_of(reader *rd, stream *st, int rank, const char *from)
 {
+    if (st->rank == rank && st->log_rank && st->log_rank <= rd->ev->n_log_ranks &&
+        rd->ev->log_ranks[st->log_rank - 1].rank == rank)
+        return &rd->ev->log_ranks[st->log_rank - 1];
     hdx_log_rank *r = log_rank_get(rd->ev, rank, from);
+    if (r && st->rank == rank)
+        st->log_rank = (size_t)(r - rd->ev->log_ranks) + 1;
+    return r;
+}
+
+static int note_line(reader *rd, stream *st, int rank, const char *text, long lineno, const char *from)
+{
+    hdx_log_rank *r = log_rank_of(rd, st, rank, from);
     if (!r)
         return -ENOMEM;
     regmatch_t m[5];
@@ -463,25 +516,139 @@ static int note_line(reader *rd, int rank, const char *text, long lineno, const 
     return r->last_line && r->file ? 0 : -ENOMEM;
 }
 
-static int read_lines(reader *rd, char *buf)
+/*
+ * A log's lines, read a chunk at a time: at most LOG_LINE_MAX bytes of each are kept (the
+ * rest is skipped and its length counted), and a run of NUL bytes (what a node crash leaves
+ * in a file on NFS or Lustre, or a sparse file's hole) ends a line as one gap, however long.
+ * Memory: one chunk and one line.
+ */
+typedef struct line_in {
+    int fd;
+    char chunk[LOG_CHUNK];
+    size_t pos, end;
+    int eof, in_nul;
+    long lines;           /* lines returned */
+    uint64_t run;         /* NULs of the run being skipped */
+    size_t nul_runs;      /* runs of NUL bytes, each read as one line end */
+    uint64_t nul_longest; /* the longest run's length, */
+    long nul_longest_at;  /* and the line it ends */
+    char line[LOG_LINE_MAX + 1];
+    size_t len;  /* bytes in line */
+    size_t full; /* the line's length before it was cut */
+} line_in;
+
+static void line_in_start(line_in *li, int fd)
+{
+    li->fd = fd;
+    li->pos = li->end = 0;
+    li->eof = li->in_nul = 0;
+    li->lines = 0;
+    li->run = li->nul_runs = li->nul_longest = 0;
+    li->nul_longest_at = 0;
+}
+
+static void nul_run_end(line_in *li)
+{
+    li->in_nul = 0;
+    li->nul_runs++;
+    if (li->run > li->nul_longest) {
+        li->nul_longest = li->run;
+        li->nul_longest_at = li->lines;
+    }
+}
+
+/* The next line into li->line (NUL-terminated, without its '\r\n'). 1, 0 at the end, or -errno. */
+static int line_next(line_in *li)
+{
+    int any = 0;
+    li->len = li->full = 0;
+    for (;;) {
+        if (li->pos == li->end) {
+            if (li->eof) {
+                if (li->in_nul)
+                    nul_run_end(li);
+                break;
+            }
+            ssize_t r = read(li->fd, li->chunk, sizeof li->chunk);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                return -errno;
+            li->eof = r == 0;
+            li->pos = 0;
+            li->end = (size_t)r;
+            continue;
+        }
+        const char *p = li->chunk + li->pos, *e = li->chunk + li->end;
+        if (li->in_nul) {
+            uint64_t w;
+            while (p + sizeof w <= e && (memcpy(&w, p, sizeof w), !w)) /* a hole: 8 bytes a step */
+                p += sizeof w;
+            while (p < e && !*p)
+                p++;
+            li->run += (uint64_t)(p - (li->chunk + li->pos));
+            li->pos = (size_t)(p - li->chunk);
+            if (p == e)
+                continue;
+            nul_run_end(li);
+        }
+        const char *s = p;
+        while (p < e && *p != '\n' && *p)
+            p++;
+        size_t n = (size_t)(p - s), room = LOG_LINE_MAX - li->len;
+        memcpy(li->line + li->len, s, n < room ? n : room);
+        li->len += n < room ? n : room;
+        li->full += n;
+        li->pos = (size_t)(p - li->chunk);
+        any = 1;
+        if (p < e) {
+            li->in_nul = !*p;
+            li->run = 1;
+            li->pos++;
+            break;
+        }
+    }
+    if (!any)
+        return 0;
+    if (li->len && li->line[li->len - 1] == '\r' && li->len == li->full)
+        li->len--;
+    li->line[li->len] = 0;
+    li->lines++;
+    return 1;
+}
+
+/* The rank a launcher prefix's digits name, or HDX_UNKNOWN beyond LOG_RANK_MAX. */
+static int prefix_rank(const char *d, size_t n)
+{
+    long v = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((v = v * 10 + (d[i] - '0')) > LOG_RANK_MAX)
+            return HDX_UNKNOWN;
+    return (int)v;
+}
+
+static int read_lines(reader *rd, line_in *li)
 {
     long lineno = 0;
-    char *save = NULL;
-    for (char *line = buf, *next; line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = 0;
+    int got;
+    while ((got = line_next(li)) > 0) {
+        char *line = li->line;
         lineno++;
-        size_t len = strlen(line);
-        if (len && line[len - 1] == '\r')
-            line[--len] = 0;
-        if (!len && !next)
-            break;
+        if (li->full > li->len && !rd->n_cut++) {
+            rd->first_cut = lineno;
+            rd->first_cut_len = li->full;
+        }
         regmatch_t m[3];
         int rank = HDX_UNKNOWN;
         const char *text = line, *from = NULL;
-        if (regexec(&rd->prefix_re, line, 3, m, 0) == 0) {
-            rank = atoi(line + m[2].rm_so);
+        if (regexec(&rd->prefix_re, line, 3, m, 0) == 0 &&
+            (rank = prefix_rank(line + m[2].rm_so, (size_t)(m[2].rm_eo - m[2].rm_so))) == HDX_UNKNOWN &&
+            !rd->n_bad_prefix++)
+            hdx_evidence_note(rd->ev, "%s:%ld: the launcher prefix %.*s%s names no possible rank (a rank is at most "
+                              "%d): such lines taken as lines without a prefix", rd->path, lineno,
+                              (int)(m[0].rm_eo < 40 ? m[0].rm_eo : 40), line, m[0].rm_eo > 40 ? "..." : "",
+                              LOG_RANK_MAX);
+        if (rank != HDX_UNKNOWN) {
             text = line + m[0].rm_eo;
             if (*text == ' ')
                 text++;
@@ -517,7 +684,7 @@ static int read_lines(reader *rd, char *buf)
         if (!st->in_tb && !in_tb)
             st->tb_id = 0;
         size_t before = rd->ev->n_log_facts;
-        if (match_line(rd, text, lineno, rank, st, in_tb))
+        if (*text && match_line(rd, text, lineno, rank, st, in_tb))
             return -ENOMEM;
         if (!in_tb && st->tb_id && !st->in_tb)
             st->tb_id = 0;
@@ -532,17 +699,18 @@ static int read_lines(reader *rd, char *buf)
                 rd->only_rank = rank;
             else if (rd->only_rank != rank)
                 rd->several = 1;
-            if (note_line(rd, rank, text, lineno, from))
+            if (note_line(rd, st, rank, text, lineno, from))
                 return -ENOMEM;
             if (rd->ev->n_log_facts > before) {
-                hdx_log_rank *r = log_rank_get(rd->ev, rank, from);
+                hdx_log_rank *r = log_rank_of(rd, st, rank, from);
+                if (!r)
+                    return -ENOMEM;
                 free(r->last_pattern);
                 r->last_pattern = strdup(rd->ev->log_facts[rd->ev->n_log_facts - 1].pattern);
             }
         }
     }
-    (void)save;
-    return 0;
+    return got;
 }
 
 static int reader_init(reader *rd, const hdx_log_patterns *ps, hdx_evidence *ev, const char *path)
@@ -611,12 +779,18 @@ int hdx_log_pgroups(hdx_evidence *ev)
         if (done[i] || !f->pg || f->rank < 0 || f->group_rank < 0)
             continue;
         /* every line of this group whose global rank is known places one member */
-        size_t size = 0;
+        size_t size = 0, lines = 0;
         for (size_t k = i; k < ev->n_log_facts; k++) {
             const hdx_log_fact *g = &ev->log_facts[k];
-            if (g->pg && g->rank >= 0 && g->group_rank >= 0 && !strcmp(g->pg, f->pg) && (size_t)g->group_rank >= size)
+            if (!g->pg || g->rank < 0 || g->group_rank < 0 || strcmp(g->pg, f->pg))
+                continue;
+            done[k] = 1;
+            lines++;
+            if ((size_t)g->group_rank >= size)
                 size = (size_t)g->group_rank + 1;
         }
+        if (size > lines)
+            continue; /* fewer lines than members: not known whole (and no array the lines do not fill) */
         if (size > cap) {
             int *more = realloc(ranks, size * sizeof *ranks);
             if (!more) {
@@ -633,7 +807,6 @@ int hdx_log_pgroups(hdx_evidence *ev)
             const hdx_log_fact *g = &ev->log_facts[k];
             if (!g->pg || g->rank < 0 || g->group_rank < 0 || strcmp(g->pg, f->pg))
                 continue;
-            done[k] = 1;
             clash |= ranks[g->group_rank] != HDX_UNKNOWN && ranks[g->group_rank] != g->rank;
             ranks[g->group_rank] = g->rank;
         }
@@ -657,61 +830,109 @@ int hdx_log_load(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev,
     return hdx_log_load_ranked(ps, path, ev, NULL, err);
 }
 
+/* A file that analyze may read: a regular file, opened without blocking (a FIFO's open waits
+ * for a writer). An fd, or -errno with *err: -EINVAL for a FIFO, socket or device. */
+static int open_log(const char *path, char **err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        *err = hdx_asprintf("%s: cannot read: %s", path, strerror(e));
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        *err = hdx_asprintf("%s: not a regular file (%s): a job log is read from a file; copy it into one first",
+                            path, hdx_file_kind(st.st_mode));
+        return -EINVAL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 int hdx_log_load_ranked(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, int *only_rank, char **err)
 {
     if (only_rank)
         *only_rank = HDX_UNKNOWN;
-    size_t len = 0;
-    char *buf = hdx_read_file(path, LOG_MAX_BYTES, &len);
-    if (!buf) {
-        int e = errno;
-        *err = hdx_asprintf("%s: cannot read: %s", path, strerror(e));
-        return -e;
-    }
-    /* NUL runs (what a node crash leaves at the end of a file on NFS or Lustre) end lines. */
-    for (size_t i = 0; i < len; i++)
-        if (!buf[i])
-            buf[i] = '\n';
+    int fd = open_log(path, err);
+    if (fd < 0)
+        return fd;
+    line_in *li = malloc(sizeof *li);
     reader rd;
-    int r = reader_init(&rd, ps, ev, path);
+    int r = li ? reader_init(&rd, ps, ev, path) : -ENOMEM;
     if (r < 0) {
-        free(buf);
+        free(li);
+        close(fd);
         return r;
     }
     /* A file with no launcher prefix on any line is one rank's file when its name tells the rank. */
     int prefixed = 0;
-    for (char *l = buf; l && !prefixed; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
-        prefixed = l[0] == '[' && regexec(&rd.prefix_re, l, 0, NULL, 0) == 0;
-    if (!prefixed && (rd.file_rank = rank_from_name(path)) >= 0)
+    line_in_start(li, fd);
+    while (!prefixed && (r = line_next(li)) > 0)
+        prefixed = li->line[0] == '[' && regexec(&rd.prefix_re, li->line, 0, NULL, 0) == 0;
+    if (r >= 0 && lseek(fd, 0, SEEK_SET) != 0)
+        r = -errno;
+    if (r >= 0 && !prefixed && (rd.file_rank = rank_from_name(path)) >= 0)
         hdx_evidence_note(ev, "%s: no rank prefix in the file; its lines taken as rank %d's, from the file name",
                           path, rd.file_rank);
-    r = read_lines(&rd, buf);
+    if (r >= 0) {
+        line_in_start(li, fd);
+        r = read_lines(&rd, li);
+    }
+    if (r == 0 && rd.n_cut == 1 &&
+        hdx_evidence_note(ev, "%s:%ld: a line of %zu bytes: only its first %d bytes read", path, rd.first_cut,
+                          rd.first_cut_len, LOG_LINE_MAX) < 0)
+        r = -ENOMEM;
+    if (r == 0 && rd.n_cut > 1 &&
+        hdx_evidence_note(ev, "%s:%ld: a line of %zu bytes, and %zu more lines longer than %d bytes: only the "
+                          "first %d bytes of each read", path, rd.first_cut, rd.first_cut_len, rd.n_cut - 1,
+                          LOG_LINE_MAX, LOG_LINE_MAX) < 0)
+        r = -ENOMEM;
+    if (r == 0 && li->nul_runs &&
+        hdx_evidence_note(ev, "%s:%ld: %llu NUL bytes (a hole, as a node crash leaves in a file on NFS or Lustre) "
+                          "read as one line end%s", path, li->nul_longest_at, (unsigned long long)li->nul_longest,
+                          li->nul_runs > 1 ? ", as are the file's other runs of NULs" : "") < 0)
+        r = -ENOMEM;
     if (r == 0 && only_rank && !rd.several)
         *only_rank = rd.only_rank;
     reader_fini(&rd);
-    free(buf);
+    free(li);
+    close(fd);
     if (r < 0 && !*err)
         *err = hdx_asprintf("%s: %s", path, strerror(-r));
     return r;
 }
 
 /* Does a line of buf[0..n) (NUL-terminated, modified) match a pattern? A cut first or
- * last line (cut_head, cut_tail) is not judged. */
+ * last line (cut_head, cut_tail) is not judged. As hdx_log_load reads them: a run of NULs
+ * ends a line, and a line is read up to LOG_LINE_MAX bytes. */
 static int sniff_lines(const hdx_log_patterns *ps, const regex_t *pre, char *buf, size_t n, int cut_head,
                        int cut_tail)
 {
-    for (size_t i = 0; i < n; i++)
-        if (!buf[i])
-            buf[i] = '\n'; /* NUL runs end lines, as hdx_log_load reads them */
-    char *line = buf;
-    if (cut_head && (line = strchr(buf, '\n')))
-        line++;
-    for (char *next; line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = 0;
-        else if (cut_tail)
+    char *p = buf, *e = buf + n;
+    if (cut_head) {
+        while (p < e && *p != '\n' && *p)
+            p++;
+        p++;
+    }
+    while (p < e) {
+        char *line = p;
+        while (p < e && *p != '\n' && *p)
+            p++;
+        if (p == e && cut_tail)
             break;
+        *p = 0; /* buf[n] is 0 already */
+        if (p - line > LOG_LINE_MAX)
+            line[LOG_LINE_MAX] = 0;
+        for (p++; p < e && !*p;)
+            p++;
+        if (!*line)
+            continue;
         regmatch_t m[1];
         const char *text = line;
         if (regexec(pre, line, 1, m, 0) == 0) {

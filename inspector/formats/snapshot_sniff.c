@@ -14,7 +14,8 @@
 enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path)
 {
     char buf[4096];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO among the files (a snapshot directory's) is not waited for */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return HDX_INPUT_NOT_JSON;
     struct stat st;

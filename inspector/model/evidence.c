@@ -764,7 +764,8 @@ const char *hdx_process_part(const hdx_evidence *ev, const hdx_process *p)
         return NULL;
     if (p->is_rank_process)
         return "rank";
-    /* 64 generations at most: recorded parents may form a cycle that does not pass through p */
+    /* 64 generations at most, as the other walks up the tree: a snapshot's ppids may loop
+     * (a is b's parent and b a's) without coming back to p */
     const hdx_process *a = p;
     for (int depth = 0; depth < 64 && (a = hdx_evidence_find_process_on(ev, a->host, a->ppid)) && a != p; depth++)
         if (a->is_rank_process && a->rank == p->rank)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +52,28 @@ char *hdx_asprintf(const char *fmt, ...)
     int r = vasprintf(&s, fmt, ap);
     va_end(ap);
     return r < 0 ? NULL : s;
+}
+
+const char *hdx_file_kind(unsigned mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG:
+        return "a regular file";
+    case S_IFDIR:
+        return "a directory";
+    case S_IFIFO:
+        return "a FIFO (named pipe)";
+    case S_IFSOCK:
+        return "a socket";
+    case S_IFCHR:
+        return "a character device";
+    case S_IFBLK:
+        return "a block device";
+    case S_IFLNK:
+        return "a symbolic link";
+    default:
+        return "not a regular file";
+    }
 }
 
 char *hdx_read_file(const char *path, size_t max, size_t *len)

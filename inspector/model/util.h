@@ -33,6 +33,10 @@ char *hdx_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 char *hdx_read_file(const char *path, size_t max, size_t *len);
 
+/* What a file of this st_mode is, for a person: "a FIFO (named pipe)", "a socket", "a character
+ * device", ... "a regular file". A static string. */
+const char *hdx_file_kind(unsigned mode);
+
 /* CLOCK_REALTIME / CLOCK_MONOTONIC in nanoseconds. */
 int64_t hdx_now_ns(void);
 int64_t hdx_mono_ns(void);

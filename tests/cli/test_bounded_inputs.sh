@@ -1,0 +1,103 @@
+#!/bin/bash
+# hangdx analyze on inputs that claim more than they hold (found by fuzzing and by hand, kept in
+# tests/fuzz/regressions/ and made here at test time): each is answered from what it holds, with
+# the verdict or the error a person needs, and work and memory bounded by its size. A claimed
+# rank of 10^25 in a launcher prefix, a world size of 16777216 over three ranks, a core without
+# memory, ppids in a loop, a line of 1 MB, a hole of 1 GiB of NULs, a FIFO. The test's TIMEOUT
+# (CMakeLists.txt) is the bound on time; memory is bounded here with ulimit -v (not under ASan,
+# which reserves terabytes of address space). Needs $HANGDX and $HDX_SOURCE_DIR.
+set -u
+: "${HANGDX:?HANGDX must name the hangdx binary}"
+: "${HDX_SOURCE_DIR:?HDX_SOURCE_DIR must name the source tree}"
+. "$(dirname "$0")/../check.sh"
+REG="$HDX_SOURCE_DIR/tests/fuzz/regressions"
+WATCHDOG="$(dirname "$0")/watchdog-line.txt"
+
+T=$(mktemp -d /tmp/hdx-test-bounded-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+
+# run NAME ARGS...: hangdx analyze ARGS into $T/NAME.out and .err, at most 1 GiB of address
+# space (when not under ASan) and 50 s (never blocks: a FIFO must not hang it); $rc its status.
+limit=""
+grep -q __asan_init "$HANGDX" 2>/dev/null || limit="ulimit -v 1048576;"
+run() {
+    local name=$1
+    shift
+    bash -c "$limit"' exec timeout 50 "$@"' analyze "$HANGDX" analyze "$@" >"$T/$name.out" 2>"$T/$name.err"
+    rc=$?
+}
+
+# A launcher prefix [rank000...0512409557603043100]: a rank no job has; once sized an array by it
+# (7.4 GB, 14 s).
+cp "$REG/logs/logs-timeout-49ce7883" "$T/claimed-rank.log"
+run claimed-rank "$T/claimed-rank.log"
+check "a prefix naming rank 10^25: exit 0 (got $rc; $(head -c 300 "$T/claimed-rank.err"))" test $rc -eq 0
+check "  a verdict" grep -q "^verdict: " "$T/claimed-rank.out"
+check "  the note says the prefix names no possible rank" grep -q "names no possible rank" "$T/claimed-rank.out"
+
+# The same kind of prefix where the fuzzer found a 30 GB allocation; read as a log through a
+# pattern file of one pattern that its traceback line matches.
+cat >"$T/patterns.json" <<'EOF'
+{"schema": "hangdx.patterns/1", "patterns": [{"name": "test_any_traceback", "regex": "Traceback \\(m",
+ "proves": "a test pattern", "strength": "weak"}]}
+EOF
+cp "$REG/logs/logs-oom-0020ebef" "$T/claimed-rank2.log"
+HANGDX_PATTERNS="$T/patterns.json" run claimed-rank2 "$T/claimed-rank2.log"
+check "a prefix naming rank 10^24 (fuzz_logs' 30 GB): exit 0 (got $rc; $(head -c 300 "$T/claimed-rank2.err"))" test $rc -eq 0
+check "  the note says the prefix names no possible rank" grep -q "names no possible rank" "$T/claimed-rank2.out"
+
+# A core with a thread but no PT_LOAD segment (UBSan: qsort of NULL).
+run core "$REG/core/core-ubsan-7b63b514"
+check "a core without memory: exit 2 (got $rc)" test $rc -eq 2
+check "  a malformed-core error" grep -q "malformed core: no memory (PT_LOAD segment)" "$T/core.err"
+
+# A snapshot of three ranks that claims a world size of 16777216 (2.5 min of CPU).
+run world "$REG/snapshot/snapshot-world-size-max.json"
+check "a claimed world size of 16777216: exit 0 (got $rc; $(head -c 300 "$T/world.err"))" test $rc -eq 0
+check "  the verdict of the ranks present" grep -q "^verdict: collective_wait" "$T/world.out"
+check "  the note says the world size is not taken" grep -q "claims a world size of 16777216, more than hangdx takes" "$T/world.out"
+
+# A snapshot whose processes' ppids loop (a is b's parent, b a's): found by fuzz_snapshot, the
+# JSON report's walk up the process tree never ended.
+run ppid-loop --json "$REG/snapshot/ppid-loop-870f61b6"
+check "a snapshot whose ppids loop: exit 0, not stuck (got $rc)" test $rc -eq 0
+check "  a JSON report with a verdict" grep -q '"class":' "$T/ppid-loop.out"
+
+# A watchdog line, then a line of 1 MB (ran > 8 min), and one of 200 KB (96 s): cut, noted.
+for n in 1000000 200000; do
+    { cat "$WATCHDOG"; head -c $n /dev/zero | tr '\0' x; echo; } >"$T/long$n.log"
+    run long$n "$T/long$n.log"
+    check "a line of $n bytes after a watchdog line: exit 0 (got $rc)" test $rc -eq 0
+    check "  the watchdog line's verdict" grep -q "^verdict: collective_wait" "$T/long$n.out"
+    check "  the note says the line was cut" grep -q "long$n.log:2: a line of $n bytes: only its first 4096 bytes read" "$T/long$n.out"
+done
+
+# A watchdog line, a hole of 1 GiB (a sparse file: a billion NULs), the line again.
+cat "$WATCHDOG" >"$T/hole.log"
+truncate -s 1G "$T/hole.log"
+cat "$WATCHDOG" >>"$T/hole.log"
+run hole "$T/hole.log"
+check "a log with a 1 GiB hole of NULs: exit 0 (got $rc)" test $rc -eq 0
+check "  the watchdog line's verdict" grep -q "^verdict: collective_wait" "$T/hole.out"
+check "  the note says the hole is one line end" grep -q "hole.log:2: 1073741.* NUL bytes .* read as one line end" "$T/hole.out"
+
+# A FIFO given by name, with no writer: refused at once, never waited on.
+mkfifo "$T/job.fifo"
+run fifo "$T/job.fifo"
+check "a FIFO: exit 2, not blocked (got $rc)" test $rc -eq 2
+check "  the error names it and says what to do" grep -q "job.fifo: a FIFO (named pipe), not a regular file: .*save what it carries into a file" "$T/fifo.err"
+
+# A character device.
+run dev /dev/null
+check "/dev/null: exit 2 (got $rc)" test $rc -eq 2
+check "  the error says it is a character device" grep -q "/dev/null: a character device, not a regular file" "$T/dev.err"
+
+# A FIFO among a snapshot directory's files: left out by name, the others analyzed.
+mkdir "$T/snaps"
+cp "$HDX_SOURCE_DIR/tests/fuzz/corpus/snapshot/snapshot.json" "$T/snaps/snap-node0001.json"
+mkfifo "$T/snaps/snap-node0002.json"
+run snapdir "$T/snaps"
+check "a snapshot directory with a FIFO in it: exit 1, partial, not blocked (got $rc)" test $rc -eq 1
+check "  the FIFO named as left out" grep -q "snap-node0002.json: left out: a FIFO (named pipe), not a regular file: not read" "$T/snapdir.err"
+
+exit $fail
