@@ -11,7 +11,7 @@ set -u
 : "${HDX_SOURCE_DIR:?HDX_SOURCE_DIR must name the source tree}"
 . "$(dirname "$0")/../check.sh"
 REG="$HDX_SOURCE_DIR/tests/fuzz/regressions"
-WATCHDOG="$(dirname "$0")/watchdog-line.txt"
+WATCHDOG="$HDX_SOURCE_DIR/tests/fixtures/bounded/watchdog-line.txt"
 
 T=$(mktemp -d /tmp/hdx-test-bounded-XXXXXX)
 trap 'rm -rf "$T"' EXIT
