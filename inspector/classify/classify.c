@@ -76,13 +76,6 @@ int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p)
     return p->progressing; /* post-mortem: as recorded */
 }
 
-
-
-
-
-
-
-
 /* A waiter of the job judged: not one of a job set aside (hdx_keep_largest_job). */
 static int waiter_kept(const hdx_evidence *ev, const hdx_waiter *w)
 {
@@ -99,7 +92,7 @@ static size_t kept_waiters(const hdx_evidence *ev, const hdx_lock *l)
     return n;
 }
 
-/* The lock's waiters of the job judged, as the fact "waiters": their indexes in l->waiters. */
+/* The lock's waiters of the job judged, as the fact "waiter_indexes": their indexes in l->waiters. */
 static int set_waiters(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v)
 {
     int *kept = malloc((l->n_waiters ? l->n_waiters : 1) * sizeof *kept);
@@ -109,16 +102,16 @@ static int set_waiters(const hdx_evidence *ev, const hdx_lock *l, hdx_verdict *v
     for (size_t i = 0; i < l->n_waiters; i++)
         if (waiter_kept(ev, &l->waiters[i]))
             kept[n++] = (int)i;
-    int rc = hdx_verdict_set_ints(v, "waiters", kept, n);
+    int rc = hdx_verdict_set_ints(v, "waiter_indexes", kept, n);
     free(kept);
     return rc;
 }
 
-/* The facts every lock finding carries: "lock" (its index in ev->locks), "path", "waiters". */
+/* The facts every lock finding carries: "lock_index" (its index in ev->locks), "path", "waiter_indexes". */
 static int set_lock_facts(const hdx_evidence *ev, size_t li, hdx_verdict *v)
 {
     const hdx_lock *l = &ev->locks[li];
-    return hdx_verdict_set_num(v, "lock", (long long)li) || hdx_verdict_set_text(v, "path", l->path) ||
+    return hdx_verdict_set_num(v, "lock_index", (long long)li) || hdx_verdict_set_text(v, "path", l->path) ||
                    set_waiters(ev, l, v)
                ? -ENOMEM
                : 0;
@@ -335,7 +328,7 @@ static int frozen(const hdx_evidence *ev, const hdx_process *p)
     return p->frozen == 1;
 }
 
-/* not_hung: the processes make progress. The fact "busy": the indexes in ev->procs of
+/* not_hung: the processes make progress. The fact "busy_indexes": the indexes in ev->procs of
  * those of the job judged that do. */
 static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
 {
@@ -349,7 +342,7 @@ static int verdict_not_hung(const hdx_evidence *ev, hdx_verdict *v)
             free(busy);
             return -ENOMEM;
         }
-    int rc = hdx_verdict_set_ints(v, "busy", busy, n);
+    int rc = hdx_verdict_set_ints(v, "busy_indexes", busy, n);
     free(busy);
     return rc;
 }

@@ -113,7 +113,6 @@ static const char *env_of(const job *j, const char *name)
     return NULL;
 }
 
-
 /* t waits in NCCL's communicator initialisation: a native frame of ncclCommInitRank
  * (ncclCommInitRankFunc, pncclCommInitRankConfig...). */
 static int in_nccl_init(const hdx_thread *t)
@@ -143,7 +142,6 @@ static const char *c10d_call(const hdx_thread *t)
     }
     return call;
 }
-
 
 /* The fact "world_size", when known. 0 or -ENOMEM. */
 static int set_world_size(const job *j, hdx_verdict *v)
@@ -511,7 +509,7 @@ static int verdict_graph(const hdx_evidence *ev, hdx_waitsfor *g, hdx_verdict *v
     if (g->n_guessed && v->confidence > HDX_CONF_LOW)
         v->confidence--;
     int pg = root_group(g);
-    if (set_group(v, ev, pg) || hdx_verdict_set_num(v, "pgroup", pg))
+    if (set_group(v, ev, pg) || hdx_verdict_set_num(v, "pgroup_index", pg))
         return -ENOMEM;
     return 0;
 }

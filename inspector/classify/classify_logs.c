@@ -371,9 +371,9 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
         rc = set_line(v, t);
     if (!rc)
         rc = hdx_verdict_set_text(v, "key", key);
-    if (!rc)
+    if (!rc && world >= 0)
         rc = hdx_verdict_set_num(v, "world_size", world);
-    if (!rc)
+    if (!rc && count >= 0)
         rc = hdx_verdict_set_num(v, "arrived", count);
     free(present);
     return decided(rc);
@@ -540,7 +540,8 @@ typedef struct p2p_edge {
  * to receive from (0) edge_peers[i]. 0 or -ENOMEM. */
 static int set_edges(hdx_verdict *v, const p2p_edge *e, size_t n)
 {
-    int *cols[3] = {malloc(n * sizeof(int)), malloc(n * sizeof(int)), malloc(n * sizeof(int))};
+    size_t size = (n ? n : 1) * sizeof(int);
+    int *cols[3] = {malloc(size), malloc(size), malloc(size)};
     int rc = cols[0] && cols[1] && cols[2] ? 0 : -ENOMEM;
     for (size_t i = 0; i < n && !rc; i++) {
         cols[0][i] = e[i].rank;
@@ -730,9 +731,10 @@ static int exits_rule(const hdx_evidence *ev, hdx_verdict *v)
 }
 
 /* The weak Megatron last line: a question, answered from other evidence or left unchecked,
- * as a note of v. Returns 1 with *note the index of that note in v->notes, 0 when no rank
- * ended on that line, -ENOMEM. */
-static int weak_question(const hdx_evidence *ev, hdx_verdict *v, size_t *note)
+ * as a note of v; the ranks that ended on it as the fact "weak_ranks", and whether other
+ * evidence answers it as "weak_answered". Returns 1, 0 when no rank ended on that line,
+ * -ENOMEM. */
+static int weak_question(const hdx_evidence *ev, hdx_verdict *v)
 {
     int *ranks = NULL;
     size_t n = 0;
@@ -748,10 +750,15 @@ static int weak_question(const hdx_evidence *ev, hdx_verdict *v, size_t *note)
     }
     char r[RANKS_TEXT], buf[600];
     hdx_format_ranges_of(ranks, n, r, sizeof r);
+    int rc = hdx_verdict_set_ints(v, "weak_ranks", ranks, n);
     free(ranks);
+    if (rc)
+        return rc;
     int build = 0;
     for (size_t i = 0; i < ev->n_log_facts; i++)
         build |= !strncmp(ev->log_facts[i].pattern, "cpp_extension_", 14);
+    if (hdx_verdict_set_num(v, "weak_answered", ev->n_locks || build))
+        return -ENOMEM;
     if (ev->n_locks || build)
         snprintf(buf, sizeof buf, "rank%s %s last logged Megatron's \"using torch.float16 for parameters ...\", which "
                  "ends both a stale fused-kernel lock and unrelated multi-node hangs; answered from the %s",
@@ -761,11 +768,7 @@ static int weak_question(const hdx_evidence *ev, hdx_verdict *v, size_t *note)
                  "ends both a stale fused-kernel lock and unrelated multi-node hangs; unchecked: no lock, trace or "
                  "build line tells which (run 'hangdx locks' on the fused_kernels/build directory, or 'hangdx "
                  "inspect' while the job hangs)", n == 1 ? "" : "s", r);
-    if (hdx_cls_note(v, "%s", buf))
-        return -ENOMEM;
-    for (*note = 0; strcmp(v->notes[*note], buf); (*note)++)
-        ;
-    return 1;
+    return hdx_cls_note(v, "%s", buf) ? -ENOMEM : 1;
 }
 
 static int decide(const hdx_evidence *ev, hdx_verdict *v)
@@ -801,8 +804,7 @@ int hdx_cls_logs(const hdx_evidence *ev, hdx_verdict *v, int may_decide)
 {
     if (!ev->n_log_facts && !ev->n_log_ranks)
         return 0;
-    size_t question = 0;
-    int q = weak_question(ev, v, &question);
+    int q = weak_question(ev, v);
     if (q < 0)
         return q;
     if (!may_decide) {
@@ -825,8 +827,6 @@ int hdx_cls_logs(const hdx_evidence *ev, hdx_verdict *v, int may_decide)
         v->cls = HDX_CLASS_UNKNOWN;
         v->confidence = HDX_CONF_LOW;
         v->finding = HDX_FIND_LOG_UNDECIDED;
-        if (q && hdx_verdict_set_num(v, "question_note", (long long)question))
-            return -ENOMEM;
     }
     if (note_culprits(ev, v))
         return -ENOMEM;

@@ -14,26 +14,27 @@
 
 /* ---- locks -------------------------------------------------------------------- */
 
-/* The lock a lock finding names (its fact "lock"), and its judgement; NULL when v has none. */
+/* The lock a lock finding names (its fact "lock_index"), and its judgement; NULL when v has none. */
 static const hdx_lock *lock_of(const hdx_evidence *ev, const hdx_verdict *v, const hdx_lock_judgement **j)
 {
-    long long li = hdx_verdict_num(v, "lock", -1);
+    long long li = hdx_verdict_num(v, "lock_index", -1);
     if (li < 0 || (size_t)li >= ev->n_locks || (size_t)li >= v->n_locks)
         return NULL;
     *j = &v->locks[li];
     return &ev->locks[li];
 }
 
-/* The waiters of the job judged (fact "waiters": indexes in l->waiters) as one phrase,
- * "rank 1 (pid 12), pid 40", and how many they are. */
+/* The waiters of the job judged (fact "waiter_indexes": indexes in l->waiters) as one phrase,
+ * "rank 1 (pid 12), pid 40", and how many it names (for the verb). */
 static size_t waiters_phrase(const hdx_evidence *ev, const hdx_verdict *v, const hdx_lock *l, char *buf, size_t size)
 {
-    const hdx_fact *f = hdx_verdict_fact(v, "waiters");
-    size_t used = 0, n = f && f->kind == HDX_FACT_INTS ? f->n_ints : 0;
+    const hdx_fact *f = hdx_verdict_fact(v, "waiter_indexes");
+    size_t used = 0, told = 0, n = f && f->kind == HDX_FACT_INTS ? f->n_ints : 0;
     buf[0] = 0;
     for (size_t i = 0; i < n && used + 60 < size; i++) {
         if (f->ints[i] < 0 || (size_t)f->ints[i] >= l->n_waiters)
             continue;
+        told++;
         const hdx_waiter *w = &l->waiters[f->ints[i]];
         char who[160];
         hdx_evidence_who(ev, hdx_evidence_find_waiter(ev, w), w->pid, w->rank, who, sizeof who);
@@ -41,7 +42,7 @@ static size_t waiters_phrase(const hdx_evidence *ev, const hdx_verdict *v, const
     }
     if (!buf[0])
         snprintf(buf, size, "no process seen waiting");
-    return n;
+    return told < n && used + 60 >= size ? n : told; /* a list cut short still counts all */
 }
 
 /* "torch/utils/file_baton.py:42" from a frame's absolute path. */
@@ -58,7 +59,7 @@ static void short_site(const hdx_frame *f, char *buf, size_t size)
  */
 static void call_site(const hdx_evidence *ev, const hdx_verdict *v, const hdx_lock *l, char *buf, size_t size)
 {
-    const hdx_fact *f = hdx_verdict_fact(v, "waiters");
+    const hdx_fact *f = hdx_verdict_fact(v, "waiter_indexes");
     buf[0] = 0;
     for (size_t i = 0; f && f->kind == HDX_FACT_INTS && i < f->n_ints; i++) {
         const hdx_process *p = (size_t)f->ints[i] < l->n_waiters ? hdx_evidence_find_waiter(ev, &l->waiters[f->ints[i]])
@@ -195,10 +196,10 @@ static int words_consequences(const hdx_verdict *v, hdx_words *w)
 
 /* ---- CPU and stacks ------------------------------------------------------------- */
 
-/* not_hung, the processes make progress: those of the fact "busy" (indexes in ev->procs). */
+/* not_hung, the processes make progress: those of the fact "busy_indexes" (indexes in ev->procs). */
 static int words_progress(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
 {
-    const hdx_fact *f = hdx_verdict_fact(v, "busy");
+    const hdx_fact *f = hdx_verdict_fact(v, "busy_indexes");
     char busy[256] = "";
     size_t used = 0;
     for (size_t i = 0; f && f->kind == HDX_FACT_INTS && i < f->n_ints && used + 64 < sizeof busy; i++) {
@@ -271,6 +272,11 @@ int hdx_verdict_words(const hdx_evidence *ev, const hdx_verdict *v, char **summa
         r = hdx_words_dist(ev, v, &w);
     if (r == 0)
         r = hdx_words_logs(ev, v, &w);
+    /* A finding whose facts are too few for its words (a verdict read from another evidence,
+     * or a family's guard): still one honest sentence. */
+    if (r == 0 && v->finding != HDX_FIND_NONE)
+        r = hdx_words_set(&w.summary, "%s (%s); its facts are too few to word it: see the report's verdict.facts",
+                          hdx_class_name(v->cls), hdx_finding_name(v->finding));
     if (r < 0) {
         free(w.summary);
         free(w.remedy);

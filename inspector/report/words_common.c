@@ -37,3 +37,9 @@ size_t hdx_words_ranks(const hdx_verdict *v, const char *name, char *buf, size_t
     hdx_format_ranges_of(f->ints, f->n_ints, buf, size);
     return f->n_ints;
 }
+
+const char *hdx_words_text(const hdx_verdict *v, const char *name, const char *dflt)
+{
+    const char *t = hdx_verdict_text(v, name);
+    return t ? t : dflt;
+}

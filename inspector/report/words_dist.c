@@ -163,7 +163,7 @@ static int words_collective(const hdx_evidence *ev, const hdx_verdict *v, hdx_wo
 {
     char waiting[256], miss[256];
     size_t n_in = hdx_words_ranks(v, "waiting", waiting, sizeof waiting);
-    const char *op = hdx_verdict_text(v, "op"), *ranks = n_in == 1 ? "rank" : "ranks";
+    const char *op = hdx_words_text(v, "op", "a collective"), *ranks = n_in == 1 ? "rank" : "ranks";
     long long world_size = hdx_verdict_num(v, "world_size", HDX_UNKNOWN);
     int rc;
     switch (v->finding) {
@@ -220,7 +220,6 @@ static int words_collective(const hdx_evidence *ev, const hdx_verdict *v, hdx_wo
 }
 
 /* ---- the waits-for graph (v->graph): process groups known ------------------ */
-
 
 /* "rank 5 (TP 1 of TP group 4-5, PP stage 1, DP 1)", or "rank 5 (pid 7)" without roles. */
 static void who_at(const hdx_evidence *ev, const hdx_wf_rank *r, char *buf, size_t size)
@@ -437,7 +436,7 @@ static int graph_summary(const hdx_evidence *ev, const hdx_verdict *v, FILE *out
     const hdx_waitsfor *g = v->graph;
     const hdx_wf_root *root = &g->roots[0];
     const hdx_wf_rank *first = root->n_ranks ? hdx_waitsfor_rank(g, root->ranks[0]) : NULL;
-    int pg = (int)hdx_verdict_num(v, "pgroup", HDX_UNKNOWN), tags = 0;
+    int pg = (int)hdx_verdict_num(v, "pgroup_index", HDX_UNKNOWN), tags = 0;
     char who[320], what[400], gt[256], list[256];
     hdx_pgroup_text(ev, pg, gt, sizeof gt);
     hdx_format_ranges_of(root->ranks, root->n_ranks, list, sizeof list);
@@ -468,12 +467,12 @@ static int graph_summary(const hdx_evidence *ev, const hdx_verdict *v, FILE *out
         break;
     case HDX_WF_ROOT_MISMATCH:
         fprintf(out, "the members of %s are in different collectives on it:", gt);
-        for (size_t k = 0; k < root->n_ranks; k++) {
+        for (size_t k = 0, told = 0; k < root->n_ranks; k++) {
             const hdx_wf_rank *r = hdx_waitsfor_rank(g, root->ranks[k]);
             if (r->kind == HDX_WF_COLLECTIVE && r->pgroup == pg)
-                fprintf(out, "%s rank %d in %s", k ? "," : "", r->rank, r->op ? r->op : "a collective");
+                fprintf(out, "%s rank %d in %s", told++ ? "," : "", r->rank, r->op ? r->op : "a collective");
         }
-        if (first && first->call != root->call) /* the minority's */
+        if (first && first->call != root->call && root->call >= 0) /* the minority's */
             fprintf(out, ", while %zu of its ranks wait in %s", g->calls[root->call].n_in, call_op(g, root->call));
         break;
     case HDX_WF_ROOT_CYCLE: {
@@ -539,6 +538,8 @@ static const char *graph_remedy(const hdx_verdict *v)
 
 static int words_graph(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
 {
+    if (!v->graph || !v->graph->n_roots) /* not the evidence v was classified from */
+        return 0;
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
@@ -570,6 +571,8 @@ int hdx_words_dist(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
     case HDX_FIND_GRAPH: rc = words_graph(ev, v, w); break;
     default: return 0;
     }
+    if (rc == 0 && !w->summary)
+        return 0;
     if (!rc && hdx_verdict_num(v, "groups_unread", 0) &&
         hdx_words_set(&w->summary, "%s (process groups not read: every collective taken on the world group)",
                       w->summary))

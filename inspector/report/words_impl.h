@@ -17,6 +17,9 @@ typedef struct hdx_words {
 /* Replace *dst with a formatted heap string. 0 or -ENOMEM. */
 int hdx_words_set(char **dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The text of fact name, or dflt when v has none (a sentence never prints "(null)"). Borrowed. */
+const char *hdx_words_text(const hdx_verdict *v, const char *name, const char *dflt);
+
 /* "s" when n is 1, else "" (the verb of "rank 1 waits", "ranks 1-3 wait"). */
 const char *hdx_words_verb_s(size_t n);
 

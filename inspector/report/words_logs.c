@@ -10,7 +10,7 @@
 #define RANKS_TEXT 256
 
 /* The file of the log line that decided (fact "file"); its number is fact "line". */
-static const char *file(const hdx_verdict *v) { return hdx_verdict_text(v, "file"); }
+static const char *file(const hdx_verdict *v) { return hdx_words_text(v, "file", "?"); }
 
 static long long line(const hdx_verdict *v) { return hdx_verdict_num(v, "line", 0); }
 
@@ -37,14 +37,14 @@ static int words_config(const hdx_verdict *v, hdx_words *w)
                            "device (bus id) %s; NCCL refuses them at communicator init, and ranks that got past it "
                            "wait for them (%s:%lld)",
                            hdx_verdict_num(v, "rank", HDX_UNKNOWN), hdx_verdict_num(v, "other_rank", HDX_UNKNOWN),
-                           hdx_verdict_text(v, "device"), file(v), line(v));
+                           hdx_words_text(v, "device", "?"), file(v), line(v));
     } else {
         const char *setting = hdx_verdict_text(v, "setting"), *la = hdx_verdict_text(v, "value_a_label"),
                    *lb = hdx_verdict_text(v, "value_b_label");
         rc = hdx_words_set(&w->summary, "configuration error: %s is %s in %s but %s in %s (%s:%lld: %s)",
-                           setting ? setting : "a setting", hdx_verdict_text(v, "value_a"), la ? la : "one place",
-                           hdx_verdict_text(v, "value_b"), lb ? lb : "another", file(v), line(v),
-                           hdx_verdict_text(v, "text"));
+                           setting ? setting : "a setting", hdx_words_text(v, "value_a", "?"), la ? la : "one place",
+                           hdx_words_text(v, "value_b", "?"), lb ? lb : "another", file(v), line(v),
+                           hdx_words_text(v, "text", ""));
     }
     return rc ? rc : hdx_words_set(&w->remedy, "%s", fix ? fix : "make the two values agree");
 }
@@ -98,15 +98,15 @@ static int words_build_lock(const hdx_evidence *ev, const hdx_verdict *v, hdx_wo
     if (!r)
         return 0;
     char b[RANKS_TEXT], wt[RANKS_TEXT];
-    hdx_words_ranks(v, "building", b, sizeof b);
-    hdx_words_ranks(v, "waiting", wt, sizeof wt);
+    size_t nb = hdx_words_ranks(v, "building", b, sizeof b), nw = hdx_words_ranks(v, "waiting", wt, sizeof wt);
     const char *dir = hdx_verdict_text(v, "build_dir"), *ext = hdx_verdict_text(v, "extension");
     int rc = hdx_words_set(&w->summary,
-                           "rank %s stopped in a JIT kernel build%s%s%s%s and logged nothing after (last line %s:%ld: "
-                           "\"%s\"); ranks %s timed out waiting for it in %s SeqNum=%lld. The build directory's lock "
-                           "(%s/lock) is stale or its build is stuck: the logs cannot tell which",
-                           b, ext ? " of " : "", ext ? ext : "", dir ? " in " : "", dir ? dir : "",
-                           r->file ? r->file : "?", r->last_line_no, r->last_line ? r->last_line : "?", wt,
+                           "rank%s %s stopped in a JIT kernel build%s%s%s%s and logged nothing after (last line "
+                           "%s:%ld: \"%s\"); rank%s %s timed out waiting for it in %s SeqNum=%lld. The build "
+                           "directory's lock (%s/lock) is stale or its build is stuck: the logs cannot tell which",
+                           hdx_words_noun_s(nb), b, ext ? " of " : "", ext ? ext : "", dir ? " in " : "", dir ? dir : "",
+                           r->file ? r->file : "?", r->last_line_no, r->last_line ? r->last_line : "?",
+                           hdx_words_noun_s(nw), wt,
                            op_or(v, "a collective"), hdx_verdict_num(v, "seq", HDX_UNKNOWN), dir ? dir : "<build dir>");
     return rc ? rc : hdx_words_set(&w->remedy,
                                    "check that no build runs on any node that shares %s (ninja, the compiler); if "
@@ -118,19 +118,27 @@ static int words_build_lock(const hdx_evidence *ev, const hdx_verdict *v, hdx_wo
 
 static int words_store_barrier(const hdx_verdict *v, hdx_words *w)
 {
-    const char *key = hdx_verdict_text(v, "key");
     long long world = hdx_verdict_num(v, "world_size", HDX_UNKNOWN), count = hdx_verdict_num(v, "arrived", HDX_UNKNOWN);
-    char p[RANKS_TEXT], m[RANKS_TEXT];
-    hdx_words_ranks(v, "present", p, sizeof p);
-    hdx_words_ranks(v, "missing", m, sizeof m);
+    char p[RANKS_TEXT], m[RANKS_TEXT], arrived[160];
+    size_t np = hdx_words_ranks(v, "present", p, sizeof p), nm = hdx_words_ranks(v, "missing", m, sizeof m);
+    if (world >= 0 && count >= 0)
+        snprintf(arrived, sizeof arrived, "%lld of world_size %lld ranks arrived, %lld missing", count, world,
+                 world - count);
+    else if (count >= 0)
+        snprintf(arrived, sizeof arrived, "%lld ranks arrived (the world size is not in the log)", count);
+    else
+        snprintf(arrived, sizeof arrived, "not every rank arrived");
     int rc = hdx_words_set(&w->summary,
-                           "process-group initialisation timed out in the store-based barrier (%s): %lld of world_size "
-                           "%lld ranks arrived, %lld missing%s%s%s%s (%s:%lld)",
-                           key ? key : "?", count, world, world - count, p[0] ? "; present: ranks " : "", p,
-                           m[0] ? "; missing: rank " : " (the log does not say which)", m, file(v), line(v));
-    return rc ? rc : hdx_words_set(&w->remedy, "find why %s never reached init_process_group (crashed at start, not "
-                                   "launched, or WORLD_SIZE larger than the processes launched) and relaunch",
-                                   m[0] ? "the missing rank" : "the missing ranks");
+                           "process-group initialisation timed out in the store-based barrier (%s): %s%s%s%s%s%s%s "
+                           "(%s:%lld)",
+                           hdx_words_text(v, "key", "?"), arrived, np ? "; present: rank" : "",
+                           np ? hdx_words_noun_s(np) : "", np ? " " : "", p,
+                           nm ? (nm == 1 ? "; missing: rank " : "; missing: ranks ") : " (the log does not say which)",
+                           m, file(v), line(v));
+    return rc ? rc : hdx_words_set(&w->remedy, "find why the missing rank%s never reached init_process_group (crashed "
+                                   "at start, not launched, or WORLD_SIZE larger than the processes launched) and "
+                                   "relaunch",
+                                   nm == 1 ? "" : "s");
 }
 
 static int words_seq(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
@@ -164,7 +172,7 @@ static int words_seq(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
         rc = hdx_words_set(&w->summary, "the NCCL desync report names rank%s %s: %s%s%s%s", hdx_words_noun_s(nd), c,
                            hdx_verdict_num(v, "never_joined", 0) ? "never joined any collective"
                                                                  : "joined but did not finish it",
-                           nw ? "; ranks " : "", nw ? wt : "", nw ? " timed out waiting" : "");
+                           nw ? (nw == 1 ? "; rank " : "; ranks ") : "", nw ? wt : "", nw ? " timed out waiting" : "");
     } else if (v->finding == HDX_FIND_LOG_SEQ_SILENT) {
         size_t ns = hdx_words_ranks(v, "silent", c, sizeof c);
         rc = hdx_words_set(&w->summary,
@@ -212,8 +220,8 @@ static int words_detail(const hdx_verdict *v, hdx_words *w)
                            "%lld mismatch message%s, %s the odd one out (e.g. %s:%lld: rank %lld runs %.120s, rank "
                            "%lld runs %.120s)",
                            hdx_words_noun_s(n), c, best, hdx_words_noun_s((size_t)best), n == 1 ? "is" : "are",
-                           file(v), line(v), hdx_verdict_num(v, "rank", HDX_UNKNOWN), hdx_verdict_text(v, "op"),
-                           hdx_verdict_num(v, "other_rank", HDX_UNKNOWN), hdx_verdict_text(v, "other_op"));
+                           file(v), line(v), hdx_verdict_num(v, "rank", HDX_UNKNOWN), hdx_words_text(v, "op", "?"),
+                           hdx_verdict_num(v, "other_rank", HDX_UNKNOWN), hdx_words_text(v, "other_op", "?"));
     return rc ? rc : hdx_words_set(&w->remedy, "make every rank call the same collectives in the same order: look "
                                    "at the code path that rank %s took", c);
 }
@@ -238,11 +246,14 @@ static int words_gloo(const hdx_verdict *v, hdx_words *w)
     int rc;
     if (v->finding == HDX_FIND_LOG_GLOO_COLLECTIVE) {
         size_t na = hdx_words_ranks(v, "absent", c, sizeof c);
-        if (na)
-            return hdx_words_set(&w->summary, "rank%s %s timed out in a gloo collective; rank%s %s logged no "
-                                 "timeout, so never joined it", hdx_words_noun_s(nt), t, hdx_words_noun_s(na), c);
-        return hdx_words_set(&w->summary, "rank%s %s timed out in a gloo collective; the ranks absent from it are "
-                             "not in the logs", hdx_words_noun_s(nt), t);
+        rc = na ? hdx_words_set(&w->summary, "rank%s %s timed out in a gloo collective; rank%s %s logged no timeout, "
+                                "so never joined it", hdx_words_noun_s(nt), t, hdx_words_noun_s(na), c)
+                : hdx_words_set(&w->summary, "rank%s %s timed out in a gloo collective; the ranks absent from it are "
+                                "not in the logs", hdx_words_noun_s(nt), t);
+        return rc ? rc : hdx_words_set(&w->remedy, "look at what %s did instead of the collective (%s logs, or "
+                                       "hangdx inspect while the job hangs): a skipped collective, an uneven loop, a "
+                                       "crash", na ? "the ranks that logged no timeout" : "the ranks missing from "
+                                       "the logs", na ? "their" : "their own");
     }
     edges_text(v, edges, sizeof edges);
     if (v->finding == HDX_FIND_LOG_GLOO_CYCLE) {
@@ -250,9 +261,10 @@ static int words_gloo(const hdx_verdict *v, hdx_words *w)
         rc = hdx_words_set(&w->summary, "pipeline transfers that cannot match: waits-for cycle %s (%s); gloo timed "
                            "out on rank%s %s", c, edges, hdx_words_noun_s(nt), t);
     } else if (v->finding == HDX_FIND_LOG_GLOO_UNMATCHED) {
-        hdx_words_ranks(v, "unanswered", c, sizeof c);
-        rc = hdx_words_set(&w->summary, "an unmatched point-to-point transfer: %s; the peer %s never answered (gloo "
-                           "timed out on rank%s %s)", edges, c[0] ? c : "?", hdx_words_noun_s(nt), t);
+        size_t nu = hdx_words_ranks(v, "unanswered", c, sizeof c);
+        rc = hdx_words_set(&w->summary, "an unmatched point-to-point transfer: %s; the peer%s %s never answered (gloo "
+                           "timed out on rank%s %s)", edges, hdx_words_noun_s(nu), c[0] ? c : "?",
+                           hdx_words_noun_s(nt), t);
     } else {
         rc = hdx_words_set(&w->summary, "gloo send/recv timed out on rank%s %s; no call site in the logs names the "
                            "peers", hdx_words_noun_s(nt), t);
@@ -282,10 +294,16 @@ static int words_exits(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *
 
 static int words_undecided(const hdx_verdict *v, hdx_words *w)
 {
-    long long q = hdx_verdict_num(v, "question_note", -1);
-    const char *question = q >= 0 && (size_t)q < v->n_notes ? v->notes[q] : NULL;
-    return hdx_words_set(&w->summary, "the job logs hold no line that decides a hang class%s%s", question ? "; " : "",
-                         question ? question : "");
+    char r[RANKS_TEXT];
+    size_t n = hdx_words_ranks(v, "weak_ranks", r, sizeof r);
+    if (!n)
+        return hdx_words_set(&w->summary, "the job logs hold no line that decides a hang class");
+    return hdx_words_set(&w->summary, "the job logs hold no line that decides a hang class; rank%s %s last logged a "
+                         "line that ends more than one kind of hang (%s)", hdx_words_noun_s(n), r,
+                         hdx_verdict_num(v, "weak_answered", 0)
+                             ? "the notes say what answers it"
+                             : "unchecked: no lock, trace or build line tells which; run 'hangdx locks' on the "
+                               "fused_kernels/build directory, or 'hangdx inspect' while the job hangs");
 }
 
 int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
@@ -325,8 +343,8 @@ int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
         rc = words_gloo(v, w);
         break;
     case HDX_FIND_LOG_USER_PATTERN:
-        rc = hdx_words_set(&w->summary, "the pattern %s (%s) matched %s:%lld: \"%s\"", hdx_verdict_text(v, "pattern"),
-                           hdx_verdict_text(v, "proves"), file(v), line(v), hdx_verdict_text(v, "text"));
+        rc = hdx_words_set(&w->summary, "the pattern %s (%s) matched %s:%lld: \"%s\"", hdx_words_text(v, "pattern", "?"),
+                           hdx_words_text(v, "proves", "?"), file(v), line(v), hdx_words_text(v, "text", ""));
         break;
     case HDX_FIND_LOG_EXITS:
         rc = words_exits(ev, v, w);
@@ -337,5 +355,5 @@ int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
     default:
         return 0;
     }
-    return rc < 0 ? rc : 1;
+    return rc < 0 ? rc : w->summary != NULL; /* a guard that found no fact to word leaves it to the caller */
 }

@@ -92,9 +92,9 @@ static void stale_baton_from_trace(void)
     CHECK(v.confidence == HDX_CONF_HIGH);
     CHECK(v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 1);
     CHECK(v.finding == HDX_FIND_LOCK_STALE);
-    CHECK(hdx_verdict_num(&v, "lock", -1) == 0 && !strcmp(hdx_verdict_text(&v, "path"), "/w/fused_kernels/build/lock"));
+    CHECK(hdx_verdict_num(&v, "lock_index", -1) == 0 && !strcmp(hdx_verdict_text(&v, "path"), "/w/fused_kernels/build/lock"));
     CHECK(v.locks[0].state == HDX_LOCK_STALE && v.locks[0].creator_alive == 0); /* its creator, rank 0, is gone */
-    const hdx_fact *waiters = hdx_verdict_fact(&v, "waiters");
+    const hdx_fact *waiters = hdx_verdict_fact(&v, "waiter_indexes");
     CHECK(waiters && waiters->n_ints == 1 && waiters->ints[0] == 0);
     CHECK(!strcmp(ev->procs[0].threads[0].wait, "build_lock"));
     hdx_verdict_clear(&v);

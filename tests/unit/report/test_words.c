@@ -77,8 +77,25 @@ int main(void)
         hdx_evidence_free(ev);
     }
     hdx_log_patterns_free(ps);
+
+    /* Every finding, with no facts and an empty evidence (a verdict read against other
+     * evidence): still a sentence, and never a NULL printed into it. */
+    hdx_evidence *empty = hdx_evidence_new();
+    int n = 0;
+    for (int f = 1; strcmp(hdx_finding_name((enum hdx_finding)f), "none"); f++, n++) {
+        hdx_verdict v = {.cls = HDX_CLASS_UNKNOWN, .finding = (enum hdx_finding)f};
+        char *summary = NULL, *remedy = NULL;
+        CHECK(hdx_verdict_words(empty, &v, &summary, &remedy) == 0);
+        CHECK(summary && !strstr(summary, "(null)") && (!remedy || !strstr(remedy, "(null)")), "%s: %s / %s",
+              hdx_finding_name(v.finding), shown(summary), shown(remedy));
+        free(summary);
+        free(remedy);
+    }
+    CHECK(n > 40, "only %d findings named", n);
+    hdx_evidence_free(empty);
     if (failures)
         return 1;
-    printf("words: %zu recorded inputs worded as expected\n", sizeof cases / sizeof cases[0]);
+    printf("words: %zu recorded inputs worded as expected; %d findings worded without facts\n",
+           sizeof cases / sizeof cases[0], n);
     return 0;
 }
