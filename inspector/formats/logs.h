@@ -1,7 +1,7 @@
 /*
  * Job logs: a combined launcher log ([rank3]: or [default0]: prefixes,
  * torchrun's failure summary) or one file per rank, read line by line against
- * the patterns of inspector/patterns/logs.json (data, not code: users add
+ * the patterns of inspector/formats/patterns/logs.json (data, not code: users add
  * their own with HANGDX_PATTERNS). Every match becomes an hdx_log_fact in the
  * evidence; each rank gets an hdx_log_rank summary (last line and its time,
  * the collective sequence numbers reached, the exit cause). classify_logs.c

@@ -276,7 +276,7 @@ typedef struct hdx_log_field {
     char *value;
 } hdx_log_field;
 
-/* One log line that a pattern (inspector/patterns/logs.json) matched. */
+/* One log line that a pattern (inspector/formats/patterns/logs.json) matched. */
 typedef struct hdx_log_fact {
     char *pattern;    /* the pattern's name ("nccl_work_progress") */
     char *proves;     /* what a match proves, from the pattern */

@@ -201,7 +201,7 @@ void hdx_py_sample_clear(hdx_py_sample *s);
 /* ------------------------------------------- objects and process groups */
 
 /*
- * Reading Python objects of the target by address (inspector/pyobj.c; the
+ * Reading Python objects of the target by address (inspector/python/pyobj.c; the
  * layouts and how each was measured: docs/python-objects.md). As with
  * hdx_py_read(), nothing runs in the target and nothing is stopped; every
  * read is checked and every count bounded (at most 1 << 16 dict entries,

@@ -88,7 +88,14 @@ def case_install(tmp):
     with open(rodata, "rb") as f:
         blob = f.read()
     check(len(blob) > 0 and SRC.encode() not in blob,
-          "the source tree's path (%s) is not in bin/hangdx's data (only its debug information names it)" % SRC)
+          "the source tree's path (%s) is not in bin/hangdx's data" % SRC)
+    # Nor anywhere in the unstripped files, debug information included (-ffile-prefix-map).
+    for f in ("bin/hangdx", SHIM):
+        with open(os.path.join(prefix, f), "rb") as fh:
+            whole = fh.read()
+        for what, path in (("source tree", SRC), ("build directory", BUILD)):
+            check(not path or path.encode() not in whole,
+                  "the %s's path (%s) is nowhere in the installed %s, debug information included" % (what, path, f))
 
 
 def lock_acquired(traces, path):

@@ -409,7 +409,7 @@ static void outer_frame(hdx_thread *t, enum hdx_frame_kind kind, const char *fun
     f->line = file ? 10 : 0;
 }
 
-/* As tests/fixtures/nccl-h200/gpu_stuck: world size 1, rank 0's host waits for the GPU
+/* As tests/fixtures/nccl-h200/gpu_stuck.snapshot.json: world size 1, rank 0's host waits for the GPU
  * (item -> cudaStreamSynchronize). No culprit: the verdict says the GPU work does not
  * finish and the remedy looks at the GPU, not at "culprit ranks"; the text report's
  * process line says how long hangdx held it, and a group without a wait says so. */
@@ -450,7 +450,7 @@ static void gpu_stuck_wording(void)
     hdx_evidence_free(ev);
 }
 
-/* As tests/fixtures/nccl-h200/comm_init: rank 0 in ncclCommInitRank under all_reduce,
+/* As tests/fixtures/nccl-h200/comm_init.snapshot.json: rank 0 in ncclCommInitRank under all_reduce,
  * rank 1 alive elsewhere. Named as NCCL's communicator set-up; the remedy looks at why
  * rank 1 does not join, not at missing ranks or WORLD_SIZE. */
 static void comm_init_wording(void)

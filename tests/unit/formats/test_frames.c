@@ -1,11 +1,12 @@
-/* Frames (slurm.h): snapshots cut into short tagged lines come back whole from output that a
- * launcher mixed line by line and labelled, and a lost or reordered line is noticed. */
+/* Frames (formats/frames.h): snapshots cut into short tagged lines come back whole from output
+ * that a launcher (srun) mixed line by line and labelled, and a lost or reordered line is
+ * noticed. On text written in the test: no Slurm, no process. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gather/slurm.h"
+#include "formats/frames.h"
 
 #include "check.h"
 
@@ -117,17 +118,6 @@ int main(void)
     CHECK(hdx_frames_write(devnull, "a b", "{}", 2) == -EINVAL);
     CHECK(hdx_frames_write(devnull, "a", "{\n}", 3) == -EINVAL);
     fclose(devnull);
-
-    /* Job ids. */
-    CHECK(hdx_slurm_job_id_valid("1234"));
-    CHECK(hdx_slurm_job_id_valid("1234_7"));
-    CHECK(hdx_slurm_job_id_valid("1234+1"));
-    CHECK(!hdx_slurm_job_id_valid(""));
-    CHECK(!hdx_slurm_job_id_valid("abc"));
-    CHECK(!hdx_slurm_job_id_valid("12 34"));
-    CHECK(!hdx_slurm_job_id_valid("1234_"));
-    CHECK(!hdx_slurm_job_id_valid("-5"));
-    CHECK(!hdx_slurm_job_id_valid("12;rm"));
 
     free_lines(la, na);
     free_lines(lb, nb);
