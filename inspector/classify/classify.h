@@ -183,13 +183,6 @@ int hdx_lock_judge(const hdx_evidence *ev, const hdx_lock *l, hdx_lock_judgement
 int hdx_lock_judge_all(const hdx_evidence *ev, hdx_lock_judgement **out);
 
 /*
- * The note a person needs about a judgement, into buf (size bytes): a holder
- * taken from the trace, or a stale lock whose creator no trace names. Returns
- * 1 when a note was written, 0 when there is none (buf untouched).
- */
-int hdx_lock_judgement_note(const hdx_lock *l, const hdx_lock_judgement *j, char *buf, size_t size);
-
-/*
  * Set v's fact name (a static string) to a number, a text (copied; NULL sets
  * nothing) or a set of ints (copied, in their order), replacing a fact of that
  * name. Returns 0 or -ENOMEM.

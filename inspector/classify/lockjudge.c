@@ -5,7 +5,6 @@
 #include "classify/classify.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,24 +129,6 @@ int hdx_lock_judge(const hdx_evidence *ev, const hdx_lock *l, hdx_lock_judgement
             *out = other;
     }
     return 0;
-}
-
-int hdx_lock_judgement_note(const hdx_lock *l, const hdx_lock_judgement *j, char *buf, size_t size)
-{
-    if (!l || !j || !buf || !size)
-        return 0;
-    if (j->holder_from_trace)
-        snprintf(buf, size,
-                 "%s: holder pid %d taken from the trace (its last successful lock call before the others "
-                 "waited); the job is gone, so /proc/locks could not confirm it",
-                 l->path, j->holder_pid);
-    else if (j->creator_unknown)
-        snprintf(buf, size,
-                 "%s: creator unknown: no trace (run the job under 'hangdx run' to record who creates build locks)",
-                 l->path);
-    else
-        return 0;
-    return 1;
 }
 
 int hdx_lock_judge_all(const hdx_evidence *ev, hdx_lock_judgement **out)

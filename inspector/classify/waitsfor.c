@@ -1,7 +1,6 @@
 #include "classify/waitsfor.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,78 +83,6 @@ static int group_index(const hdx_evidence *ev, const char *name)
     return pg ? (int)(pg - ev->pgroups) : HDX_UNKNOWN;
 }
 
-/* Group rank of `rank` in group i, or -1. */
-static int group_rank_of(const hdx_evidence *ev, int i, int rank)
-{
-    const hdx_pgroup *pg = &ev->pgroups[i];
-    for (size_t k = 0; k < pg->n_ranks; k++)
-        if (pg->ranks[k] == rank)
-            return (int)k;
-    return -1;
-}
-
-const char *hdx_pgroup_role_label(const char *role)
-{
-    static const struct {
-        const char *role, *label;
-    } labels[] = {{"tp", "TP"}, {"pp", "PP"}, {"dp", "DP"},      {"cp", "CP"},       {"ep", "EP"},
-                  {"mp", "model-parallel"},   {"dp_cp", "DP×CP"}, {"tp_dp", "TP×DP"}, {"dp_gloo", "DP (gloo)"},
-                  {"position_embedding", "position-embedding"}, {"tp_ep", "TP×EP"}, {"etp", "expert TP"},
-                  {"edp", "expert DP"}, {"dp_cp_gloo", "DP×CP (gloo)"}, {"tp_dp_cp", "TP×DP×CP"},
-                  {"tp_cp", "TP×CP"}, {"mp_ep", "model×expert-parallel"}, {"etp_ep", "expert TP×EP"},
-                  {"edp_gloo", "expert DP (gloo)"}, {"dist_opt", "distributed-optimizer"}};
-    for (size_t i = 0; role && i < sizeof labels / sizeof labels[0]; i++)
-        if (!strcmp(role, labels[i].role))
-            return labels[i].label;
-    return role;
-}
-
-void hdx_pgroup_text(const hdx_evidence *ev, int i, char *buf, size_t size)
-{
-    if (i < 0 || (size_t)i >= ev->n_pgroups) {
-        snprintf(buf, size, "the world group");
-        return;
-    }
-    const hdx_pgroup *pg = &ev->pgroups[i];
-    char ranks[256];
-    hdx_format_ranges_of(pg->ranks, pg->n_ranks, ranks, sizeof ranks);
-    if (pg->is_default)
-        snprintf(buf, size, "the world group");
-    else if (pg->role)
-        snprintf(buf, size, "%s group %s", hdx_pgroup_role_label(pg->role), ranks);
-    else if (pg->desc)
-        snprintf(buf, size, "group %s (%s, ranks %s)", pg->name, pg->desc, ranks);
-    else
-        snprintf(buf, size, "group %s (ranks %s)", pg->name, ranks);
-}
-
-void hdx_rank_coords(const hdx_evidence *ev, int rank, char *buf, size_t size)
-{
-    static const char *const order[] = {"tp", "cp", "pp", "dp", "ep"};
-    size_t used = 0;
-    buf[0] = 0;
-    for (size_t o = 0; o < sizeof order / sizeof order[0]; o++)
-        for (size_t i = 0; i < ev->n_pgroups; i++) {
-            const hdx_pgroup *pg = &ev->pgroups[i];
-            int at;
-            if (!pg->role || strcmp(pg->role, order[o]) || (at = group_rank_of(ev, (int)i, rank)) < 0)
-                continue;
-            char ranks[128];
-            hdx_format_ranges_of(pg->ranks, pg->n_ranks, ranks, sizeof ranks);
-            int n;
-            if (!strcmp(order[o], "tp"))
-                n = snprintf(buf + used, size - used, "%sTP %d of TP group %s", used ? ", " : "", at, ranks);
-            else if (!strcmp(order[o], "pp"))
-                n = snprintf(buf + used, size - used, "%sPP stage %d", used ? ", " : "", at);
-            else
-                n = snprintf(buf + used, size - used, "%s%s %d", used ? ", " : "", hdx_pgroup_role_label(order[o]), at);
-            if (n < 0 || (size_t)n >= size - used)
-                return;
-            used += (size_t)n;
-            break;
-        }
-}
-
 /* ---- what one rank waits on ---------------------------------------------- */
 
 static int ends_with(const char *s, const char *suffix)
@@ -226,7 +153,7 @@ static void add_op(hdx_wf_rank *r, int send, int peer, int tag)
 static int role_group(const hdx_evidence *ev, const char *role, int rank)
 {
     for (size_t i = 0; i < ev->n_pgroups; i++)
-        if (ev->pgroups[i].role && !strcmp(ev->pgroups[i].role, role) && group_rank_of(ev, (int)i, rank) >= 0)
+        if (ev->pgroups[i].role && !strcmp(ev->pgroups[i].role, role) && hdx_pgroup_rank_of(&ev->pgroups[i], rank) >= 0)
             return (int)i;
     return HDX_UNKNOWN;
 }
@@ -252,7 +179,7 @@ static void megatron_ops(const hdx_evidence *ev, hdx_wf_rank *r)
         pg = group_index(ev, v->pg);
     if (pg == HDX_UNKNOWN)
         pg = role_group(ev, "pp", r->rank);
-    int i = pg >= 0 ? group_rank_of(ev, pg, r->rank) : -1;
+    int i = pg >= 0 ? hdx_pgroup_rank_of(&ev->pgroups[pg], r->rank) : -1;
     if (i >= 0) {
         const hdx_pgroup *g = &ev->pgroups[pg];
         int n = (int)g->n_ranks;
@@ -621,7 +548,7 @@ static int strictly_wider(const hdx_evidence *ev, int b, int a)
     if (gb->n_ranks <= ga->n_ranks)
         return 0;
     for (size_t i = 0; i < ga->n_ranks; i++)
-        if (group_rank_of(ev, b, ga->ranks[i]) < 0)
+        if (hdx_pgroup_rank_of(&ev->pgroups[b], ga->ranks[i]) < 0)
             return 0;
     return 1;
 }

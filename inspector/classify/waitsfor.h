@@ -143,19 +143,4 @@ const char *hdx_wf_kind_name(enum hdx_wf_kind k);
 /* "asleep", "computing", ... for a root rank's state; "waiting" otherwise. */
 const char *hdx_wf_state_name(enum hdx_wf_state s);
 
-/* How a role reads in text: "tp" → "TP", "dp_cp" → "DP×CP"; an unknown role as it is. */
-const char *hdx_pgroup_role_label(const char *role);
-
-/*
- * The process group of ev at index i as a person reads it: "TP group 4-5" (with its
- * role), "the world group", or "group 2 (ranks 2,3)". buf gets at most size bytes.
- */
-void hdx_pgroup_text(const hdx_evidence *ev, int i, char *buf, size_t size);
-
-/*
- * A rank's coordinates in the roles of the groups it belongs to:
- * "TP 1 of TP group 4-5, PP stage 1, DP 1", or "" when no group has a role.
- */
-void hdx_rank_coords(const hdx_evidence *ev, int rank, char *buf, size_t size);
-
 #endif

@@ -16,6 +16,7 @@
 #include "model/evidence.h"
 #include "hangdx/report.h"
 #include "report/report.h"
+#include "report/words.h"
 #include "gather/locks.h"
 #include "gather/proc.h"
 #include "formats/snapshot.h"

@@ -758,6 +758,14 @@ int hdx_process_descendant_depth(const hdx_evidence *ev, const hdx_process *p, c
     return 0;
 }
 
+int hdx_pgroup_rank_of(const hdx_pgroup *pg, int rank)
+{
+    for (size_t k = 0; pg && k < pg->n_ranks; k++)
+        if (pg->ranks[k] == rank)
+            return (int)k;
+    return -1;
+}
+
 const char *hdx_process_part(const hdx_evidence *ev, const hdx_process *p)
 {
     if (p->rank < 0)

@@ -500,6 +500,10 @@ const char *hdx_process_name(const hdx_process *p);
  * each parent is looked up on p's host. */
 int hdx_process_descendant_depth(const hdx_evidence *ev, const hdx_process *p, const hdx_process *ancestor);
 
+/* The group rank of global rank `rank` in pg (its index in pg->ranks), or -1 when pg is NULL
+ * or rank is not a member. */
+int hdx_pgroup_rank_of(const hdx_pgroup *pg, int rank);
+
 /* Do a and b belong to one job? Every job variable that both have (MASTER_ADDR,
  * MASTER_PORT, TORCHELASTIC_RUN_ID, SLURM_JOB_ID) agrees. */
 int hdx_process_same_job(const hdx_process *a, const hdx_process *b);

@@ -14,6 +14,7 @@
 
 #include "classify/classify.h"
 #include "model/evidence.h"
+#include "report/words.h"
 #include "gather/locks.h"
 #include "gather/proc.h"
 #include "model/util.h"

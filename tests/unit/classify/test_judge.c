@@ -7,6 +7,7 @@
 
 #include "classify/classify.h"
 #include "model/evidence.h"
+#include "report/words.h"
 
 #include "check.h"
 
