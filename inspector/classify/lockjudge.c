@@ -61,6 +61,8 @@ static void judge_facts(const hdx_evidence *ev, const hdx_lock *l, const hdx_loc
         out->state = l->state;
         out->holder_pid = l->holder_pid;
         out->unchecked = l->unchecked;
+        /* a file gone when it was judged stale: only a trace's proof decides that (a saved report) */
+        out->deleted = l->state == HDX_LOCK_STALE && l->exists == 0;
         return;
     }
     out->from_facts = 1;

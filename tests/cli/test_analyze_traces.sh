@@ -84,6 +84,15 @@ assert l["state"] == "stale" and l["exists"] is False and l["created_by"]["pid"]
 PYEOF
 "$HANGDX" analyze "$T/traces" >"$T/out" 2>&1
 check "after rm: the text report says the file is gone" grep -q "stale (by the trace; the file is gone now)" "$T/out"
+# The report saved then, analyzed again, still knows the file is gone.
+"$HANGDX" analyze -o "$T/report-rm.json" --json "$T/traces" 2>/dev/null
+out=$("$HANGDX" analyze --json "$T/report-rm.json" 2>"$T/err"); rc=$?
+check "the saved report after rm, analyzed again: lock_stale, deleted, no rm (rc $rc; $(cat "$T/err"))" $PY -c '
+import json, sys
+v = json.loads(sys.argv[1])["verdict"]
+assert v["finding"] == "lock_stale" and v["facts"]["deleted"] == 1, v
+assert "gone now" in v["summary"] and "rm " not in v["remedy"], v
+' "$out"
 
 "$HANGDX" analyze "$T/nope/" >/dev/null 2>"$T/err"; rc=$?
 check "a missing dir fails with 2 (got $rc)" test $rc -eq 2

@@ -251,6 +251,13 @@ static void recorded_decision(void)
     hdx_lock_judgement j = judge(ev, l);
     CHECK(j.state == HDX_LOCK_HELD && j.holder_pid == 4200 && j.unchecked == 3 && j.from_facts == 0);
     CHECK(j.holder_host && !strcmp(j.holder_host, "node-b"));
+    CHECK(j.deleted == 0);
+    /* a report that judged a gone file stale (by its trace): still stale, still deleted */
+    l->state = HDX_LOCK_STALE;
+    l->holder_pid = HDX_UNKNOWN;
+    l->exists = 0;
+    j = judge(ev, l);
+    CHECK(j.state == HDX_LOCK_STALE && j.deleted == 1 && j.from_facts == 0);
     hdx_evidence_free(ev);
 }
 
