@@ -87,7 +87,7 @@ static void call_site(const hdx_evidence *ev, const hdx_verdict *v, const hdx_lo
  * FileBaton.wait returns once the file is gone, and they load whatever the dead build left.
  */
 static int words_deleted(const hdx_evidence *ev, const hdx_verdict *v, const hdx_lock *l, const char *waiters,
-                         const char *site, const char *creator, hdx_words *w)
+                         size_t n_waiters, const char *site, const char *creator, hdx_words *w)
 {
     const hdx_fact *f = hdx_verdict_fact(v, "waiters");
     char alive[512] = "", left[200] = "";
@@ -110,9 +110,9 @@ static int words_deleted(const hdx_evidence *ev, const hdx_verdict *v, const hdx
                  "the build directory; then ",
                  l->creator_children, l->creator_children == 1 ? "" : "es", l->creator_children == 1 ? "it" : "they");
     if (hdx_words_set(&w->summary,
-                      "%s waited%s on the stale build lock %s (%s) until the trace ended: nothing released it; "
-                      "the lock file is gone now (deleted since: relaunch)",
-                      waiters, site, l->path, creator))
+                      "%s waited%s on the stale build lock %s (%s) up to the last poll %s trace%s recorded: "
+                      "nothing released it; the lock file is gone now (deleted since: relaunch)",
+                      waiters, site, l->path, creator, n_waiters == 1 ? "its" : "their", n_waiters == 1 ? "" : "s"))
         return -ENOMEM;
     if (n_alive)
         return hdx_words_set(&w->remedy,
@@ -154,7 +154,7 @@ static int words_stale(const hdx_evidence *ev, const hdx_verdict *v, const hdx_l
                    ? -ENOMEM
                    : 1;
     if (hdx_verdict_num(v, "deleted", 0)) /* proved stale by the trace; the file is gone now */
-        return words_deleted(ev, v, l, waiters, site, creator, w);
+        return words_deleted(ev, v, l, waiters, n, site, creator, w);
     if (hdx_words_set(&w->summary,
                       "%s wait%s%s on the stale build lock %s (%s); no process holds or has it open, so nothing "
                       "will release it",
