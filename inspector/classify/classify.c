@@ -171,7 +171,11 @@ static int verdict_stale(const hdx_evidence *ev, size_t li, const hdx_lock_judge
     v->finding = j->unchecked > 0 ? HDX_FIND_LOCK_STALE_UNCHECKED : HDX_FIND_LOCK_STALE;
     if (j->unchecked > 0)
         v->confidence = HDX_CONF_LOW;
-    return culprits_from_waiters(ev, v, l) || set_lock_facts(ev, li, v) ? -ENOMEM : 0;
+    /* "deleted": the trace proved it stale, and its file is gone now */
+    return culprits_from_waiters(ev, v, l) || set_lock_facts(ev, li, v) ||
+                   (j->deleted && hdx_verdict_set_num(v, "deleted", 1))
+               ? -ENOMEM
+               : 0;
 }
 
 static int verdict_held(const hdx_evidence *ev, size_t li, const hdx_lock_judgement *j, hdx_verdict *v)

@@ -164,10 +164,14 @@ int hdx_classify(const hdx_evidence *ev, hdx_verdict *v);
  *    holds after the job is gone (facts.live 0), with waiters, whose trace names
  *    a creator: that creator;
  *  - stale: a baton file that exists (or could not be checked) with no live
- *    holder or opener, and a creator gone or unknown;
- *  - free: no file, or a kernel lock nobody holds.
+ *    holder or opener, and a creator gone or unknown; or, after the job is gone
+ *    (facts.live 0), a baton file that no longer exists but that waiters polled
+ *    until their trace ended while its creator, gone now, held it (never
+ *    released in the trace): deleted 1, stale in the past;
+ *  - free: no file (but for the above), or a kernel lock nobody holds.
  * A lock without facts (facts.looked 0: an older snapshot or report) keeps the
- * state, holder_pid and unchecked it recorded. A lock that other hosts saw too
+ * state, holder_pid and unchecked it recorded (and deleted, when it recorded a
+ * stale lock whose file did not exist). A lock that other hosts saw too
  * (l->seen) is judged on each host's facts: held wins, then stale, then free, and
  * holder_host names the host whose facts decided. Pure: reads ev (the creator's
  * process when the lock does not say whether it lives) and l, nothing else.

@@ -60,6 +60,8 @@ static void judge_facts(const hdx_evidence *ev, const hdx_lock *l, const hdx_loc
         out->state = l->state;
         out->holder_pid = l->holder_pid;
         out->unchecked = l->unchecked;
+        /* a file gone when it was judged stale: only a trace's proof decides that (a saved report) */
+        out->deleted = l->state == HDX_LOCK_STALE && l->exists == 0;
         return;
     }
     out->from_facts = 1;
@@ -86,7 +88,17 @@ static void judge_facts(const hdx_evidence *ev, const hdx_lock *l, const hdx_loc
     if (out->holder_pid != HDX_UNKNOWN) {
         out->state = HDX_LOCK_HELD;
     } else if (l->exists == 0) {
-        out->state = HDX_LOCK_FREE;
+        /* No file now. After the job, its trace still proves a baton stale: the creator took
+         * it, never released it and is gone, and waiters polled it until their trace ended.
+         * Deleted since (the remedy was run): the trace keeps what it proved. Without all
+         * of these (nobody waited, a creator alive or unknown, a live look) it is free. */
+        if (!f->live && out->kind == HDX_LOCK_BATON && l->has_creator && out->creator_alive == 0 &&
+            l->n_waiters > 0) {
+            out->state = HDX_LOCK_STALE;
+            out->deleted = 1;
+        } else {
+            out->state = HDX_LOCK_FREE;
+        }
     } else if (out->kind != HDX_LOCK_BATON) {
         /* A kernel lock nobody holds now. After the job is gone, the trace still tells
          * who held it while the others waited. */

@@ -251,6 +251,10 @@ typedef struct hdx_lock_judgement {
     int holder_from_trace;    /* 1: holder_pid is the trace's last holder of a kernel lock nobody
                                  holds now, the job being gone */
     int creator_unknown;      /* 1: stale, and no trace tells who created it */
+    int deleted;              /* 1: stale by the trace alone, after the job (facts.live 0): the lock
+                                 file is gone now (deleted since), but its creator took it, never
+                                 released it and is gone, and its waiters polled it until their
+                                 trace ended */
 } hdx_lock_judgement;
 
 /* A process group of the job, as its ranks' torch.distributed keeps it (read from each

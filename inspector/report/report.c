@@ -609,6 +609,8 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
         else if (l->job_path)
             put_field(f, " (as the job saw it: ", l->job_path, ")");
         fprintf(f, "  %s, %s", hdx_lock_kind_name(j->kind), hdx_lock_state_name(j->state));
+        if (j->deleted)
+            fprintf(f, " (by the trace; the file is gone now)");
         if (j->holder_pid != HDX_UNKNOWN)
             fprintf(f, ", held by pid %d", j->holder_pid);
         if (l->has_creator) {

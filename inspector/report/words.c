@@ -82,6 +82,51 @@ static void call_site(const hdx_evidence *ev, const hdx_verdict *v, const hdx_lo
     }
 }
 
+/*
+ * A stale lock whose file is gone now (fact "deleted"): what the trace proved, and a remedy
+ * that deletes nothing. The waiters of the fact that still run must be restarted: their
+ * FileBaton.wait returns once the file is gone, and they load whatever the dead build left.
+ */
+static int words_deleted(const hdx_evidence *ev, const hdx_verdict *v, const hdx_lock *l, const char *waiters,
+                         size_t n_waiters, const char *site, const char *creator, hdx_words *w)
+{
+    const hdx_fact *f = hdx_verdict_fact(v, "waiter_indexes");
+    char alive[512] = "", left[200] = "";
+    size_t used = 0, n_alive = 0;
+    for (size_t i = 0; f && f->kind == HDX_FACT_INTS && i < f->n_ints && used + 60 < sizeof alive; i++) {
+        if (f->ints[i] < 0 || (size_t)f->ints[i] >= l->n_waiters)
+            continue;
+        const hdx_waiter *x = &l->waiters[f->ints[i]];
+        const hdx_process *p = hdx_evidence_find_waiter(ev, x);
+        if (!p || p->alive != 1)
+            continue;
+        char who[160];
+        hdx_evidence_who(ev, p, x->pid, x->rank, who, sizeof who);
+        used += (size_t)snprintf(alive + used, sizeof alive - used, "%s%s", used ? ", " : "", who);
+        n_alive++;
+    }
+    if (l->creator_children > 0)
+        snprintf(left, sizeof left,
+                 "first stop the %d process%s the dead builder left (see the notes): %s may still write into "
+                 "the build directory; then ",
+                 l->creator_children, l->creator_children == 1 ? "" : "es", l->creator_children == 1 ? "it" : "they");
+    if (hdx_words_set(&w->summary,
+                      "%s waited%s on the stale build lock %s (%s) up to the last poll %s trace%s recorded: "
+                      "nothing released it; the lock file is gone now (deleted since: relaunch)",
+                      waiters, site, l->path, creator, n_waiters == 1 ? "its" : "their", n_waiters == 1 ? "" : "s"))
+        return -ENOMEM;
+    if (n_alive)
+        return hdx_words_set(&w->remedy,
+                             "%sstop %s, which still run%s (a waiter whose lock file went away wakes up and loads "
+                             "a half-built module), and relaunch the job; nothing to delete: %s is gone already",
+                             left, alive, n_alive == 1 ? "s" : "", l->path)
+                   ? -ENOMEM
+                   : 1;
+    return hdx_words_set(&w->remedy, "%srelaunch the job; nothing to delete: %s is gone already", left, l->path)
+               ? -ENOMEM
+               : 1;
+}
+
 /* A stale lock: its creator, and the remedy (never a host file for a gone container's path). */
 static int words_stale(const hdx_evidence *ev, const hdx_verdict *v, const hdx_lock *l, const hdx_lock_judgement *j,
                        hdx_words *w)
@@ -109,6 +154,8 @@ static int words_stale(const hdx_evidence *ev, const hdx_verdict *v, const hdx_l
                                      l->path)
                    ? -ENOMEM
                    : 1;
+    if (hdx_verdict_num(v, "deleted", 0)) /* proved stale by the trace; the file is gone now */
+        return words_deleted(ev, v, l, waiters, n, site, creator, w);
     if (hdx_words_set(&w->summary,
                       "%s wait%s%s on the stale build lock %s (%s); no process holds or has it open, so nothing "
                       "will release it",

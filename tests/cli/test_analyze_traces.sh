@@ -63,6 +63,37 @@ check "text report names the lock" grep -q "$T/fused_kernels/build/lock" "$T/out
 "$HANGDX" analyze -o "$T/report.json" --json "$T/traces" 2>/dev/null
 check "-o writes the report" $PY -c "import json,sys; assert json.load(open(sys.argv[1]))['verdict']['class']=='build_lock'" "$T/report.json"
 
+# The user ran the remedy (rm the lock): the file is gone, but the traces still prove the job
+# waited on a stale lock. The same verdict and culprits, the fact "deleted", words that say the
+# file is gone, and a remedy that deletes nothing.
+rm "$T/fused_kernels/build/lock"
+out=$("$HANGDX" analyze --json "$T/traces" 2>"$T/err"); rc=$?
+check "analyze after rm exits 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
+check "after rm: still build_lock, lock_stale, rank 1; deleted, the file gone, nothing to rm" $PY - "$out" "$T" "$r0" "$r1" <<'PYEOF'
+import json, sys
+doc = json.loads(sys.argv[1]); T = sys.argv[2]; r0 = int(sys.argv[3]); r1 = int(sys.argv[4])
+path = f"{T}/fused_kernels/build/lock"
+v = doc["verdict"]
+assert v["class"] == "build_lock" and v["finding"] == "lock_stale", v
+assert v["culprit_ranks"] == [1] and v["culprit_pids"] == [r1], v
+assert v["facts"]["deleted"] == 1 and v["facts"]["path"] == path, v["facts"]
+assert "the lock file is gone now (deleted since: relaunch)" in v["summary"], v["summary"]
+assert "rm " not in v["remedy"] and "relaunch the job" in v["remedy"], v["remedy"]
+l = [l for l in doc["locks"] if l["path"] == path][0]
+assert l["state"] == "stale" and l["exists"] is False and l["created_by"]["pid"] == r0, l
+PYEOF
+"$HANGDX" analyze "$T/traces" >"$T/out" 2>&1
+check "after rm: the text report says the file is gone" grep -q "stale (by the trace; the file is gone now)" "$T/out"
+# The report saved then, analyzed again, still knows the file is gone.
+"$HANGDX" analyze -o "$T/report-rm.json" --json "$T/traces" 2>/dev/null
+out=$("$HANGDX" analyze --json "$T/report-rm.json" 2>"$T/err"); rc=$?
+check "the saved report after rm, analyzed again: lock_stale, deleted, no rm (rc $rc; $(cat "$T/err"))" $PY -c '
+import json, sys
+v = json.loads(sys.argv[1])["verdict"]
+assert v["finding"] == "lock_stale" and v["facts"]["deleted"] == 1, v
+assert "gone now" in v["summary"] and "rm " not in v["remedy"], v
+' "$out"
+
 "$HANGDX" analyze "$T/nope/" >/dev/null 2>"$T/err"; rc=$?
 check "a missing dir fails with 2 (got $rc)" test $rc -eq 2
 check "a missing dir is named" grep -q "analyze: $T/nope/: no such file or directory" "$T/err"

@@ -15,7 +15,9 @@ Checks, each from the JSON a user reads:
   created by rank 0's python pid, rank 0, not alive; rank 1 waits; culprit rank 1;
 - after rank 1 is killed too, `hangdx analyze --json <tmp>/traces`: the same;
 - `hangdx locks --json -d <tmp>/traces` lists the lock as stale, and
-  `hangdx locks --clean-stale -d <tmp>/traces` deletes it.
+  `hangdx locks --clean-stale -d <tmp>/traces` deletes it;
+- then `hangdx analyze --json <tmp>/traces` again: the same verdict, with the fact
+  `deleted`, a summary saying the lock file is gone, and a remedy that deletes nothing.
 """
 import os
 import signal
@@ -96,6 +98,17 @@ def body(sc):
     check(lk is not None and lk.get("state") == "stale", f"locks: {lock_path} listed as stale", lst.get("locks"))
     sc.hangdx("locks", "--clean-stale", "-d", traces, expect_rc=(0,))
     check(not os.path.exists(lock_path), f"locks --clean-stale deleted {lock_path}")
+
+    # The traces keep what they proved: the file is gone, the verdict stays, with "deleted".
+    rep = sc.hangdx_json("analyze", "--json", traces)
+    check_report(sc, rep, "analyze after the lock was deleted", lock_path, pid0, pid1, False)
+    v = verdict(rep)
+    check(v.get("finding") == "lock_stale" and (v.get("facts") or {}).get("deleted") == 1,
+          "analyze after the lock was deleted: finding lock_stale, fact deleted == 1", v)
+    check("the lock file is gone now" in (v.get("summary") or ""),
+          "analyze after the lock was deleted: the summary says the file is gone", v.get("summary"))
+    check("rm " not in (v.get("remedy") or "") and "relaunch" in (v.get("remedy") or ""),
+          "analyze after the lock was deleted: the remedy deletes nothing, it relaunches", v.get("remedy"))
 
 
 run_main("b3" if SIGTERM else "b2", body)

@@ -283,6 +283,54 @@ static void words_free(words *w)
     free(w->remedy);
 }
 
+/* B2 analyzed after the job, once the user ran the remedy (rm LOCK): the file is gone, but the
+ * trace proves the job waited on a stale lock. The same verdict and culprits, the fact
+ * "deleted", and words that say the file is gone and delete nothing: relaunch, restarting the
+ * waiter that still runs. */
+static void stale_baton_deleted_since(void)
+{
+    hdx_evidence *ev = evidence(0);
+    proc(ev, 200, 1, 1, "python3", 'S', 230 /* clock_nanosleep */, 100, 101);
+    hdx_lock *l = lock(ev, "/w/fused_kernels/build/lock", HDX_LOCK_BATON, HDX_LOCK_FREE, HDX_UNKNOWN);
+    l->exists = 0;
+    l->facts.looked = l->facts.checked = l->facts.rows_read = l->facts.openers_read = 1; /* live 0: analyze */
+    l->has_creator = 1;
+    l->creator_pid = 100;
+    l->creator_rank = 0;
+    l->creator_alive = 0;
+    waiter(l, 200, 1);
+    hdx_verdict v = {0};
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
+    CHECK(v.cls == HDX_CLASS_BUILD_LOCK && v.finding == HDX_FIND_LOCK_STALE && v.confidence == HDX_CONF_HIGH);
+    CHECK(v.n_culprit_ranks == 1 && v.culprit_ranks[0] == 1 && v.n_culprit_pids == 1 && v.culprit_pids[0] == 200);
+    CHECK(v.locks[0].state == HDX_LOCK_STALE && v.locks[0].deleted == 1);
+    CHECK(hdx_verdict_num(&v, "deleted", 0) == 1 && hdx_verdict_num(&v, "lock_index", -1) == 0);
+    CHECK(!strcmp(hdx_verdict_text(&v, "path"), "/w/fused_kernels/build/lock"));
+    words w = words_of(ev, &v);
+    CHECK(w.summary && strstr(w.summary, "rank 1 (pid 200) waited") &&
+          strstr(w.summary, "the lock file is gone now (deleted since: relaunch)"));
+    CHECK(w.remedy && !strstr(w.remedy, "rm ") && strstr(w.remedy, "stop rank 1 (pid 200), which still runs") &&
+          strstr(w.remedy, "relaunch the job"));
+    words_free(&w);
+    hdx_verdict_clear(&v);
+
+    /* the waiter is gone too: relaunch, nothing to stop */
+    ev->procs[0].alive = 0;
+    CHECK(hdx_classify(ev, &v) == 0 && v.finding == HDX_FIND_LOCK_STALE);
+    w = words_of(ev, &v);
+    CHECK(w.remedy && !strncmp(w.remedy, "relaunch the job; nothing to delete", 35) && !strstr(w.remedy, "stop"));
+    words_free(&w);
+    hdx_verdict_clear(&v);
+
+    /* nobody waited on it: the trace proves nothing, the lock is free, no lock verdict */
+    l->n_waiters = 0;
+    CHECK(hdx_classify(ev, &v) == 0 && v.locks[0].state == HDX_LOCK_FREE && v.cls != HDX_CLASS_BUILD_LOCK);
+    CHECK(hdx_verdict_fact(&v, "deleted") == NULL);
+    l->n_waiters = 1;
+    hdx_verdict_clear(&v);
+    hdx_evidence_free(ev);
+}
+
 /* inspect --all with two jobs: a 3-rank job whose rank 0 waits on a stale
  * build lock (ranks 1-2 in barrier behind it), and a 4-rank job whose rank 0
  * skipped the barrier. The 4-rank job is judged; the lock of the job set aside
@@ -560,6 +608,7 @@ int main(void)
     two_jobs_larger_gone();
     two_jobs_asked_one();
     stale_baton_from_trace();
+    stale_baton_deleted_since();
     stale_baton_no_trace();
     stale_baton_unverified();
     held_baton_busy_compiler();

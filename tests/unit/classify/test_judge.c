@@ -186,6 +186,43 @@ static void file_gone(void)
     hdx_evidence_free(ev);
 }
 
+/* After the job (facts.live 0), the file deleted since: the trace keeps what it proved. A baton
+ * its creator took and never released, that is gone now, which a waiter polled until its trace
+ * ended, was stale (deleted 1); without a waiter, a creator known dead, a baton, or with a live
+ * look, nothing proves it: free. */
+static void file_gone_after_job(void)
+{
+    hdx_evidence *ev = hdx_evidence_new();
+    hdx_lock *l = baton(ev);
+    creator(l, 0);
+    l->exists = 0;
+    l->facts.live = 0;
+    hdx_lock_judgement j = judge(ev, l);
+    CHECK(j.state == HDX_LOCK_STALE && j.deleted == 1 && j.holder_pid == HDX_UNKNOWN && j.creator_alive == 0);
+    CHECK(j.from_facts == 1 && j.unchecked == 0 && j.creator_unknown == 0);
+    l->creator_alive = HDX_UNKNOWN; /* another host's creator: not known dead */
+    j = judge(ev, l);
+    CHECK(j.state == HDX_LOCK_FREE && j.deleted == 0);
+    l->creator_alive = 1; /* it lives: it may have released it itself */
+    CHECK(judge(ev, l).state == HDX_LOCK_FREE);
+    l->creator_alive = 0;
+    l->kind = HDX_LOCK_FLOCK; /* a kernel lock goes with its holder's fds, not with the file */
+    CHECK(judge(ev, l).state == HDX_LOCK_FREE);
+    l->kind = HDX_LOCK_BATON;
+    l->facts.live = 1; /* inspect: the file is gone while the job runs: free */
+    j = judge(ev, l);
+    CHECK(j.state == HDX_LOCK_FREE && j.deleted == 0);
+    l->facts.live = 0;
+    l->has_creator = 0; /* no trace of who created it */
+    CHECK(judge(ev, l).state == HDX_LOCK_FREE);
+    l->has_creator = 1;
+    l->n_waiters = 0; /* nobody waited on it: nothing to keep */
+    j = judge(ev, l);
+    CHECK(j.state == HDX_LOCK_FREE && j.deleted == 0);
+    l->n_waiters = 1;
+    hdx_evidence_free(ev);
+}
+
 /* Another host's lock (not checked from here): exists unknown, a baton without a live
  * creator is stale. */
 static void not_checked_here(void)
@@ -215,6 +252,13 @@ static void recorded_decision(void)
     hdx_lock_judgement j = judge(ev, l);
     CHECK(j.state == HDX_LOCK_HELD && j.holder_pid == 4200 && j.unchecked == 3 && j.from_facts == 0);
     CHECK(j.holder_host && !strcmp(j.holder_host, "node-b"));
+    CHECK(j.deleted == 0);
+    /* a report that judged a gone file stale (by its trace): still stale, still deleted */
+    l->state = HDX_LOCK_STALE;
+    l->holder_pid = HDX_UNKNOWN;
+    l->exists = 0;
+    j = judge(ev, l);
+    CHECK(j.state == HDX_LOCK_STALE && j.deleted == 1 && j.from_facts == 0);
     hdx_evidence_free(ev);
 }
 
@@ -266,6 +310,7 @@ int main(void)
     baton_opener();
     flock_live_holder();
     file_gone();
+    file_gone_after_job();
     not_checked_here();
     recorded_decision();
     two_hosts();
