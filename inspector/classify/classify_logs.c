@@ -116,6 +116,33 @@ static int set_nums(hdx_verdict *v, const char *const *names, const long long *n
     return 0;
 }
 
+/* Megatron's world-size check, in the wording of its release (the config_world_not_divisible*
+ * patterns): the world size, the sizes the message prints (tp, pp, cp), and the model-parallel
+ * size that does not divide it (model_size: printed, the encoder's plus the decoder's, or TP x
+ * PP x CP when the message prints them all). A size the message does not print is no fact.
+ * 0 or -ENOMEM. */
+static int world_not_divisible(const hdx_log_fact *f, hdx_verdict *v)
+{
+    static const char *const names[] = {"world_size", "tp", "pp", "cp"};
+    long long n[4], model = hdx_log_fact_int(f, "model_size", HDX_UNKNOWN);
+    for (size_t k = 0; k < 4; k++) {
+        n[k] = hdx_log_fact_int(f, names[k], HDX_UNKNOWN);
+        if (n[k] != HDX_UNKNOWN && hdx_verdict_set_num(v, names[k], n[k]))
+            return -ENOMEM;
+    }
+    long long enc = hdx_log_fact_int(f, "encoder_model_size", HDX_UNKNOWN),
+              dec = hdx_log_fact_int(f, "decoder_model_size", HDX_UNKNOWN);
+    if (model == HDX_UNKNOWN && enc != HDX_UNKNOWN && dec != HDX_UNKNOWN)
+        model = enc + dec;
+    if (model == HDX_UNKNOWN && n[1] > 0 && n[2] > 0)
+        model = n[1] * n[2] * (n[3] > 0 ? n[3] : 1);
+    v->finding = HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE;
+    /* 2021-2023: two {} for three values, so no pipeline-parallel size in the message */
+    if (is(f, "config_world_not_divisible_mp") && hdx_verdict_set_num(v, "pp_unprinted", 1))
+        return -ENOMEM;
+    return model == HDX_UNKNOWN ? 0 : hdx_verdict_set_num(v, "model_size", model);
+}
+
 /* A configuration error that a log line states (a strong config_* pattern): its
  * setting and values, facts of the verdict. */
 static int config_line(const hdx_log_fact *f, hdx_verdict *v)
@@ -125,13 +152,8 @@ static int config_line(const hdx_log_fact *f, hdx_verdict *v)
         rc = hdx_verdict_set_text(v, "fix", hdx_log_fact_field(f, "fix"));
     if (rc)
         return rc;
-    if (is(f, "config_world_not_divisible")) {
-        static const char *const names[] = {"world_size", "tp", "pp"};
-        long long nums[] = {hdx_log_fact_int(f, "world_size", 0), hdx_log_fact_int(f, "tp", 0),
-                            hdx_log_fact_int(f, "pp", 0)};
-        v->finding = HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE;
-        return set_nums(v, names, nums, 3);
-    }
+    if (!strncmp(f->pattern, "config_world_not_divisible", 26))
+        return world_not_divisible(f, v);
     if (is(f, "config_duplicate_gpu")) {
         long long other = hdx_log_fact_int(f, "other_rank", HDX_UNKNOWN);
         if (other >= 0 && other <= INT_MAX && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, (int)other))

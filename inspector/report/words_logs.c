@@ -26,11 +26,23 @@ static int words_config(const hdx_verdict *v, hdx_words *w)
     const char *fix = hdx_verdict_text(v, "fix");
     int rc;
     if (v->finding == HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE) {
-        long long tp = hdx_verdict_num(v, "tp", 0), pp = hdx_verdict_num(v, "pp", 0);
+        long long tp = hdx_verdict_num(v, "tp", HDX_UNKNOWN), pp = hdx_verdict_num(v, "pp", HDX_UNKNOWN),
+                  cp = hdx_verdict_num(v, "cp", HDX_UNKNOWN), model = hdx_verdict_num(v, "model_size", HDX_UNKNOWN);
+        char by[200];
+        if (tp > 0 && pp > 0 && model > 0)
+            snprintf(by, sizeof by, "tensor-parallel size %lld x pipeline-parallel size %lld%s%.0lld = %lld", tp, pp,
+                     cp > 0 ? " x context-parallel size " : "", cp > 0 ? cp : 0, model);
+        else if (model > 0)
+            snprintf(by, sizeof by, "the model-parallel size %lld (TP x PP x CP, and the encoder's)", model);
+        else if (tp > 0 && hdx_verdict_num(v, "pp_unprinted", 0))
+            snprintf(by, sizeof by, "tensor-parallel size %lld x the pipeline-parallel size (this Megatron's "
+                     "message does not print it)", tp);
+        else
+            snprintf(by, sizeof by, "tensor-parallel size %lld", tp);
         rc = hdx_words_set(&w->summary,
                            "configuration error: TPxPPxDP cannot equal the world size: world size %lld is not "
-                           "divisible by tensor-parallel size %lld x pipeline-parallel size %lld = %lld (%s:%lld)",
-                           hdx_verdict_num(v, "world_size", 0), tp, pp, tp * pp, file(v), line(v));
+                           "divisible by %s (%s:%lld)",
+                           hdx_verdict_num(v, "world_size", 0), by, file(v), line(v));
     } else if (v->finding == HDX_FIND_LOG_CONFIG_DUPLICATE_GPU) {
         rc = hdx_words_set(&w->summary,
                            "configuration error: ranks %lld and %lld of one NCCL communicator are both on CUDA "
