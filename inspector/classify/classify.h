@@ -72,6 +72,7 @@ enum hdx_finding {
     HDX_FIND_LOG_SEQ_GPU,         /* a watchdog timeout on every rank of the job: its GPU work is stuck */
     HDX_FIND_LOG_SEQ_UNEXPLAINED, /* a watchdog timeout, and no log line tells which rank never joined */
     HDX_FIND_LOG_DETAIL_MISMATCH, /* TORCH_DISTRIBUTED_DEBUG=DETAIL: ranks in different collectives */
+    HDX_FIND_LOG_MONITORED_BARRIER, /* monitored_barrier names the ranks that did not reach it */
     HDX_FIND_LOG_GLOO_COLLECTIVE, /* gloo timeouts in a collective */
     HDX_FIND_LOG_GLOO_CYCLE,      /* gloo send/recv timeouts whose peers wait for each other in a cycle */
     HDX_FIND_LOG_GLOO_UNMATCHED,  /* gloo send/recv timeouts whose peers did not time out */

@@ -424,21 +424,29 @@ static long long log_world_size(const hdx_evidence *ev, int *from_env)
 
 static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
 {
-    int *desync = NULL;
-    size_t nd = 0;
+    int *desync = NULL, *unfinished = NULL, *not_joined = NULL;
+    size_t nd = 0, nu = 0, nn = 0;
     int never_joined = 0;
-    for (size_t i = 0; i < ev->n_log_facts; i++) {
+    long long lag_seq = HDX_UNKNOWN;
+    int rc = 0;
+    for (size_t i = 0; i < ev->n_log_facts && !rc; i++) {
         const hdx_log_fact *f = &ev->log_facts[i];
-        if (is(f, "nccl_desync_never_joined") || is(f, "nccl_desync_unfinished")) {
-            if (parse_rank_list(hdx_log_fact_field(f, "ranks"), &desync, &nd)) {
-                free(desync);
-                return -ENOMEM;
-            }
+        /* the report's three forms (TraceUtils.h): never joined any collective; joined
+         * collective #lag but did not finish it; finished #lag, did not join #lag + 1 */
+        if (is(f, "nccl_desync_never_joined") || is(f, "nccl_desync_unfinished") || is(f, "nccl_desync_not_joined")) {
+            const char *ranks = hdx_log_fact_field(f, "ranks");
+            rc = parse_rank_list(ranks, &desync, &nd);
+            if (!rc && is(f, "nccl_desync_unfinished"))
+                rc = parse_rank_list(ranks, &unfinished, &nu);
+            if (!rc && is(f, "nccl_desync_not_joined"))
+                rc = parse_rank_list(ranks, &not_joined, &nn);
+            if (!is(f, "nccl_desync_never_joined"))
+                lag_seq = hdx_log_fact_int(f, "seq", HDX_UNKNOWN);
             never_joined = is(f, "nccl_desync_never_joined");
         }
     }
-    if (s->n == HDX_UNKNOWN && !nd)
-        return 0;
+    if (rc || (s->n == HDX_UNKNOWN && !nd))
+        goto out;
     long long world = HDX_UNKNOWN;
     int from_env = 0;
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
@@ -447,7 +455,7 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     for (size_t i = 0; i < ev->n_log_ranks && !pg; i++)
         if (ev->log_ranks[i].seq_timed_out == s->n && ev->log_ranks[i].seq_pg)
             pg = hdx_evidence_find_pgroup(ev, ev->log_ranks[i].seq_pg);
-    int rc = pg && !(v->group = strdup(pg->name)) ? -ENOMEM : set_seq_facts(v, s);
+    rc = pg && !(v->group = strdup(pg->name)) ? -ENOMEM : set_seq_facts(v, s);
     if (rc)
         goto out;
     if (s->n_behind) {
@@ -464,6 +472,12 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
             rc = hdx_verdict_set_ints(v, "desync", desync, nd);
         if (!rc)
             rc = hdx_verdict_set_num(v, "never_joined", never_joined);
+        if (!rc && nu)
+            rc = hdx_verdict_set_ints(v, "unfinished", unfinished, nu);
+        if (!rc && nn)
+            rc = hdx_verdict_set_ints(v, "not_joined", not_joined, nn);
+        if (!rc && lag_seq != HDX_UNKNOWN && !never_joined)
+            rc = hdx_verdict_set_num(v, "desync_seq", lag_seq);
     } else if (s->n_silent) {
         v->confidence = HDX_CONF_MEDIUM;
         v->finding = HDX_FIND_LOG_SEQ_SILENT;
@@ -483,6 +497,43 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     }
 out:
     free(desync);
+    free(unfinished);
+    free(not_joined);
+    if (rc || (s->n == HDX_UNKNOWN && !nd))
+        return rc;
+    return decided(rc);
+}
+
+/* monitored_barrier's timeout: rank 0 of its group names the ranks that did not reach it. */
+static int monitored_rule(const hdx_evidence *ev, hdx_verdict *v)
+{
+    const hdx_log_fact *t = NULL;
+    int *failed = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        const hdx_log_fact *f = &ev->log_facts[i];
+        if (!is(f, "monitored_barrier_failed"))
+            continue;
+        if (!t)
+            t = f;
+        if (parse_rank_list(hdx_log_fact_field(f, "ranks"), &failed, &n)) {
+            free(failed);
+            return -ENOMEM;
+        }
+    }
+    if (!t)
+        return 0;
+    v->cls = HDX_CLASS_COLLECTIVE_WAIT;
+    v->confidence = HDX_CONF_HIGH;
+    v->finding = HDX_FIND_LOG_MONITORED_BARRIER;
+    int rc = set_culprits(v, failed, n);
+    if (!rc)
+        rc = hdx_verdict_set_ints(v, "failed", failed, n);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "timeout_ms", hdx_log_fact_int(t, "timeout_ms", HDX_UNKNOWN));
+    if (!rc)
+        rc = set_line(v, t);
+    free(failed);
     return decided(rc);
 }
 
@@ -797,7 +848,7 @@ static int decide(const hdx_evidence *ev, hdx_verdict *v)
         return r;
     seqs s;
     if ((r = seqs_of(ev, &s)) == 0 && (r = build_rule(ev, &s, v)) == 0 && (r = store_rule(ev, v)) == 0 &&
-        (r = seq_rule(ev, &s, v)) == 0 && (r = detail_rule(ev, v)) == 0 && (r = gloo_rule(ev, v)) == 0 &&
+        (r = monitored_rule(ev, v)) == 0 && (r = seq_rule(ev, &s, v)) == 0 && (r = detail_rule(ev, v)) == 0 && (r = gloo_rule(ev, v)) == 0 &&
         (r = user_rule(ev, v)) == 0)
         r = exits_rule(ev, v);
     seqs_free(&s);

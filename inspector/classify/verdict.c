@@ -62,6 +62,7 @@ const char *hdx_finding_name(enum hdx_finding f)
         [HDX_FIND_LOG_SEQ_GPU] = "log_seq_gpu",
         [HDX_FIND_LOG_SEQ_UNEXPLAINED] = "log_seq_unexplained",
         [HDX_FIND_LOG_DETAIL_MISMATCH] = "log_detail_mismatch",
+        [HDX_FIND_LOG_MONITORED_BARRIER] = "log_monitored_barrier",
         [HDX_FIND_LOG_GLOO_COLLECTIVE] = "log_gloo_collective",
         [HDX_FIND_LOG_GLOO_CYCLE] = "log_gloo_cycle",
         [HDX_FIND_LOG_GLOO_UNMATCHED] = "log_gloo_unmatched",

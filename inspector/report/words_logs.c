@@ -173,10 +173,25 @@ static int words_seq(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
                            r->last_line ? r->last_line : "?");
     } else if (v->finding == HDX_FIND_LOG_DESYNC) {
         size_t nd = hdx_words_ranks(v, "desync", c, sizeof c);
-        rc = hdx_words_set(&w->summary, "the NCCL desync report names rank%s %s: %s%s%s%s", hdx_words_noun_s(nd), c,
-                           hdx_verdict_num(v, "never_joined", 0) ? "never joined any collective"
-                                                                 : "joined but did not finish it",
-                           nw ? "; ranks " : "", nw ? wt : "", nw ? " timed out waiting" : "");
+        char u[RANKS_TEXT], nj[RANKS_TEXT], what[2 * RANKS_TEXT + 160] = "";
+        size_t nu = hdx_words_ranks(v, "unfinished", u, sizeof u), nn = hdx_words_ranks(v, "not_joined", nj, sizeof nj);
+        long long lag = hdx_verdict_num(v, "desync_seq", HDX_UNKNOWN);
+        if (hdx_verdict_num(v, "never_joined", 0)) {
+            snprintf(what, sizeof what, "never joined any collective");
+        } else if (nu || nn) {
+            int k = 0;
+            if (nu)
+                k = snprintf(what, sizeof what, "rank%s %s joined collective #%lld but did not finish it",
+                             hdx_words_noun_s(nu), u, lag);
+            if (nn && k >= 0 && (size_t)k < sizeof what)
+                snprintf(what + k, sizeof what - (size_t)k, "%srank%s %s finished collective #%lld but never joined "
+                         "#%lld, which the others wait in", nu ? "; " : "", hdx_words_noun_s(nn), nj, lag, lag + 1);
+        } else {
+            snprintf(what, sizeof what, "joined but did not finish it");
+        }
+        rc = hdx_words_set(&w->summary, "the NCCL desync report names rank%s %s: %s%s%s%s%s%s", hdx_words_noun_s(nd), c,
+                           what, nw ? "; rank" : "", nw ? hdx_words_noun_s(nw) : "", nw ? " " : "",
+                           nw ? wt : "", nw ? " timed out waiting" : "");
     } else if (v->finding == HDX_FIND_LOG_SEQ_SILENT) {
         size_t ns = hdx_words_ranks(v, "silent", c, sizeof c);
         rc = hdx_words_set(&w->summary,
@@ -212,6 +227,21 @@ static int words_seq(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
     return rc ? rc : hdx_words_set(&w->remedy, "look at what the culprit ranks did instead (their logs, or hangdx "
                                    "inspect while the job hangs): an uneven number of steps, a skipped collective, a "
                                    "crash");
+}
+
+static int words_monitored(const hdx_verdict *v, hdx_words *w)
+{
+    char f[RANKS_TEXT];
+    size_t n = hdx_words_ranks(v, "failed", f, sizeof f);
+    int rc = hdx_words_set(&w->summary,
+                           "monitored_barrier timed out after %lld ms: rank%s %s of its group did not reach it (rank 0 "
+                           "of the group reports %s: %s:%lld)",
+                           hdx_verdict_num(v, "timeout_ms", HDX_UNKNOWN), hdx_words_noun_s(n), f, n == 1 ? "it" : "them",
+                           file(v), line(v));
+    return rc ? rc : hdx_words_set(&w->remedy, "look at what rank%s %s did instead (%s logs, or hangdx inspect while "
+                                   "the job hangs): a crash, a skipped or extra collective, a slow step; the ranks are "
+                                   "those of the group given to monitored_barrier (the world's when none was)",
+                                   hdx_words_noun_s(n), f, n == 1 ? "its" : "their");
 }
 
 static int words_detail(const hdx_verdict *v, hdx_words *w)
@@ -329,6 +359,9 @@ int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
         break;
     case HDX_FIND_LOG_DETAIL_MISMATCH:
         rc = words_detail(v, w);
+        break;
+    case HDX_FIND_LOG_MONITORED_BARRIER:
+        rc = words_monitored(v, w);
         break;
     case HDX_FIND_LOG_GLOO_COLLECTIVE:
     case HDX_FIND_LOG_GLOO_CYCLE:
