@@ -206,13 +206,24 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
     /* Megatron's printed arguments. */
     long seq = arg_long(ev, "seq_length"), tp = arg_long(ev, "tensor_model_parallel_size");
     const char *sp = megatron_arg(ev, "sequence_parallel");
-    if (sp && !strcmp(sp, "True") && seq > 0 && tp > 0 && seq % tp) {
+    const hdx_log_fact *sp_assert = NULL; /* mappings.py's assertion on the tensor-parallel ranks */
+    for (size_t i = 0; i < ev->n_log_facts && !sp_assert; i++)
+        if (is(&ev->log_facts[i], "megatron_sp_first_dim"))
+            sp_assert = &ev->log_facts[i];
+    if ((sp && !strcmp(sp, "True") && seq > 0 && tp > 0 && seq % tp) || sp_assert) {
         v->cls = HDX_CLASS_CONFIG_ERROR;
         v->confidence = HDX_CONF_HIGH;
         v->finding = HDX_FIND_LOG_SEQUENCE_PARALLEL;
         const hdx_log_fact *symptom = allgather_symptom(ev);
-        int rc = hdx_verdict_set_num(v, "seq_length", seq);
-        if (!rc)
+        int rc = 0;
+        for (size_t k = 0; sp_assert && k < ev->n_log_facts && !rc; k++)
+            if (is(&ev->log_facts[k], "megatron_sp_first_dim") && ev->log_facts[k].rank >= 0)
+                rc = hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank);
+        if (!rc && sp_assert && !(rc = set_line(v, sp_assert)))
+            rc = hdx_verdict_set_ints(v, "asserted", v->culprit_ranks, v->n_culprit_ranks);
+        if (!rc && seq > 0)
+            rc = hdx_verdict_set_num(v, "seq_length", seq);
+        if (!rc && tp > 0)
             rc = hdx_verdict_set_num(v, "tp", tp);
         if (!rc && symptom && !(rc = hdx_verdict_set_num(v, "symptom_rank", symptom->rank)) &&
             !(rc = hdx_verdict_set_text(v, "symptom_op", hdx_log_fact_field(symptom, "op"))))

@@ -82,8 +82,23 @@ static int words_megatron(const hdx_verdict *v, hdx_words *w)
                                        "to the world size %lld", world);
     }
     long long seq = hdx_verdict_num(v, "seq_length", 0);
-    if (tp <= 0)
-        return 0;
+    const char *at = file(v);
+    if (tp <= 0 || seq <= 0) {
+        /* the assertion alone: the message prints neither size */
+        char a[RANKS_TEXT];
+        size_t na = hdx_words_ranks(v, "asserted", a, sizeof a);
+        if (!at)
+            return 0;
+        rc = hdx_words_set(&w->summary,
+                           "configuration error: with sequence parallelism a tensor's first dimension (the sequence) "
+                           "must be divisible by the tensor-parallel size, and Megatron's first forward pass found "
+                           "one that is not%s%s%s%s (%s:%lld: %s)",
+                           na ? " on rank" : "", na ? hdx_words_noun_s(na) : "", na ? " " : "", na ? a : "", at,
+                           line(v), hdx_verdict_text(v, "text"));
+        return rc ? rc : hdx_words_set(&w->remedy, "choose a --seq-length divisible by --tensor-model-parallel-size"
+                                       "%s, or turn off --sequence-parallel", tp > 0 ? "" : " (the arguments are not "
+                                       "in the log: check the launch command)");
+    }
     char symptom[200] = "", n[24] = "?";
     const char *op = hdx_verdict_text(v, "symptom_op");
     if (op) {
