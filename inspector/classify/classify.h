@@ -65,6 +65,8 @@ enum hdx_finding {
     HDX_FIND_LOG_SEQUENCE_PARALLEL, /* Megatron's arguments: sequence parallel, seq_length not divisible by TP */
     HDX_FIND_LOG_PARALLEL_ARGS,   /* Megatron's arguments: TP x PP x CP x DP is not world_size */
     HDX_FIND_LOG_BUILD_LOCK,      /* ranks time out waiting for ranks whose last lines are a JIT kernel build */
+    HDX_FIND_LOG_BUILD_UNFINISHED, /* no timeout: ranks whose last lines are a JIT kernel build that never loaded */
+    HDX_FIND_LOG_FILE_LOCK,       /* a file lock could not be acquired (the filelock package's Timeout) */
     HDX_FIND_LOG_STORE_BARRIER,   /* the store-based barrier of process-group initialisation timed out */
     HDX_FIND_LOG_SEQ_BEHIND,      /* ranks never enqueued the collective that the watchdogs of others timed out on */
     HDX_FIND_LOG_DESYNC,          /* the NCCL desync report names ranks */

@@ -357,6 +357,97 @@ static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     return decided(rc);
 }
 
+/* A JIT build that no rank finished, in a log without a watchdog timeout (the job hangs
+ * until killed): ranks whose last line is a cpp_extension build line (DeepSpeed's op
+ * builder, Megatron's fused kernels), and the ranks whose last line is the start of
+ * cpp_extension.load, which wait for the build directory's lock. */
+static int build_unfinished_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
+{
+    if (s->n != HDX_UNKNOWN)
+        return 0;
+    int *builders = NULL, *waiting = NULL;
+    size_t nb = 0, nw = 0;
+    int rc = 0;
+    for (size_t i = 0; i < ev->n_log_ranks && !rc; i++) {
+        const hdx_log_rank *r = &ev->log_ranks[i];
+        if (is_build_line(r->last_pattern))
+            rc = hdx_cls_add_int(&builders, &nb, r->rank);
+        else if (r->last_pattern && !strcmp(r->last_pattern, "cpp_extension_root"))
+            rc = hdx_cls_add_int(&waiting, &nw, r->rank);
+    }
+    if (rc || !nb)
+        goto out;
+    const char *dir = NULL, *ext = NULL, *root = NULL;
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        const hdx_log_fact *f = &ev->log_facts[i];
+        if (f->rank != builders[0])
+            continue;
+        if (is(f, "cpp_extension_emit"))
+            dir = hdx_log_fact_field(f, "build_dir");
+        else if (is(f, "cpp_extension_building"))
+            ext = hdx_log_fact_field(f, "extension");
+        else if (is(f, "cpp_extension_root"))
+            root = hdx_log_fact_field(f, "root");
+    }
+    char *joined = !dir && root && ext ? hdx_asprintf("%s/%s", root, ext) : NULL;
+    v->cls = HDX_CLASS_BUILD_LOCK;
+    v->confidence = HDX_CONF_MEDIUM;
+    v->finding = HDX_FIND_LOG_BUILD_UNFINISHED;
+    rc = set_culprits(v, builders, nb);
+    if (!rc)
+        rc = hdx_verdict_set_ints(v, "building", builders, nb);
+    if (!rc && nw)
+        rc = hdx_verdict_set_ints(v, "waiting", waiting, nw);
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "build_dir", dir ? dir : joined);
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "extension", ext);
+    free(joined);
+    if (!rc)
+        rc = 1;
+out:
+    free(builders);
+    free(waiting);
+    return rc;
+}
+
+/* The filelock package's Timeout: a lock (torch inductor's <cache>/locks/<key>.lock, or any
+ * other) that another process held past the timeout. */
+static int file_lock_rule(const hdx_evidence *ev, hdx_verdict *v)
+{
+    const hdx_log_fact *t = NULL;
+    int *timed = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        const hdx_log_fact *f = &ev->log_facts[i];
+        if (!is(f, "filelock_timeout"))
+            continue;
+        if (!t)
+            t = f;
+        if (f->rank >= 0 && hdx_cls_add_int(&timed, &n, f->rank)) {
+            free(timed);
+            return -ENOMEM;
+        }
+    }
+    if (!t)
+        return 0;
+    const char *path = hdx_log_fact_field(t, "lock_path");
+    size_t len = path ? strlen(path) : 0;
+    int inductor = path && strstr(path, "/locks/") && len > 5 && !strcmp(path + len - 5, ".lock");
+    v->cls = HDX_CLASS_BUILD_LOCK;
+    v->confidence = HDX_CONF_MEDIUM;
+    v->finding = HDX_FIND_LOG_FILE_LOCK;
+    int rc = hdx_verdict_set_ints(v, "timed_out", timed, n);
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "lock_path", path);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "inductor", inductor);
+    if (!rc)
+        rc = set_line(v, t);
+    free(timed);
+    return decided(rc);
+}
+
 static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
 {
     const hdx_log_fact *t = NULL;
@@ -858,7 +949,8 @@ static int decide(const hdx_evidence *ev, hdx_verdict *v)
     if (r)
         return r;
     seqs s;
-    if ((r = seqs_of(ev, &s)) == 0 && (r = build_rule(ev, &s, v)) == 0 && (r = store_rule(ev, v)) == 0 &&
+    if ((r = seqs_of(ev, &s)) == 0 && (r = build_rule(ev, &s, v)) == 0 && (r = file_lock_rule(ev, v)) == 0 &&
+        (r = build_unfinished_rule(ev, &s, v)) == 0 && (r = store_rule(ev, v)) == 0 &&
         (r = monitored_rule(ev, v)) == 0 && (r = seq_rule(ev, &s, v)) == 0 && (r = detail_rule(ev, v)) == 0 && (r = gloo_rule(ev, v)) == 0 &&
         (r = user_rule(ev, v)) == 0)
         r = exits_rule(ev, v);

@@ -55,6 +55,8 @@ const char *hdx_finding_name(enum hdx_finding f)
         [HDX_FIND_LOG_SEQUENCE_PARALLEL] = "log_sequence_parallel",
         [HDX_FIND_LOG_PARALLEL_ARGS] = "log_parallel_args",
         [HDX_FIND_LOG_BUILD_LOCK] = "log_build_lock",
+        [HDX_FIND_LOG_BUILD_UNFINISHED] = "log_build_unfinished",
+        [HDX_FIND_LOG_FILE_LOCK] = "log_file_lock",
         [HDX_FIND_LOG_STORE_BARRIER] = "log_store_barrier",
         [HDX_FIND_LOG_SEQ_BEHIND] = "log_seq_behind",
         [HDX_FIND_LOG_DESYNC] = "log_desync",

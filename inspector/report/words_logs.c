@@ -143,6 +143,55 @@ static int words_build_lock(const hdx_evidence *ev, const hdx_verdict *v, hdx_wo
                                    dir ? dir : "the build directory", dir ? dir : "<build dir>");
 }
 
+static int words_build_unfinished(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
+{
+    const hdx_fact *building = hdx_verdict_fact(v, "building");
+    const hdx_log_rank *r = building && building->n_ints ? hdx_evidence_log_rank(ev, building->ints[0]) : NULL;
+    if (!r)
+        return 0;
+    char b[RANKS_TEXT], wt[RANKS_TEXT];
+    size_t nb = hdx_words_ranks(v, "building", b, sizeof b), nw = hdx_words_ranks(v, "waiting", wt, sizeof wt);
+    const char *dir = hdx_verdict_text(v, "build_dir"), *ext = hdx_verdict_text(v, "extension");
+    char waits[RANKS_TEXT + 80] = "";
+    if (nw)
+        snprintf(waits, sizeof waits, "; rank%s %s started cpp_extension.load and wait%s for that lock",
+                 hdx_words_noun_s(nw), wt, nw == 1 ? "s" : "");
+    int rc = hdx_words_set(&w->summary,
+                           "rank%s %s began a JIT build%s%s%s%s and logged nothing after (last line %s:%ld: \"%s\"); "
+                           "no rank loaded it%s. The build holds the build directory's lock (%s/lock): the build is "
+                           "stuck, or its process was killed and left the lock stale; the logs cannot tell which",
+                           hdx_words_noun_s(nb), b, ext ? " of " : "", ext ? ext : "", dir ? " in " : "",
+                           dir ? dir : "", r->file ? r->file : "?", r->last_line_no, r->last_line ? r->last_line : "?",
+                           waits, dir ? dir : "<build dir>");
+    return rc ? rc : hdx_words_set(&w->remedy,
+                                   "check whether ninja or a compiler still runs for %s on the node of rank %s; if one "
+                                   "runs and makes no progress, it is a compile stall (lower MAX_JOBS when the OOM "
+                                   "killer ended a compiler); if none does, the lock is stale: rm %s/lock and relaunch",
+                                   dir ? dir : "the build directory", b, dir ? dir : "<build dir>");
+}
+
+static int words_file_lock(const hdx_verdict *v, hdx_words *w)
+{
+    char t[RANKS_TEXT];
+    size_t n = hdx_words_ranks(v, "timed_out", t, sizeof t);
+    const char *path = hdx_verdict_text(v, "lock_path");
+    int rc = hdx_words_set(&w->summary,
+                           "%s%s%s%s gave up waiting for the file lock %s%s (%s:%lld): another process held it the "
+                           "whole time, a build that is stuck, or a holder gone that left it stale (a lock on a "
+                           "network filesystem, or filelock's SoftFileLock); the logs cannot tell which",
+                           n ? "rank" : "a process", n ? hdx_words_noun_s(n) : "", n ? " " : "", n ? t : "",
+                           path ? path : "?",
+                           hdx_verdict_num(v, "inductor", 0) ? " (torch inductor's compile-cache lock, "
+                                                               "<cache dir>/locks/<key>.lock)" : "",
+                           file(v), line(v));
+    return rc ? rc : hdx_words_set(&w->remedy,
+                                   "find the process that holds %s (hangdx locks on its directory, or fuser/lsof on "
+                                   "each node that shares it); if it is a compile that makes no progress, end it; if "
+                                   "none holds it, remove the lock file and relaunch; a cache directory per job "
+                                   "(TORCHINDUCTOR_CACHE_DIR) keeps jobs from waiting on each other",
+                                   path ? path : "the lock file");
+}
+
 static int words_store_barrier(const hdx_verdict *v, hdx_words *w)
 {
     const char *key = hdx_verdict_text(v, "key");
@@ -361,6 +410,12 @@ int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
         break;
     case HDX_FIND_LOG_BUILD_LOCK:
         rc = words_build_lock(ev, v, w);
+        break;
+    case HDX_FIND_LOG_BUILD_UNFINISHED:
+        rc = words_build_unfinished(ev, v, w);
+        break;
+    case HDX_FIND_LOG_FILE_LOCK:
+        rc = words_file_lock(v, w);
         break;
     case HDX_FIND_LOG_STORE_BARRIER:
         rc = words_store_barrier(v, w);
