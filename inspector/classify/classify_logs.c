@@ -375,8 +375,31 @@ static int build_unfinished_rule(const hdx_evidence *ev, const seqs *s, hdx_verd
         else if (r->last_pattern && !strcmp(r->last_pattern, "cpp_extension_root"))
             rc = hdx_cls_add_int(&waiting, &nw, r->rank);
     }
-    if (rc || !nb)
+    if (rc || (!nb && !nw))
         goto out;
+    if (!nb) {
+        /* every rank stopped at the start of cpp_extension.load and none began a build: they wait
+         * for a lock that no rank of this job took (an earlier run's, or another job's) */
+        const char *root = NULL;
+        for (size_t i = 0; i < ev->n_log_facts; i++) {
+            const hdx_log_fact *f = &ev->log_facts[i];
+            if (!strncmp(f->pattern, "cpp_extension_", 14) && !is(f, "cpp_extension_root"))
+                goto out; /* a build or a load: not this */
+            if (is(f, "deepspeed_op_loaded"))
+                goto out;
+            if (is(f, "cpp_extension_root") && !root)
+                root = hdx_log_fact_field(f, "root");
+        }
+        v->cls = HDX_CLASS_BUILD_LOCK;
+        v->confidence = HDX_CONF_LOW; /* a log cut short during a build elsewhere reads the same */
+        v->finding = HDX_FIND_LOG_BUILD_UNFINISHED;
+        rc = hdx_verdict_set_ints(v, "waiting", waiting, nw);
+        if (!rc)
+            rc = hdx_verdict_set_text(v, "root", root);
+        if (!rc)
+            rc = 1;
+        goto out;
+    }
     const char *dir = NULL, *ext = NULL, *root = NULL;
     for (size_t i = 0; i < ev->n_log_facts; i++) {
         const hdx_log_fact *f = &ev->log_facts[i];

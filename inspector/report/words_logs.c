@@ -147,10 +147,23 @@ static int words_build_unfinished(const hdx_evidence *ev, const hdx_verdict *v, 
 {
     const hdx_fact *building = hdx_verdict_fact(v, "building");
     const hdx_log_rank *r = building && building->n_ints ? hdx_evidence_log_rank(ev, building->ints[0]) : NULL;
-    if (!r)
-        return 0;
     char b[RANKS_TEXT], wt[RANKS_TEXT];
     size_t nb = hdx_words_ranks(v, "building", b, sizeof b), nw = hdx_words_ranks(v, "waiting", wt, sizeof wt);
+    if (!r && nw) {
+        const char *root = hdx_verdict_text(v, "root");
+        int rc = hdx_words_set(&w->summary,
+                               "rank%s %s started cpp_extension.load%s%s and logged nothing after, and no rank of the "
+                               "job began the build: they wait for a build directory's lock (<root>/<extension>/lock) "
+                               "that no rank took, left by an earlier run that was killed (stale) or held by another "
+                               "job's build; the logs cannot tell which, nor which extension",
+                               hdx_words_noun_s(nw), wt, root ? " under " : "", root ? root : "");
+        return rc ? rc : hdx_words_set(&w->remedy,
+                                       "look in %s for a directory with a file named lock; if no ninja or compiler "
+                                       "runs for it on any node that shares it, remove that lock and relaunch",
+                                       root ? root : "the extensions root (TORCH_EXTENSIONS_DIR)");
+    }
+    if (!r)
+        return 0;
     const char *dir = hdx_verdict_text(v, "build_dir"), *ext = hdx_verdict_text(v, "extension");
     char waits[RANKS_TEXT + 80] = "";
     if (nw)
