@@ -65,6 +65,8 @@ enum hdx_finding {
     HDX_FIND_LOG_SEQUENCE_PARALLEL, /* Megatron's arguments: sequence parallel, seq_length not divisible by TP */
     HDX_FIND_LOG_PARALLEL_ARGS,   /* Megatron's arguments: TP x PP x CP x DP is not world_size */
     HDX_FIND_LOG_BUILD_LOCK,      /* ranks time out waiting for ranks whose last lines are a JIT kernel build */
+    HDX_FIND_LOG_BUILD_UNFINISHED, /* no timeout: ranks whose last lines are a JIT kernel build that never loaded */
+    HDX_FIND_LOG_FILE_LOCK,       /* a file lock could not be acquired (the filelock package's Timeout) */
     HDX_FIND_LOG_STORE_BARRIER,   /* the store-based barrier of process-group initialisation timed out */
     HDX_FIND_LOG_SEQ_BEHIND,      /* ranks never enqueued the collective that the watchdogs of others timed out on */
     HDX_FIND_LOG_DESYNC,          /* the NCCL desync report names ranks */
@@ -72,6 +74,7 @@ enum hdx_finding {
     HDX_FIND_LOG_SEQ_GPU,         /* a watchdog timeout on every rank of the job: its GPU work is stuck */
     HDX_FIND_LOG_SEQ_UNEXPLAINED, /* a watchdog timeout, and no log line tells which rank never joined */
     HDX_FIND_LOG_DETAIL_MISMATCH, /* TORCH_DISTRIBUTED_DEBUG=DETAIL: ranks in different collectives */
+    HDX_FIND_LOG_MONITORED_BARRIER, /* monitored_barrier names the ranks that did not reach it */
     HDX_FIND_LOG_GLOO_COLLECTIVE, /* gloo timeouts in a collective */
     HDX_FIND_LOG_GLOO_CYCLE,      /* gloo send/recv timeouts whose peers wait for each other in a cycle */
     HDX_FIND_LOG_GLOO_UNMATCHED,  /* gloo send/recv timeouts whose peers did not time out */

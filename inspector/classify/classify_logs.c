@@ -116,6 +116,33 @@ static int set_nums(hdx_verdict *v, const char *const *names, const long long *n
     return 0;
 }
 
+/* Megatron's world-size check, in the wording of its release (the config_world_not_divisible*
+ * patterns): the world size, the sizes the message prints (tp, pp, cp), and the model-parallel
+ * size that does not divide it (model_size: printed, the encoder's plus the decoder's, or TP x
+ * PP x CP when the message prints them all). A size the message does not print is no fact.
+ * 0 or -ENOMEM. */
+static int world_not_divisible(const hdx_log_fact *f, hdx_verdict *v)
+{
+    static const char *const names[] = {"world_size", "tp", "pp", "cp"};
+    long long n[4], model = hdx_log_fact_int(f, "model_size", HDX_UNKNOWN);
+    for (size_t k = 0; k < 4; k++) {
+        n[k] = hdx_log_fact_int(f, names[k], HDX_UNKNOWN);
+        if (n[k] != HDX_UNKNOWN && hdx_verdict_set_num(v, names[k], n[k]))
+            return -ENOMEM;
+    }
+    long long enc = hdx_log_fact_int(f, "encoder_model_size", HDX_UNKNOWN),
+              dec = hdx_log_fact_int(f, "decoder_model_size", HDX_UNKNOWN);
+    if (model == HDX_UNKNOWN && enc != HDX_UNKNOWN && dec != HDX_UNKNOWN)
+        model = enc + dec;
+    if (model == HDX_UNKNOWN && n[1] > 0 && n[2] > 0)
+        model = n[1] * n[2] * (n[3] > 0 ? n[3] : 1);
+    v->finding = HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE;
+    /* 2021-2023: two {} for three values, so no pipeline-parallel size in the message */
+    if (is(f, "config_world_not_divisible_mp") && hdx_verdict_set_num(v, "pp_unprinted", 1))
+        return -ENOMEM;
+    return model == HDX_UNKNOWN ? 0 : hdx_verdict_set_num(v, "model_size", model);
+}
+
 /* A configuration error that a log line states (a strong config_* pattern): its
  * setting and values, facts of the verdict. */
 static int config_line(const hdx_log_fact *f, hdx_verdict *v)
@@ -125,13 +152,8 @@ static int config_line(const hdx_log_fact *f, hdx_verdict *v)
         rc = hdx_verdict_set_text(v, "fix", hdx_log_fact_field(f, "fix"));
     if (rc)
         return rc;
-    if (is(f, "config_world_not_divisible")) {
-        static const char *const names[] = {"world_size", "tp", "pp"};
-        long long nums[] = {hdx_log_fact_int(f, "world_size", 0), hdx_log_fact_int(f, "tp", 0),
-                            hdx_log_fact_int(f, "pp", 0)};
-        v->finding = HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE;
-        return set_nums(v, names, nums, 3);
-    }
+    if (!strncmp(f->pattern, "config_world_not_divisible", 26))
+        return world_not_divisible(f, v);
     if (is(f, "config_duplicate_gpu")) {
         long long other = hdx_log_fact_int(f, "other_rank", HDX_UNKNOWN);
         if (other >= 0 && other <= INT_MAX && hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, (int)other))
@@ -184,13 +206,24 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
     /* Megatron's printed arguments. */
     long seq = arg_long(ev, "seq_length"), tp = arg_long(ev, "tensor_model_parallel_size");
     const char *sp = megatron_arg(ev, "sequence_parallel");
-    if (sp && !strcmp(sp, "True") && seq > 0 && tp > 0 && seq % tp) {
+    const hdx_log_fact *sp_assert = NULL; /* mappings.py's assertion on the tensor-parallel ranks */
+    for (size_t i = 0; i < ev->n_log_facts && !sp_assert; i++)
+        if (is(&ev->log_facts[i], "megatron_sp_first_dim"))
+            sp_assert = &ev->log_facts[i];
+    if ((sp && !strcmp(sp, "True") && seq > 0 && tp > 0 && seq % tp) || sp_assert) {
         v->cls = HDX_CLASS_CONFIG_ERROR;
         v->confidence = HDX_CONF_HIGH;
         v->finding = HDX_FIND_LOG_SEQUENCE_PARALLEL;
         const hdx_log_fact *symptom = allgather_symptom(ev);
-        int rc = hdx_verdict_set_num(v, "seq_length", seq);
-        if (!rc)
+        int rc = 0;
+        for (size_t k = 0; sp_assert && k < ev->n_log_facts && !rc; k++)
+            if (is(&ev->log_facts[k], "megatron_sp_first_dim") && ev->log_facts[k].rank >= 0)
+                rc = hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank);
+        if (!rc && sp_assert && !(rc = set_line(v, sp_assert)))
+            rc = hdx_verdict_set_ints(v, "asserted", v->culprit_ranks, v->n_culprit_ranks);
+        if (!rc && seq > 0)
+            rc = hdx_verdict_set_num(v, "seq_length", seq);
+        if (!rc && tp > 0)
             rc = hdx_verdict_set_num(v, "tp", tp);
         if (!rc && symptom && !(rc = hdx_verdict_set_num(v, "symptom_rank", symptom->rank)) &&
             !(rc = hdx_verdict_set_text(v, "symptom_op", hdx_log_fact_field(symptom, "op"))))
@@ -324,6 +357,120 @@ static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     return decided(rc);
 }
 
+/* A JIT build that no rank finished, in a log without a watchdog timeout (the job hangs
+ * until killed): ranks whose last line is a cpp_extension build line (DeepSpeed's op
+ * builder, Megatron's fused kernels), and the ranks whose last line is the start of
+ * cpp_extension.load, which wait for the build directory's lock. */
+static int build_unfinished_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
+{
+    if (s->n != HDX_UNKNOWN)
+        return 0;
+    int *builders = NULL, *waiting = NULL;
+    size_t nb = 0, nw = 0;
+    int rc = 0;
+    for (size_t i = 0; i < ev->n_log_ranks && !rc; i++) {
+        const hdx_log_rank *r = &ev->log_ranks[i];
+        if (is_build_line(r->last_pattern))
+            rc = hdx_cls_add_int(&builders, &nb, r->rank);
+        else if (r->last_pattern && !strcmp(r->last_pattern, "cpp_extension_root"))
+            rc = hdx_cls_add_int(&waiting, &nw, r->rank);
+    }
+    if (rc || (!nb && !nw))
+        goto out;
+    if (!nb) {
+        /* every rank stopped at the start of cpp_extension.load and none began a build: they wait
+         * for a lock that no rank of this job took (an earlier run's, or another job's) */
+        const char *root = NULL;
+        for (size_t i = 0; i < ev->n_log_facts; i++) {
+            const hdx_log_fact *f = &ev->log_facts[i];
+            if (!strncmp(f->pattern, "cpp_extension_", 14) && !is(f, "cpp_extension_root"))
+                goto out; /* a build or a load: not this */
+            if (is(f, "deepspeed_op_loaded"))
+                goto out;
+            if (is(f, "cpp_extension_root") && !root)
+                root = hdx_log_fact_field(f, "root");
+        }
+        v->cls = HDX_CLASS_BUILD_LOCK;
+        v->confidence = HDX_CONF_LOW; /* a log cut short during a build elsewhere reads the same */
+        v->finding = HDX_FIND_LOG_BUILD_UNFINISHED;
+        rc = hdx_verdict_set_ints(v, "waiting", waiting, nw);
+        if (!rc)
+            rc = hdx_verdict_set_text(v, "root", root);
+        if (!rc)
+            rc = 1;
+        goto out;
+    }
+    const char *dir = NULL, *ext = NULL, *root = NULL;
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        const hdx_log_fact *f = &ev->log_facts[i];
+        if (f->rank != builders[0])
+            continue;
+        if (is(f, "cpp_extension_emit"))
+            dir = hdx_log_fact_field(f, "build_dir");
+        else if (is(f, "cpp_extension_building"))
+            ext = hdx_log_fact_field(f, "extension");
+        else if (is(f, "cpp_extension_root"))
+            root = hdx_log_fact_field(f, "root");
+    }
+    char *joined = !dir && root && ext ? hdx_asprintf("%s/%s", root, ext) : NULL;
+    v->cls = HDX_CLASS_BUILD_LOCK;
+    v->confidence = HDX_CONF_MEDIUM;
+    v->finding = HDX_FIND_LOG_BUILD_UNFINISHED;
+    rc = set_culprits(v, builders, nb);
+    if (!rc)
+        rc = hdx_verdict_set_ints(v, "building", builders, nb);
+    if (!rc && nw)
+        rc = hdx_verdict_set_ints(v, "waiting", waiting, nw);
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "build_dir", dir ? dir : joined);
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "extension", ext);
+    free(joined);
+    if (!rc)
+        rc = 1;
+out:
+    free(builders);
+    free(waiting);
+    return rc;
+}
+
+/* The filelock package's Timeout: a lock (torch inductor's <cache>/locks/<key>.lock, or any
+ * other) that another process held past the timeout. */
+static int file_lock_rule(const hdx_evidence *ev, hdx_verdict *v)
+{
+    const hdx_log_fact *t = NULL;
+    int *timed = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        const hdx_log_fact *f = &ev->log_facts[i];
+        if (!is(f, "filelock_timeout"))
+            continue;
+        if (!t)
+            t = f;
+        if (f->rank >= 0 && hdx_cls_add_int(&timed, &n, f->rank)) {
+            free(timed);
+            return -ENOMEM;
+        }
+    }
+    if (!t)
+        return 0;
+    const char *path = hdx_log_fact_field(t, "lock_path");
+    size_t len = path ? strlen(path) : 0;
+    int inductor = path && strstr(path, "/locks/") && len > 5 && !strcmp(path + len - 5, ".lock");
+    v->cls = HDX_CLASS_BUILD_LOCK;
+    v->confidence = HDX_CONF_MEDIUM;
+    v->finding = HDX_FIND_LOG_FILE_LOCK;
+    int rc = hdx_verdict_set_ints(v, "timed_out", timed, n);
+    if (!rc)
+        rc = hdx_verdict_set_text(v, "lock_path", path);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "inductor", inductor);
+    if (!rc)
+        rc = set_line(v, t);
+    free(timed);
+    return decided(rc);
+}
+
 static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
 {
     const hdx_log_fact *t = NULL;
@@ -402,21 +549,29 @@ static long long log_world_size(const hdx_evidence *ev, int *from_env)
 
 static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
 {
-    int *desync = NULL;
-    size_t nd = 0;
+    int *desync = NULL, *unfinished = NULL, *not_joined = NULL;
+    size_t nd = 0, nu = 0, nn = 0;
     int never_joined = 0;
-    for (size_t i = 0; i < ev->n_log_facts; i++) {
+    long long lag_seq = HDX_UNKNOWN;
+    int rc = 0;
+    for (size_t i = 0; i < ev->n_log_facts && !rc; i++) {
         const hdx_log_fact *f = &ev->log_facts[i];
-        if (is(f, "nccl_desync_never_joined") || is(f, "nccl_desync_unfinished")) {
-            if (parse_rank_list(hdx_log_fact_field(f, "ranks"), &desync, &nd)) {
-                free(desync);
-                return -ENOMEM;
-            }
+        /* the report's three forms (TraceUtils.h): never joined any collective; joined
+         * collective #lag but did not finish it; finished #lag, did not join #lag + 1 */
+        if (is(f, "nccl_desync_never_joined") || is(f, "nccl_desync_unfinished") || is(f, "nccl_desync_not_joined")) {
+            const char *ranks = hdx_log_fact_field(f, "ranks");
+            rc = parse_rank_list(ranks, &desync, &nd);
+            if (!rc && is(f, "nccl_desync_unfinished"))
+                rc = parse_rank_list(ranks, &unfinished, &nu);
+            if (!rc && is(f, "nccl_desync_not_joined"))
+                rc = parse_rank_list(ranks, &not_joined, &nn);
+            if (!is(f, "nccl_desync_never_joined"))
+                lag_seq = hdx_log_fact_int(f, "seq", HDX_UNKNOWN);
             never_joined = is(f, "nccl_desync_never_joined");
         }
     }
-    if (s->n == HDX_UNKNOWN && !nd)
-        return 0;
+    if (rc || (s->n == HDX_UNKNOWN && !nd))
+        goto out;
     long long world = HDX_UNKNOWN;
     int from_env = 0;
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
@@ -425,7 +580,7 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     for (size_t i = 0; i < ev->n_log_ranks && !pg; i++)
         if (ev->log_ranks[i].seq_timed_out == s->n && ev->log_ranks[i].seq_pg)
             pg = hdx_evidence_find_pgroup(ev, ev->log_ranks[i].seq_pg);
-    int rc = pg && !(v->group = strdup(pg->name)) ? -ENOMEM : set_seq_facts(v, s);
+    rc = pg && !(v->group = strdup(pg->name)) ? -ENOMEM : set_seq_facts(v, s);
     if (rc)
         goto out;
     if (s->n_behind) {
@@ -442,6 +597,12 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
             rc = hdx_verdict_set_ints(v, "desync", desync, nd);
         if (!rc)
             rc = hdx_verdict_set_num(v, "never_joined", never_joined);
+        if (!rc && nu)
+            rc = hdx_verdict_set_ints(v, "unfinished", unfinished, nu);
+        if (!rc && nn)
+            rc = hdx_verdict_set_ints(v, "not_joined", not_joined, nn);
+        if (!rc && lag_seq != HDX_UNKNOWN && !never_joined)
+            rc = hdx_verdict_set_num(v, "desync_seq", lag_seq);
     } else if (s->n_silent) {
         v->confidence = HDX_CONF_MEDIUM;
         v->finding = HDX_FIND_LOG_SEQ_SILENT;
@@ -461,6 +622,43 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     }
 out:
     free(desync);
+    free(unfinished);
+    free(not_joined);
+    if (rc || (s->n == HDX_UNKNOWN && !nd))
+        return rc;
+    return decided(rc);
+}
+
+/* monitored_barrier's timeout: rank 0 of its group names the ranks that did not reach it. */
+static int monitored_rule(const hdx_evidence *ev, hdx_verdict *v)
+{
+    const hdx_log_fact *t = NULL;
+    int *failed = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        const hdx_log_fact *f = &ev->log_facts[i];
+        if (!is(f, "monitored_barrier_failed"))
+            continue;
+        if (!t)
+            t = f;
+        if (parse_rank_list(hdx_log_fact_field(f, "ranks"), &failed, &n)) {
+            free(failed);
+            return -ENOMEM;
+        }
+    }
+    if (!t)
+        return 0;
+    v->cls = HDX_CLASS_COLLECTIVE_WAIT;
+    v->confidence = HDX_CONF_HIGH;
+    v->finding = HDX_FIND_LOG_MONITORED_BARRIER;
+    int rc = set_culprits(v, failed, n);
+    if (!rc)
+        rc = hdx_verdict_set_ints(v, "failed", failed, n);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "timeout_ms", hdx_log_fact_int(t, "timeout_ms", HDX_UNKNOWN));
+    if (!rc)
+        rc = set_line(v, t);
+    free(failed);
     return decided(rc);
 }
 
@@ -777,8 +975,9 @@ static int decide(const hdx_evidence *ev, hdx_verdict *v)
     if (r)
         return r;
     seqs s;
-    if ((r = seqs_of(ev, &s)) == 0 && (r = build_rule(ev, &s, v)) == 0 && (r = store_rule(ev, v)) == 0 &&
-        (r = seq_rule(ev, &s, v)) == 0 && (r = detail_rule(ev, v)) == 0 && (r = gloo_rule(ev, v)) == 0 &&
+    if ((r = seqs_of(ev, &s)) == 0 && (r = build_rule(ev, &s, v)) == 0 && (r = file_lock_rule(ev, v)) == 0 &&
+        (r = build_unfinished_rule(ev, &s, v)) == 0 && (r = store_rule(ev, v)) == 0 &&
+        (r = monitored_rule(ev, v)) == 0 && (r = seq_rule(ev, &s, v)) == 0 && (r = detail_rule(ev, v)) == 0 && (r = gloo_rule(ev, v)) == 0 &&
         (r = user_rule(ev, v)) == 0)
         r = exits_rule(ev, v);
     seqs_free(&s);

@@ -26,11 +26,23 @@ static int words_config(const hdx_verdict *v, hdx_words *w)
     const char *fix = hdx_verdict_text(v, "fix");
     int rc;
     if (v->finding == HDX_FIND_LOG_CONFIG_WORLD_NOT_DIVISIBLE) {
-        long long tp = hdx_verdict_num(v, "tp", 0), pp = hdx_verdict_num(v, "pp", 0);
+        long long tp = hdx_verdict_num(v, "tp", HDX_UNKNOWN), pp = hdx_verdict_num(v, "pp", HDX_UNKNOWN),
+                  cp = hdx_verdict_num(v, "cp", HDX_UNKNOWN), model = hdx_verdict_num(v, "model_size", HDX_UNKNOWN);
+        char by[200];
+        if (tp > 0 && pp > 0 && model > 0)
+            snprintf(by, sizeof by, "tensor-parallel size %lld x pipeline-parallel size %lld%s%.0lld = %lld", tp, pp,
+                     cp > 0 ? " x context-parallel size " : "", cp > 0 ? cp : 0, model);
+        else if (model > 0)
+            snprintf(by, sizeof by, "the model-parallel size %lld (TP x PP x CP, and the encoder's)", model);
+        else if (tp > 0 && hdx_verdict_num(v, "pp_unprinted", 0))
+            snprintf(by, sizeof by, "tensor-parallel size %lld x the pipeline-parallel size (this Megatron's "
+                     "message does not print it)", tp);
+        else
+            snprintf(by, sizeof by, "tensor-parallel size %lld", tp);
         rc = hdx_words_set(&w->summary,
                            "configuration error: TPxPPxDP cannot equal the world size: world size %lld is not "
-                           "divisible by tensor-parallel size %lld x pipeline-parallel size %lld = %lld (%s:%lld)",
-                           hdx_verdict_num(v, "world_size", 0), tp, pp, tp * pp, file(v), line(v));
+                           "divisible by %s (%s:%lld)",
+                           hdx_verdict_num(v, "world_size", 0), by, file(v), line(v));
     } else if (v->finding == HDX_FIND_LOG_CONFIG_DUPLICATE_GPU) {
         rc = hdx_words_set(&w->summary,
                            "configuration error: ranks %lld and %lld of one NCCL communicator are both on CUDA "
@@ -70,8 +82,23 @@ static int words_megatron(const hdx_verdict *v, hdx_words *w)
                                        "to the world size %lld", world);
     }
     long long seq = hdx_verdict_num(v, "seq_length", 0);
-    if (tp <= 0)
-        return 0;
+    const char *at = hdx_verdict_text(v, "file");
+    if (tp <= 0 || seq <= 0) {
+        /* the assertion alone: the message prints neither size */
+        char a[RANKS_TEXT];
+        size_t na = hdx_words_ranks(v, "asserted", a, sizeof a);
+        if (!at)
+            return 0;
+        rc = hdx_words_set(&w->summary,
+                           "configuration error: with sequence parallelism a tensor's first dimension (the sequence) "
+                           "must be divisible by the tensor-parallel size, and Megatron's first forward pass found "
+                           "one that is not%s%s%s%s (%s:%lld: %s)",
+                           na ? " on rank" : "", na ? hdx_words_noun_s(na) : "", na ? " " : "", na ? a : "", at,
+                           line(v), hdx_words_text(v, "text", ""));
+        return rc ? rc : hdx_words_set(&w->remedy, "choose a --seq-length divisible by --tensor-model-parallel-size"
+                                       "%s, or turn off --sequence-parallel", tp > 0 ? "" : " (the arguments are not "
+                                       "in the log: check the launch command)");
+    }
     char symptom[200] = "", n[24] = "?";
     const char *op = hdx_verdict_text(v, "symptom_op");
     if (op) {
@@ -114,6 +141,68 @@ static int words_build_lock(const hdx_evidence *ev, const hdx_verdict *v, hdx_wo
                                    "progress, it is a compile stall (lower MAX_JOBS when the OOM killer ended a "
                                    "compiler)",
                                    dir ? dir : "the build directory", dir ? dir : "<build dir>");
+}
+
+static int words_build_unfinished(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
+{
+    const hdx_fact *building = hdx_verdict_fact(v, "building");
+    const hdx_log_rank *r = building && building->n_ints ? hdx_evidence_log_rank(ev, building->ints[0]) : NULL;
+    char b[RANKS_TEXT], wt[RANKS_TEXT];
+    size_t nb = hdx_words_ranks(v, "building", b, sizeof b), nw = hdx_words_ranks(v, "waiting", wt, sizeof wt);
+    if (!r && nw) {
+        const char *root = hdx_verdict_text(v, "root");
+        int rc = hdx_words_set(&w->summary,
+                               "rank%s %s started cpp_extension.load%s%s and logged nothing after, and no rank of the "
+                               "job began the build: they wait for a build directory's lock (<root>/<extension>/lock) "
+                               "that no rank took, left by an earlier run that was killed (stale) or held by another "
+                               "job's build; the logs cannot tell which, nor which extension",
+                               hdx_words_noun_s(nw), wt, root ? " under " : "", root ? root : "");
+        return rc ? rc : hdx_words_set(&w->remedy,
+                                       "look in %s for a directory with a file named lock; if no ninja or compiler "
+                                       "runs for it on any node that shares it, remove that lock and relaunch",
+                                       root ? root : "the extensions root (TORCH_EXTENSIONS_DIR)");
+    }
+    if (!r)
+        return 0;
+    const char *dir = hdx_verdict_text(v, "build_dir"), *ext = hdx_verdict_text(v, "extension");
+    char waits[RANKS_TEXT + 80] = "";
+    if (nw)
+        snprintf(waits, sizeof waits, "; rank%s %s started cpp_extension.load and wait%s for that lock",
+                 hdx_words_noun_s(nw), wt, nw == 1 ? "s" : "");
+    int rc = hdx_words_set(&w->summary,
+                           "rank%s %s began a JIT build%s%s%s%s and logged nothing after (last line %s:%ld: \"%s\"); "
+                           "no rank loaded it%s. The build holds the build directory's lock (%s/lock): the build is "
+                           "stuck, or its process was killed and left the lock stale; the logs cannot tell which",
+                           hdx_words_noun_s(nb), b, ext ? " of " : "", ext ? ext : "", dir ? " in " : "",
+                           dir ? dir : "", r->file ? r->file : "?", r->last_line_no, r->last_line ? r->last_line : "?",
+                           waits, dir ? dir : "<build dir>");
+    return rc ? rc : hdx_words_set(&w->remedy,
+                                   "check whether ninja or a compiler still runs for %s on the node of rank %s; if one "
+                                   "runs and makes no progress, it is a compile stall (lower MAX_JOBS when the OOM "
+                                   "killer ended a compiler); if none does, the lock is stale: rm %s/lock and relaunch",
+                                   dir ? dir : "the build directory", b, dir ? dir : "<build dir>");
+}
+
+static int words_file_lock(const hdx_verdict *v, hdx_words *w)
+{
+    char t[RANKS_TEXT];
+    size_t n = hdx_words_ranks(v, "timed_out", t, sizeof t);
+    const char *path = hdx_verdict_text(v, "lock_path");
+    int rc = hdx_words_set(&w->summary,
+                           "%s%s%s%s gave up waiting for the file lock %s%s (%s:%lld): another process held it the "
+                           "whole time, a build that is stuck, or a holder gone that left it stale (a lock on a "
+                           "network filesystem, or filelock's SoftFileLock); the logs cannot tell which",
+                           n ? "rank" : "a process", n ? hdx_words_noun_s(n) : "", n ? " " : "", n ? t : "",
+                           path ? path : "?",
+                           hdx_verdict_num(v, "inductor", 0) ? " (torch inductor's compile-cache lock, "
+                                                               "<cache dir>/locks/<key>.lock)" : "",
+                           file(v), line(v));
+    return rc ? rc : hdx_words_set(&w->remedy,
+                                   "find the process that holds %s (hangdx locks on its directory, or fuser/lsof on "
+                                   "each node that shares it); if it is a compile that makes no progress, end it; if "
+                                   "none holds it, remove the lock file and relaunch; a cache directory per job "
+                                   "(TORCHINDUCTOR_CACHE_DIR) keeps jobs from waiting on each other",
+                                   path ? path : "the lock file");
 }
 
 static int words_store_barrier(const hdx_verdict *v, hdx_words *w)
@@ -169,10 +258,25 @@ static int words_seq(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
                            r->last_line ? r->last_line : "?");
     } else if (v->finding == HDX_FIND_LOG_DESYNC) {
         size_t nd = hdx_words_ranks(v, "desync", c, sizeof c);
-        rc = hdx_words_set(&w->summary, "the NCCL desync report names rank%s %s: %s%s%s%s", hdx_words_noun_s(nd), c,
-                           hdx_verdict_num(v, "never_joined", 0) ? "never joined any collective"
-                                                                 : "joined but did not finish it",
-                           nw ? (nw == 1 ? "; rank " : "; ranks ") : "", nw ? wt : "", nw ? " timed out waiting" : "");
+        char u[RANKS_TEXT], nj[RANKS_TEXT], what[2 * RANKS_TEXT + 160] = "";
+        size_t nu = hdx_words_ranks(v, "unfinished", u, sizeof u), nn = hdx_words_ranks(v, "not_joined", nj, sizeof nj);
+        long long lag = hdx_verdict_num(v, "desync_seq", HDX_UNKNOWN);
+        if (hdx_verdict_num(v, "never_joined", 0)) {
+            snprintf(what, sizeof what, "never joined any collective");
+        } else if (nu || nn) {
+            int k = 0;
+            if (nu)
+                k = snprintf(what, sizeof what, "rank%s %s joined collective #%lld but did not finish it",
+                             hdx_words_noun_s(nu), u, lag);
+            if (nn && k >= 0 && (size_t)k < sizeof what)
+                snprintf(what + k, sizeof what - (size_t)k, "%srank%s %s finished collective #%lld but never joined "
+                         "#%lld, which the others wait in", nu ? "; " : "", hdx_words_noun_s(nn), nj, lag, lag + 1);
+        } else {
+            snprintf(what, sizeof what, "joined but did not finish it");
+        }
+        rc = hdx_words_set(&w->summary, "the NCCL desync report names rank%s %s: %s%s%s%s%s%s", hdx_words_noun_s(nd), c,
+                           what, nw ? "; rank" : "", nw ? hdx_words_noun_s(nw) : "", nw ? " " : "",
+                           nw ? wt : "", nw ? " timed out waiting" : "");
     } else if (v->finding == HDX_FIND_LOG_SEQ_SILENT) {
         size_t ns = hdx_words_ranks(v, "silent", c, sizeof c);
         rc = hdx_words_set(&w->summary,
@@ -208,6 +312,21 @@ static int words_seq(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
     return rc ? rc : hdx_words_set(&w->remedy, "look at what the culprit ranks did instead (their logs, or hangdx "
                                    "inspect while the job hangs): an uneven number of steps, a skipped collective, a "
                                    "crash");
+}
+
+static int words_monitored(const hdx_verdict *v, hdx_words *w)
+{
+    char f[RANKS_TEXT];
+    size_t n = hdx_words_ranks(v, "failed", f, sizeof f);
+    int rc = hdx_words_set(&w->summary,
+                           "monitored_barrier timed out after %lld ms: rank%s %s of its group did not reach it (rank 0 "
+                           "of the group reports %s: %s:%lld)",
+                           hdx_verdict_num(v, "timeout_ms", HDX_UNKNOWN), hdx_words_noun_s(n), f, n == 1 ? "it" : "them",
+                           file(v), line(v));
+    return rc ? rc : hdx_words_set(&w->remedy, "look at what rank%s %s did instead (%s logs, or hangdx inspect while "
+                                   "the job hangs): a crash, a skipped or extra collective, a slow step; the ranks are "
+                                   "those of the group given to monitored_barrier (the world's when none was)",
+                                   hdx_words_noun_s(n), f, n == 1 ? "its" : "their");
 }
 
 static int words_detail(const hdx_verdict *v, hdx_words *w)
@@ -323,6 +442,12 @@ int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
     case HDX_FIND_LOG_BUILD_LOCK:
         rc = words_build_lock(ev, v, w);
         break;
+    case HDX_FIND_LOG_BUILD_UNFINISHED:
+        rc = words_build_unfinished(ev, v, w);
+        break;
+    case HDX_FIND_LOG_FILE_LOCK:
+        rc = words_file_lock(v, w);
+        break;
     case HDX_FIND_LOG_STORE_BARRIER:
         rc = words_store_barrier(v, w);
         break;
@@ -335,6 +460,9 @@ int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
         break;
     case HDX_FIND_LOG_DETAIL_MISMATCH:
         rc = words_detail(v, w);
+        break;
+    case HDX_FIND_LOG_MONITORED_BARRIER:
+        rc = words_monitored(v, w);
         break;
     case HDX_FIND_LOG_GLOO_COLLECTIVE:
     case HDX_FIND_LOG_GLOO_CYCLE:
