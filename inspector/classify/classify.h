@@ -80,6 +80,7 @@ enum hdx_finding {
     HDX_FIND_LOG_GLOO_UNMATCHED,  /* gloo send/recv timeouts whose peers did not time out */
     HDX_FIND_LOG_GLOO_NO_PEERS,   /* gloo send/recv timeouts, and no call site names the peers */
     HDX_FIND_LOG_USER_PATTERN,    /* a strong user pattern that names a class matched */
+    HDX_FIND_LOG_STARTUP_PHASE,   /* no rule decided; Megatron's start-up milestones tell the phase where the logs stop */
     HDX_FIND_LOG_EXITS,           /* the job ended (torch elastic's ChildFailedError), no hang rule matched */
     HDX_FIND_LOG_UNDECIDED,       /* the logs hold no line that decides a class, and no stack to judge */
 };

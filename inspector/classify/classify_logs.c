@@ -11,7 +11,10 @@
  *  4. NCCL watchdog SeqNum N on some ranks, last enqueued < N on others →
  *     collective_wait, those others; the desync report; the DETAIL mismatch;
  *  5. gloo send/recv timeouts, peers from the call sites → p2p_mismatch;
- *  6. a user pattern's class; torch elastic's failures; otherwise unknown.
+ *  6. a user pattern's class; torch elastic's failures;
+ *  7. with no stack, the phase of Megatron's start-up where the logs stop (weak milestones:
+ *     low confidence, never build_lock); otherwise unknown.
+ * A decided verdict carries the phase as a fact when the logs show a milestone.
  * Each outcome is a finding (HDX_FIND_LOG_*) with the facts its words need
  * (docs/design.md "Findings"); report/words_logs.c words them.
  */
@@ -928,6 +931,107 @@ static int exits_rule(const hdx_evidence *ev, hdx_verdict *v)
     return decided(rc);
 }
 
+/* Megatron's start-up milestones (patterns megatron_phase_*), in the order a job reaches them;
+ * rank 0 prints them. */
+static const char *const phase_patterns[] = {"megatron_phase_distributed", "megatron_phase_fused_kernels",
+                                             "megatron_phase_fused_kernels_done", "megatron_phase_datasets",
+                                             "megatron_phase_training"};
+enum { PHASE_DISTRIBUTED, PHASE_FUSED_KERNELS, PHASE_FUSED_KERNELS_DONE, PHASE_DATASETS, PHASE_TRAINING };
+
+/* Which milestone f is (PHASE_*), or -1. */
+static int phase_of(const hdx_log_fact *f)
+{
+    for (int i = 0; i < (int)(sizeof phase_patterns / sizeof *phase_patterns); i++)
+        if (is(f, phase_patterns[i]))
+            return i;
+    return -1;
+}
+
+/* The last milestone of the logs, in input order (a restarted job prints them again), or -1;
+ * *at: its index in ev->log_facts. */
+static int last_milestone(const hdx_evidence *ev, size_t *at)
+{
+    int phase = -1;
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        int p = phase_of(&ev->log_facts[i]);
+        if (p >= 0) {
+            phase = p;
+            *at = i;
+        }
+    }
+    return phase;
+}
+
+/* Did a fused-kernel build run after the milestone at index at? "ran": cpp_extension lines
+ * follow it; "none": none follow, and the logs show a release that builds nothing there
+ * (Megatron prints no version; its parallel layout line names the context-parallel size only
+ * from core_v0.5 on, after fused_kernels.load stopped building in 23.08); "unknown": neither. */
+static const char *kernel_build(const hdx_evidence *ev, size_t at)
+{
+    for (size_t i = at + 1; i < ev->n_log_facts; i++)
+        if (!strncmp(ev->log_facts[i].pattern, "cpp_extension_", 14))
+            return "ran";
+    for (size_t i = 0; i < ev->n_log_facts; i++)
+        if (is(&ev->log_facts[i], "megatron_parallel_sizes") && hdx_log_fact_int(&ev->log_facts[i], "cp", -1) >= 0)
+            return "none";
+    return "unknown";
+}
+
+/* The phase where the job's logs stop, as facts of a decided log finding: "phase" (the
+ * milestone's words) and, after "compiling and loading fused kernels", "kernel_build".
+ * Nothing when the logs show no milestone or a fact is already set. 0 or -ENOMEM. */
+static int set_phase(const hdx_evidence *ev, hdx_verdict *v)
+{
+    size_t at = 0;
+    int p = last_milestone(ev, &at);
+    if (p < 0 || hdx_verdict_text(v, "phase"))
+        return 0;
+    int rc = hdx_verdict_set_text(v, "phase", hdx_log_fact_field(&ev->log_facts[at], "phase"));
+    if (!rc && p == PHASE_FUSED_KERNELS)
+        rc = hdx_verdict_set_text(v, "kernel_build", kernel_build(ev, at));
+    return rc;
+}
+
+/* No other rule decided, and the logs show how far Megatron's start-up went: the phase of its
+ * last milestone. A milestone is a weak line: low confidence, medium only where the logs also
+ * show a release whose fused-kernel phase builds nothing (then the job waits in the barrier
+ * after it, never in a build: no build_lock). */
+static int startup_rule(const hdx_evidence *ev, hdx_verdict *v)
+{
+    size_t at = 0;
+    int p = last_milestone(ev, &at);
+    if (p < 0 || has_stacks(ev)) /* stacks tell where the ranks wait; a milestone only where the logs stop */
+        return 0;
+    const hdx_log_fact *m = &ev->log_facts[at];
+    v->finding = HDX_FIND_LOG_STARTUP_PHASE;
+    v->confidence = HDX_CONF_LOW;
+    v->cls = HDX_CLASS_UNKNOWN;
+    if (p == PHASE_DISTRIBUTED)
+        v->cls = HDX_CLASS_RENDEZVOUS_WAIT; /* init_process_group waits for every rank */
+    else if (p == PHASE_FUSED_KERNELS) {
+        const char *b = kernel_build(ev, at);
+        if (strcmp(b, "ran")) {
+            v->cls = HDX_CLASS_COLLECTIVE_WAIT; /* the barrier after fused_kernels.load */
+            if (!strcmp(b, "none"))
+                v->confidence = HDX_CONF_MEDIUM;
+        }
+    }
+    int *stopped = NULL;
+    size_t n = 0;
+    int rc = 0;
+    for (size_t i = 0; i < ev->n_log_ranks && !rc; i++)
+        if (ev->log_ranks[i].last_pattern && !strncmp(ev->log_ranks[i].last_pattern, "megatron_phase_", 15))
+            rc = hdx_cls_add_int(&stopped, &n, ev->log_ranks[i].rank);
+    if (!rc)
+        rc = hdx_verdict_set_ints(v, "stopped", stopped, n);
+    free(stopped);
+    if (!rc)
+        rc = set_line(v, m);
+    if (!rc)
+        rc = set_phase(ev, v);
+    return decided(rc);
+}
+
 /* The weak Megatron last line: a question, answered from other evidence or left unchecked,
  * as a note of v; the ranks that ended on it as the fact "weak_ranks", and whether other
  * evidence answers it as "weak_answered". Returns 1, 0 when no rank ended on that line,
@@ -979,8 +1083,11 @@ static int decide(const hdx_evidence *ev, hdx_verdict *v)
         (r = build_unfinished_rule(ev, &s, v)) == 0 && (r = store_rule(ev, v)) == 0 &&
         (r = monitored_rule(ev, v)) == 0 && (r = seq_rule(ev, &s, v)) == 0 && (r = detail_rule(ev, v)) == 0 && (r = gloo_rule(ev, v)) == 0 &&
         (r = user_rule(ev, v)) == 0)
-        r = exits_rule(ev, v);
+        if ((r = exits_rule(ev, v)) == 0)
+            r = startup_rule(ev, v);
     seqs_free(&s);
+    if (r > 0 && set_phase(ev, v))
+        return -ENOMEM;
     return r;
 }
 

@@ -70,6 +70,7 @@ const char *hdx_finding_name(enum hdx_finding f)
         [HDX_FIND_LOG_GLOO_NO_PEERS] = "log_gloo_no_peers",
         [HDX_FIND_LOG_USER_PATTERN] = "log_user_pattern",
         [HDX_FIND_LOG_EXITS] = "log_exits",
+        [HDX_FIND_LOG_STARTUP_PHASE] = "log_startup_phase",
         [HDX_FIND_LOG_UNDECIDED] = "log_undecided",
     };
     return (size_t)f < sizeof names / sizeof names[0] && names[f] ? names[f] : "none";

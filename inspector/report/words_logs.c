@@ -3,6 +3,7 @@
  * log line comes from the evidence (hdx_evidence_log_rank); all else from the facts.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "classify/waitsfor.h"
 #include "report/words_impl.h"
@@ -425,6 +426,53 @@ static int words_undecided(const hdx_verdict *v, hdx_words *w)
                                "fused_kernels/build directory, or 'hangdx inspect' while the job hangs");
 }
 
+/* Where a job's logs stop in Megatron's start-up (facts "phase", "kernel_build"), as a clause
+ * for any log finding; "" when the facts hold no phase. */
+static void phase_clause(const hdx_verdict *v, char *buf, size_t size)
+{
+    const char *phase = hdx_verdict_text(v, "phase"), *build = hdx_verdict_text(v, "kernel_build");
+    if (!phase)
+        snprintf(buf, size, "%s", "");
+    else if (!strcmp(phase, "training"))
+        snprintf(buf, size, "after Megatron's start-up: its last milestone in the logs is 'training ...'");
+    else
+        snprintf(buf, size, "during Megatron's start-up, after '%s'%s", phase,
+                 !build                    ? ""
+                 : !strcmp(build, "ran")   ? " (a fused-kernel build ran there)"
+                 : !strcmp(build, "none")  ? " (this release builds nothing there: the ranks wait in the barrier "
+                                             "after it)"
+                                           : " (whether a build runs there cannot be told: Megatron prints no version)");
+}
+
+static int words_startup(const hdx_verdict *v, hdx_words *w)
+{
+    char where[400], r[RANKS_TEXT];
+    phase_clause(v, where, sizeof where);
+    const char *phase = hdx_verdict_text(v, "phase"), *build = hdx_verdict_text(v, "kernel_build");
+    size_t n = hdx_words_ranks(v, "stopped", r, sizeof r);
+    const char *at = *where ? where : "during Megatron's start-up";
+    int rc = n ? hdx_words_set(&w->summary, "the job logs stop %s; rank%s %s last logged that milestone, and no line "
+                               "tells which rank holds the others up (%s:%lld)", at, hdx_words_noun_s(n), r, file(v),
+                               line(v))
+               : hdx_words_set(&w->summary, "the job logs stop %s; no line tells which rank holds the others up "
+                               "(%s:%lld)", at, file(v), line(v));
+    if (rc)
+        return rc;
+    if (phase && !strcmp(phase, "compiling and loading fused kernels") && build && !strcmp(build, "none"))
+        return hdx_words_set(&w->remedy, "not a fused-kernel build: from 23.08 on Megatron builds nothing after this "
+                             "line; rank 0 waits in torch.distributed.barrier for ranks that never joined it: find "
+                             "the rank whose own log stops earlier (or run 'hangdx inspect' while the job hangs)");
+    if (phase && !strcmp(phase, "compiling and loading fused kernels") && build && !strcmp(build, "unknown"))
+        return hdx_words_set(&w->remedy, "the logs cannot tell the release: before 23.08 fused_kernels.load builds on "
+                             "rank 0 (a verbose build prints 'Using ... as PyTorch extensions root...' next), from "
+                             "23.08 on it builds nothing and the ranks wait in the barrier after it; run 'hangdx locks' "
+                             "on megatron/fused_kernels/build, or 'hangdx inspect' while the job hangs");
+    if (phase && !strcmp(phase, "initializing torch distributed"))
+        return hdx_words_set(&w->remedy, "init_process_group waits for every rank of the world: check that every rank "
+                             "started and reaches MASTER_ADDR:MASTER_PORT");
+    return hdx_words_set(&w->remedy, "run 'hangdx inspect' while the job hangs to see where each rank waits");
+}
+
 int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
 {
     int rc;
@@ -477,11 +525,18 @@ int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
     case HDX_FIND_LOG_EXITS:
         rc = words_exits(ev, v, w);
         break;
+    case HDX_FIND_LOG_STARTUP_PHASE:
+        rc = words_startup(v, w);
+        break;
     case HDX_FIND_LOG_UNDECIDED:
         rc = words_undecided(v, w);
         break;
     default:
         return 0;
     }
+    char where[400];
+    phase_clause(v, where, sizeof where);
+    if (!rc && w->summary && *where && v->finding != HDX_FIND_LOG_STARTUP_PHASE)
+        rc = hdx_words_set(&w->summary, "%s; the logs stop %s", w->summary, where);
     return rc < 0 ? rc : w->summary != NULL; /* a guard that found no fact to word leaves it to the caller */
 }
