@@ -439,8 +439,8 @@ static void phase_clause(const hdx_verdict *v, char *buf, size_t size)
         snprintf(buf, size, "during Megatron's start-up, after '%s'%s", phase,
                  !build                    ? ""
                  : !strcmp(build, "ran")   ? " (a fused-kernel build ran there)"
-                 : !strcmp(build, "none")  ? " (this release builds nothing there: the ranks wait in the barrier "
-                                             "after it)"
+                 : !strcmp(build, "none")  ? " (this release builds nothing there: the job waits in the barrier "
+                                             "after it, not in a build)"
                                            : " (whether a build runs there cannot be told: Megatron prints no version)");
 }
 
