@@ -965,7 +965,8 @@ static int last_milestone(const hdx_evidence *ev, size_t *at)
 /* Did a fused-kernel build run after the milestone at index at? "ran": cpp_extension lines
  * follow it; "none": none follow, and the logs show a release that builds nothing there
  * (Megatron prints no version; its parallel layout line names the context-parallel size only
- * from core_v0.5 on, after fused_kernels.load stopped building in 23.08); "unknown": neither. */
+ * from f048bf8c08 (2023-11, core_v0.4.0) on; every release with it has cd126362bb (2023-07), after
+ * which fused_kernels.load builds nothing); "unknown": neither. */
 static const char *kernel_build(const hdx_evidence *ev, size_t at)
 {
     for (size_t i = at + 1; i < ev->n_log_facts; i++)
