@@ -74,4 +74,14 @@ int hdx_log_load(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev,
  */
 int hdx_log_load_ranked(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, int *only_rank, char **err);
 
+/*
+ * hdx_log_load_ranked, with the rank that the file's place tells (a torchrun --log-dir's
+ * <local_rank> directory, a Slurm %t task id in the name; inputs.c finds it): path_rank, or
+ * HDX_UNKNOWN for none, and path_why, the words for the note ("the Slurm task id in the file
+ * name"; borrowed). The lines win: a file with launcher prefixes ([rank3]:) takes its ranks
+ * from them, and path_rank is used only for a file without any, with a note saying so.
+ */
+int hdx_log_load_hinted(const hdx_log_patterns *ps, const char *path, int path_rank, const char *path_why,
+                        hdx_evidence *ev, int *only_rank, char **err);
+
 #endif
