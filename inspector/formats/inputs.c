@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -147,8 +148,8 @@ static int number_of(const char *c, size_t len)
     return (int)v;
 }
 
-/* Where a file sits in torchrun's --log-dir layout, from the components of its path below the
- * directory given (rel, borrowed): <run_id>_<hash>/attempt_<n>/<local_rank>/stdout.log. */
+/* Where a file sits in torchrun's --log-dir layout, from the components of its path from rel_at
+ * on: <run_id>_<hash>/attempt_<n>/<local_rank>/stdout.log. */
 static void place_in_layout(struct walked *e, size_t rel_at)
 {
     const char *p = e->path + rel_at;
@@ -161,7 +162,7 @@ static void place_in_layout(struct walked *e, size_t rel_at)
         if (a >= 0) {
             const char *next = end + 1, *nend = strchr(next, '/');
             e->attempt = a;
-            e->root_len = (size_t)(p - e->path) - 1;
+            e->root_len = p > e->path ? (size_t)(p - e->path) - 1 : 0;
             e->local_rank = nend ? number_of(next, (size_t)(nend - next)) : -1;
         }
         p = end + 1;
@@ -291,7 +292,8 @@ static int log_like(struct loader *l, const char *path)
 static int walk_logs(struct loader *l, const char *dir, char **err)
 {
     walk_clear(&l->walk);
-    int r = walk_dir(&l->walk, dir, strlen(dir) + 1, 0, err), logs = 0;
+    /* the whole path is looked at: DIR may be an attempt_<n> directory itself */
+    int r = walk_dir(&l->walk, dir, 0, 0, err), logs = 0;
     if (r == 0)
         r = find_task_ids(&l->walk);
     for (size_t i = 0; r == 0 && i < l->walk.n; i++) {
@@ -676,6 +678,35 @@ static char *name_list(char *const *names, size_t n)
     return out;
 }
 
+/* Text, as far as its first 4 KiB tell (no NUL byte in them)? */
+static int text_file(const char *path)
+{
+    char buf[4096];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), text = 0;
+    if (fd < 0)
+        return 0;
+    ssize_t got = read(fd, buf, sizeof buf);
+    text = got > 0 && !memchr(buf, 0, (size_t)got);
+    close(fd);
+    return text;
+}
+
+/* The rank that a walked file's place names: its <local_rank> directory when the walk holds one
+ * torchrun run (n_ranked_runs), its Slurm task id, or a rank in its name (logs.c); else
+ * HDX_UNKNOWN. */
+static int rank_place(const struct walked *e, size_t n_ranked_runs)
+{
+    if (e->local_rank >= 0 && n_ranked_runs == 1)
+        return e->local_rank;
+    if (e->task_id >= 0)
+        return e->task_id;
+    const char *base = strrchr(e->path, '/');
+    for (const char *p = base ? base + 1 : e->path; *p; p++)
+        if (!strncasecmp(p, "rank", 4) && p[4] >= '0' && p[4] <= '9')
+            return atoi(p + 4);
+    return HDX_UNKNOWN;
+}
+
 /* A torchrun run directory (D/<run_id>_<hash>) of a walk, and its last attempt. */
 struct run_dir {
     const char *path; /* a walked entry's path, up to len */
@@ -786,6 +817,7 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
         }
         enum input_kind kind = INPUT_LOG;
         char *why = NULL;
+        size_t n_empty_before = n_empty;
         struct stat st;
         /* a regular file still (recognise walks a directory anew, over l->walk) */
         int rr = stat(e->path, &st) == 0 && S_ISREG(st.st_mode) ? recognise(l, e->path, &kind, &why) : -ESTALE;
@@ -797,6 +829,17 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
             n_empty++;
         } else if (rr < 0 && rr != -EINVAL) {
             r = left_out(l, ev, e->path, why ? why : strerror(-rr), "the other files of the directory");
+            rr = -ESTALE; /* said */
+        } else if (rr < 0 && text_file(e->path) && rank_place(e, n_ranked_runs) >= 0) {
+            /* a rank's file with no known line (it printed only its progress): its last line is
+             * still that rank's last sign of life */
+            kind = INPUT_LOG;
+            free(why);
+            why = NULL;
+            rr = 0;
+        }
+        if (r < 0 || rr == -ESTALE || rr == -ENOMEM || n_empty_before != n_empty) {
+            /* said above: left out, counted empty, or out of memory */
         } else if (rr < 0 || (kind == INPUT_SNAPSHOT && hdx_snapshot_sniff(e->path) != HDX_INPUT_SNAPSHOT &&
                               hdx_snapshot_sniff(e->path) != HDX_INPUT_REPORT)) {
             /* text of no known line (a rank that printed only its progress), binary data, a JSON file
@@ -807,7 +850,8 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
         } else if (kind == INPUT_LOG) {
             int rank = HDX_UNKNOWN;
             char *from = NULL;
-            if (e->local_rank >= 0 && n_ranked_runs == 1) {
+            if (rank_place(e, n_ranked_runs) == HDX_UNKNOWN) {
+            } else if (e->local_rank >= 0 && n_ranked_runs == 1) {
                 rank = e->local_rank;
                 from = hdx_asprintf("its torchrun --log-dir directory %.*s: local rank %d, taken as the global "
                                     "rank as on one node (the global rank is node rank x nproc_per_node + local "
