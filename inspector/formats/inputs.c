@@ -52,6 +52,7 @@ struct walked {
 struct walk {
     struct walked *e;
     size_t n;
+    size_t seen;              /* entries met, directories too: what WALK_FILES bounds */
     int cut_depth, cut_files; /* the walk stopped at a bound */
 };
 
@@ -170,7 +171,8 @@ static void place_in_layout(struct walked *e, size_t rel_at)
 }
 
 /* Every entry below dir, depth first in name order, into w; not into directories that are
- * symbolic links (no loops), nor deeper than WALK_DEPTH, nor past WALK_FILES entries.
+ * symbolic links (no loops), nor deeper than WALK_DEPTH, nor past WALK_FILES entries
+ * (directories count: a tree of empty directories is bounded too).
  * 0, or -errno with *err (only dir itself unreadable, or -ENOMEM). */
 static int walk_dir(struct walk *w, const char *dir, size_t rel_at, int depth, char **err)
 {
@@ -188,7 +190,7 @@ static int walk_dir(struct walk *w, const char *dir, size_t rel_at, int depth, c
         struct stat st;
         char *path = NULL;
         if (r < 0 || !strcmp(base, ".") || !strcmp(base, "..")) {
-        } else if (w->n >= WALK_FILES) {
+        } else if (w->seen++ >= WALK_FILES) {
             w->cut_files = 1;
         } else if (!(path = hdx_asprintf("%s/%s", dir, base))) {
             r = -ENOMEM;
@@ -897,10 +899,11 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
         hdx_evidence_note(ev, "%s: %zu empty file%s", dir, n_empty, n_empty == 1 ? "" : "s") < 0)
         r = -ENOMEM;
     if (r == 0 && (w->cut_depth || w->cut_files) &&
-        hdx_evidence_note(ev, "%s: the walk of the directory stopped at %s: files %s were not read; give the "
+        hdx_evidence_note(ev, "%s: the walk of the directory stopped at %d %s: files %s were not read; give the "
                           "directory of one job (or of one run, D/<run_id>_<hash>)",
-                          dir, w->cut_files ? "20000 files" : "8 levels of directories",
-                          w->cut_files ? "past the first 20000" : "deeper down") < 0)
+                          dir, w->cut_files ? WALK_FILES : WALK_DEPTH,
+                          w->cut_files ? "entries" : "levels of directories",
+                          w->cut_files ? "past those" : "deeper down") < 0)
         r = -ENOMEM;
     for (size_t i = 0; i < n_unknown; i++)
         free(unknown[i]);

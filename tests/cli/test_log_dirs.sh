@@ -94,6 +94,18 @@ assert [p["rank"] for p in doc["processes"]] == [7], doc["processes"]
 assert any("job-1234-0.out" in n for n in doc["notes"]), doc["notes"]
 ' "$T/outm"
 
+# ---- the walk is bounded: a log 9 levels down is not read, and a note says the walk was cut
+deep="$S/a/b/c/d/e/f/g/h"
+mkdir -p "$deep" && cp "$S/job-1234-0.out" "$deep/job-1234-0.out"
+"$HANGDX" analyze --json "$S" >"$T/outd" 2>"$T/err"; rc=$?
+check "a log below 8 levels: not read, noted (got $rc; $(cat "$T/err"))" $PY -c '
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert not any("a/b/c/d/e/f/g/h" in n for n in doc["notes"] if "taken as rank" in n), doc["notes"]
+assert any("the walk of the directory stopped at 8 levels of directories" in n for n in doc["notes"]), doc["notes"]
+' "$T/outd"
+rm -rf "$S/a"
+
 # ---- a directory of nothing hangdx knows is still refused, by name
 mkdir "$T/junk" && echo hello >"$T/junk/a.txt"
 "$HANGDX" analyze "$T/junk" >/dev/null 2>"$T/err"; rc=$?
