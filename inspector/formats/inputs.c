@@ -643,15 +643,14 @@ static int add_frames(struct loader *l, hdx_evidence *ev, const char *path, size
 }
 
 /*
- * The job log at path into ev (path_rank, path_why: hdx_log_load_hinted's), and its stack dump,
+ * The job log at path into ev (hint: hdx_log_load_hinted's, may be NULL), and its stack dump,
  * if any, kept for after every other input (so that a rank that a snapshot or a core shows
  * keeps those stacks). 0 or -errno with *err.
  */
-static int add_log(struct loader *l, hdx_evidence *ev, const char *path, int path_rank, const char *path_why,
-                   char **err)
+static int add_log(struct loader *l, hdx_evidence *ev, const char *path, hdx_log_hint *hint, char **err)
 {
     int only_rank = HDX_UNKNOWN;
-    int r = hdx_log_load_hinted(l->patterns, path, path_rank, path_why, ev, &only_rank, err);
+    int r = hdx_log_load_hinted(l->patterns, path, hint, ev, &only_rank, err);
     l->n_logs++;
     if (r == 0 && hdx_foreign_sniff_file(path) != HDX_FOREIGN_NONE) {
         struct log_dump *slot = hdx_append((void **)&l->dumps, &l->n_dumps, sizeof *slot);
@@ -730,7 +729,7 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
 {
     struct walk *w = &l->walk;
     struct run_dir *runs = NULL;
-    size_t n_runs = 0, n_unknown = 0, n_empty = 0, n_earlier = 0, n_ranked_runs = 0;
+    size_t n_runs = 0, n_unknown = 0, n_empty = 0, n_earlier = 0, n_ranked_runs = 0, n_local = 0;
     char **unknown = NULL;
     int r = 0;
     for (size_t i = 0; r == 0 && i < w->n; i++) {
@@ -850,23 +849,26 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
             if (!slot || !(*slot = strdup(e->path)))
                 r = -ENOMEM;
         } else if (kind == INPUT_LOG) {
-            int rank = HDX_UNKNOWN;
+            hdx_log_hint hint = {.rank = HDX_UNKNOWN};
             char *from = NULL;
+            int local = e->local_rank >= 0 && n_ranked_runs == 1;
             if (rank_place(e, n_ranked_runs) == HDX_UNKNOWN) {
-            } else if (e->local_rank >= 0 && n_ranked_runs == 1) {
-                rank = e->local_rank;
-                from = hdx_asprintf("its torchrun --log-dir directory %.*s: local rank %d, taken as the global "
-                                    "rank as on one node (the global rank is node rank x nproc_per_node + local "
-                                    "rank; torchrun --log-line-prefix-template '[rank${rank}]:' puts it in the lines)",
+                /* no rank from the place: the lines, or the name as logs.c reads it */
+            } else if (local) {
+                hint.rank = e->local_rank;
+                from = hdx_asprintf("its torchrun --log-dir directory %.*s (local rank %d)",
                                     (int)(strrchr(e->path, '/') - e->path), e->path, e->local_rank);
             } else if (e->task_id >= 0) {
-                rank = e->task_id;
+                hint.rank = e->task_id;
                 from = hdx_asprintf("the Slurm task id (%%t) in the file name, which is the rank under srun");
             }
-            if (rank != HDX_UNKNOWN && !from)
+            hint.why = from;
+            if (hint.rank != HDX_UNKNOWN && !from)
                 r = -ENOMEM;
             else
-                r = add_log(l, ev, e->path, rank, from, err);
+                r = add_log(l, ev, e->path, &hint, err);
+            if (local && hint.used)
+                n_local++;
             free(from);
         } else if (kind == INPUT_SNAPSHOT) {
             hdx_evidence *one = hdx_evidence_new();
@@ -888,6 +890,15 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
         }
         free(why);
     }
+    for (size_t k = 0; r == 0 && n_local && k < n_runs; k++)
+        if (runs[k].n_ranked &&
+            hdx_evidence_note(ev, "%.*s: %zu file%s without rank prefixes took %s rank from %s local rank "
+                              "directory, a local rank taken as the global rank as on one node (the global rank "
+                              "is node rank x nproc_per_node + local rank; torchrun "
+                              "--log-line-prefix-template '[rank${rank}]:' puts it in the lines)",
+                              (int)runs[k].len, runs[k].path, n_local, n_local == 1 ? "" : "s",
+                              n_local == 1 ? "its" : "their", n_local == 1 ? "its" : "their") < 0)
+            r = -ENOMEM;
     if (r == 0 && n_unknown) {
         char *list = name_list(unknown, n_unknown);
         if (!list || hdx_evidence_note(ev, "%s: %zu file%s with no line hangdx knows, not taken: %s", dir, n_unknown,
@@ -1028,7 +1039,7 @@ int hdx_load_inputs(char *const *paths, size_t n, const hdx_load_options *o, hdx
             n_snapshots++; /* stacks, as a snapshot has */
             break;
         case INPUT_LOG:
-            r = add_log(&l, ev, paths[i], HDX_UNKNOWN, NULL, err);
+            r = add_log(&l, ev, paths[i], NULL, err);
             break;
         case INPUT_LOG_DIR:
             r = add_log_dir(&l, ev, paths[i], err);
