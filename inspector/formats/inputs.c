@@ -662,6 +662,32 @@ static int add_log(struct loader *l, hdx_evidence *ev, const char *path, hdx_log
     return r;
 }
 
+/*
+ * paths[i], a job log named on the command line: as a file of a directory of logs, its
+ * <local_rank> directory in torchrun's --log-dir layout gives its rank when it has no prefix and
+ * every such file of paths is of one run (one node). 0 or -errno with *err.
+ */
+static int add_named_log(struct loader *l, hdx_evidence *ev, char *const *paths, size_t n, size_t i, char **err)
+{
+    struct walked e = {.path = paths[i]}, o;
+    place_in_layout(&e, 0);
+    if (e.local_rank < 0)
+        return add_log(l, ev, paths[i], NULL, err);
+    for (size_t k = 0; k < n; k++) {
+        o = (struct walked){.path = paths[k]};
+        place_in_layout(&o, 0);
+        if (o.local_rank >= 0 && (o.root_len != e.root_len || strncmp(o.path, e.path, e.root_len)))
+            return add_log(l, ev, paths[i], NULL, err); /* several runs: local ranks repeat */
+    }
+    char *why = hdx_asprintf("its torchrun --log-dir directory %.*s (local rank %d, taken as the global rank as "
+                             "on one node: the global rank is node rank x nproc_per_node + local rank)",
+                             (int)(strrchr(e.path, '/') - e.path), e.path, e.local_rank);
+    hdx_log_hint hint = {.rank = e.local_rank, .why = why};
+    int r = why ? add_log(l, ev, paths[i], &hint, err) : -ENOMEM;
+    free(why);
+    return r;
+}
+
 /* A short list of names for a note ("a, b and 3 more"), heap; NULL on ENOMEM. */
 static char *name_list(char *const *names, size_t n)
 {
@@ -1039,7 +1065,7 @@ int hdx_load_inputs(char *const *paths, size_t n, const hdx_load_options *o, hdx
             n_snapshots++; /* stacks, as a snapshot has */
             break;
         case INPUT_LOG:
-            r = add_log(&l, ev, paths[i], NULL, err);
+            r = add_named_log(&l, ev, paths, n, i, err);
             break;
         case INPUT_LOG_DIR:
             r = add_log_dir(&l, ev, paths[i], err);

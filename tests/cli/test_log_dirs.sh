@@ -56,6 +56,14 @@ check "attempt_0 given alone is judged: the NCCL rank 2 behind (got $rc; $(cat "
 check "attempt_1 given alone: its local rank directories still give the ranks (got $rc; $(cat "$T/err"))" \
     verdict "$T/out1" collective_wait log_gloo_collective "[2]" "(local rank 2)"
 
+"$HANGDX" analyze --json "$D"/job7_k2x9q1/attempt_1/[01]/stderr.log >"$T/outn" 2>"$T/err"; rc=$?
+check "attempt_1's logs named one by one: ranks from their directories (got $rc; $(cat "$T/err"))" $PY -c '
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert any("attempt_1/1 (local rank 1, taken as the global rank" in n for n in doc["notes"]), doc["notes"]
+assert doc["verdict"]["facts"]["timed_out"] == [0, 1], doc["verdict"]
+' "$T/outn"
+
 # ---- the lines win: [rankN]: prefixes kept, rank r in local rank directory r+1
 K="$T/prefixed"
 lay keep "$FX/gloo_collective_rank_skipped.log" "$K/run_a" 0 1
