@@ -7,6 +7,9 @@
  *   - a trace directory of `hangdx run` (traces.h), with the report.json that
  *     `run --hang-timeout` wrote into it, if any;
  *   - a job log (logs.h), and the stack dump in it, if any;
+ *   - a directory of per-rank job logs (torchrun --log-dir, of which the last attempt_<n> is
+ *     judged; Slurm %t files), snapshots among them: walked to 8 levels and 20000 entries, a
+ *     file's rank from its lines, else from its place (docs/formats.md "Directories of job logs");
  *   - another tool's stack dump (foreign.h), or an ELF core file of a hung rank (core.h).
  * Snapshot files named in the list load in parallel; the merge keeps the list's order.
  * Nothing is printed here: what was left out comes back in hdx_load_result.

@@ -857,6 +857,12 @@ static int open_log(const char *path, char **err)
 
 int hdx_log_load_ranked(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, int *only_rank, char **err)
 {
+    return hdx_log_load_hinted(ps, path, NULL, ev, only_rank, err);
+}
+
+int hdx_log_load_hinted(const hdx_log_patterns *ps, const char *path, hdx_log_hint *hint, hdx_evidence *ev,
+                        int *only_rank, char **err)
+{
     if (only_rank)
         *only_rank = HDX_UNKNOWN;
     int fd = open_log(path, err);
@@ -877,9 +883,17 @@ int hdx_log_load_ranked(const hdx_log_patterns *ps, const char *path, hdx_eviden
         prefixed = li->line[0] == '[' && regexec(&rd.prefix_re, li->line, 0, NULL, 0) == 0;
     if (r >= 0 && lseek(fd, 0, SEEK_SET) != 0)
         r = -errno;
-    if (r >= 0 && !prefixed && (rd.file_rank = rank_from_name(path)) >= 0)
+    if (hint)
+        hint->used = 0;
+    if (r >= 0 && !prefixed && hint && hint->rank >= 0 && hint->rank <= LOG_RANK_MAX) {
+        rd.file_rank = hint->rank;
+        hint->used = 1;
+        hdx_evidence_note(ev, "%s: no rank prefix in the file; its lines taken as rank %d's, from %s", path,
+                          rd.file_rank, hint->why ? hint->why : "its path");
+    } else if (r >= 0 && !prefixed && (rd.file_rank = rank_from_name(path)) >= 0) {
         hdx_evidence_note(ev, "%s: no rank prefix in the file; its lines taken as rank %d's, from the file name",
                           path, rd.file_rank);
+    }
     if (r >= 0) {
         line_in_start(li, fd);
         r = read_lines(&rd, li);

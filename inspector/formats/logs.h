@@ -74,4 +74,21 @@ int hdx_log_load(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev,
  */
 int hdx_log_load_ranked(const hdx_log_patterns *ps, const char *path, hdx_evidence *ev, int *only_rank, char **err);
 
+/* The rank that a log file's place tells (a torchrun --log-dir's <local_rank> directory, a Slurm
+ * %t task id in the name; inputs.c finds it), for hdx_log_load_hinted. */
+typedef struct hdx_log_hint {
+    int rank;        /* HDX_UNKNOWN: none */
+    const char *why; /* words for the note ("the Slurm task id in the file name"); borrowed */
+    int used;        /* set by the loader: 1 when the file's lines took rank (it had no prefix) */
+} hdx_log_hint;
+
+/*
+ * hdx_log_load_ranked, with the rank that the file's place tells (hint; NULL: none, as
+ * hdx_log_load_ranked). The lines win: a file with launcher prefixes ([rank3]:) takes its
+ * ranks from them, and hint->rank is used only for a file without any, with a note saying so
+ * (hint->used).
+ */
+int hdx_log_load_hinted(const hdx_log_patterns *ps, const char *path, hdx_log_hint *hint, hdx_evidence *ev,
+                        int *only_rank, char **err);
+
 #endif
