@@ -145,6 +145,15 @@ static int words_p2p(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
                                  b ? "never answers: it is in " : "is not among the inspected processes",
                                  b ? where : "");
     }
+    if (!used && unknown_peers) /* no edge known: nothing says the transfers cannot match */
+        return hdx_words_set(&w->summary, "%lld send/recv wait%s whose peer could not be read (no src/dst/peer "
+                             "local: a batched op, or an input without locals): whether the transfers can match is "
+                             "not known", unknown_peers, unknown_peers == 1 ? "" : "s") ||
+                       hdx_words_set(&w->remedy, "read the peers: hangdx inspect the waiting ranks while the job "
+                                     "hangs (it reads the src/dst locals of their Python frames), or give a "
+                                     "snapshot taken that way")
+                   ? -ENOMEM
+                   : 0;
     if (unknown_peers && used < sizeof text)
         snprintf(text + used, sizeof text - used,
                  "%s%lld wait%s with an unknown peer (no src/dst/peer local could be read: a batched op, or an "
@@ -574,8 +583,9 @@ int hdx_words_dist(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
     if (rc == 0 && !w->summary)
         return 0;
     if (!rc && hdx_verdict_num(v, "groups_unread", 0) &&
-        hdx_words_set(&w->summary, "%s (process groups not read: every collective taken on the world group)",
-                      w->summary))
+        hdx_words_set(&w->summary, "%s (process groups not read: %s)", w->summary,
+                      v->finding == HDX_FIND_P2P ? "peers taken as global ranks"
+                                                 : "every collective taken on the world group"))
         rc = -ENOMEM;
     return rc < 0 ? rc : 1;
 }

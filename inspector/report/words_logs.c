@@ -330,18 +330,35 @@ static int words_monitored(const hdx_verdict *v, hdx_words *w)
                                    hdx_words_noun_s(n), f, n == 1 ? "its" : "their");
 }
 
+/* A collective's fingerprint as DETAIL prints it, for a person: "ALLREDUCE (SequenceNumber=9)" from
+ * "CollectiveFingerPrint(SequenceNumber=9, OpType=ALLREDUCE, ...)", else its first 120 bytes. */
+static void fingerprint(const char *fp, char *buf, size_t size)
+{
+    const char *op = strstr(fp, "OpType="), *seq = strstr(fp, "SequenceNumber=");
+    if (!op) {
+        snprintf(buf, size, "%.120s%s", fp, strlen(fp) > 120 ? "..." : "");
+        return;
+    }
+    op += 7;
+    int n = (int)strcspn(op, ",)"), m = seq ? (int)strcspn(seq, ",)") : 0;
+    snprintf(buf, size, "%.*s%s%.*s%s", n, op, seq ? " (" : "", m, seq ? seq : "", seq ? ")" : "");
+}
+
 static int words_detail(const hdx_verdict *v, hdx_words *w)
 {
+    char op[160], other[160];
+    fingerprint(hdx_words_text(v, "op", "?"), op, sizeof op);
+    fingerprint(hdx_words_text(v, "other_op", "?"), other, sizeof other);
     char c[RANKS_TEXT];
     size_t n = hdx_words_ranks(v, "odd", c, sizeof c);
     long long best = hdx_verdict_num(v, "messages", 0);
     int rc = hdx_words_set(&w->summary,
                            "TORCH_DISTRIBUTED_DEBUG=DETAIL found ranks in different collectives; rank%s %s, named in "
-                           "%lld mismatch message%s, %s the odd one out (e.g. %s:%lld: rank %lld runs %.120s, rank "
-                           "%lld runs %.120s)",
+                           "%lld mismatch message%s, %s the odd one out (e.g. %s:%lld: rank %lld runs %s, rank "
+                           "%lld runs %s)",
                            hdx_words_noun_s(n), c, best, hdx_words_noun_s((size_t)best), n == 1 ? "is" : "are",
-                           file(v), line(v), hdx_verdict_num(v, "rank", HDX_UNKNOWN), hdx_words_text(v, "op", "?"),
-                           hdx_verdict_num(v, "other_rank", HDX_UNKNOWN), hdx_words_text(v, "other_op", "?"));
+                           file(v), line(v), hdx_verdict_num(v, "rank", HDX_UNKNOWN), op,
+                           hdx_verdict_num(v, "other_rank", HDX_UNKNOWN), other);
     return rc ? rc : hdx_words_set(&w->remedy, "make every rank call the same collectives in the same order: look "
                                    "at the code path that rank %s took", c);
 }
