@@ -86,6 +86,17 @@ static long arg_long(const hdx_evidence *ev, const char *name)
     return s && end != s ? v : -1;
 }
 
+/* The first log fact from index `from` on whose pattern is name, or, with prefix, starts with
+ * name; NULL when there is none. */
+static const hdx_log_fact *find_fact(const hdx_evidence *ev, size_t from, const char *name, int prefix)
+{
+    size_t len = strlen(name);
+    for (size_t i = from; i < ev->n_log_facts; i++)
+        if (prefix ? !strncmp(ev->log_facts[i].pattern, name, len) : is(&ev->log_facts[i], name))
+            return &ev->log_facts[i];
+    return NULL;
+}
+
 /* The first all-gather that a watchdog timed out on, or NULL. */
 static const hdx_log_fact *allgather_symptom(const hdx_evidence *ev)
 {
@@ -209,10 +220,8 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
     /* Megatron's printed arguments. */
     long seq = arg_long(ev, "seq_length"), tp = arg_long(ev, "tensor_model_parallel_size");
     const char *sp = megatron_arg(ev, "sequence_parallel");
-    const hdx_log_fact *sp_assert = NULL; /* mappings.py's assertion on the tensor-parallel ranks */
-    for (size_t i = 0; i < ev->n_log_facts && !sp_assert; i++)
-        if (is(&ev->log_facts[i], "megatron_sp_first_dim"))
-            sp_assert = &ev->log_facts[i];
+    /* mappings.py's assertion on the tensor-parallel ranks */
+    const hdx_log_fact *sp_assert = find_fact(ev, 0, "megatron_sp_first_dim", 0);
     if ((sp && !strcmp(sp, "True") && seq > 0 && tp > 0 && seq % tp) || sp_assert) {
         v->cls = HDX_CLASS_CONFIG_ERROR;
         v->confidence = HDX_CONF_HIGH;
@@ -476,10 +485,7 @@ static int file_lock_rule(const hdx_evidence *ev, hdx_verdict *v)
 
 static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
 {
-    const hdx_log_fact *t = NULL;
-    for (size_t i = 0; i < ev->n_log_facts && !t; i++)
-        if (is(&ev->log_facts[i], "store_barrier_timeout"))
-            t = &ev->log_facts[i];
+    const hdx_log_fact *t = find_fact(ev, 0, "store_barrier_timeout", 0);
     if (!t)
         return 0;
     long long world = hdx_log_fact_int(t, "world_size", HDX_UNKNOWN), count = hdx_log_fact_int(t, "worker_count", HDX_UNKNOWN);
@@ -969,9 +975,8 @@ static int last_milestone(const hdx_evidence *ev, size_t *at)
  * which fused_kernels.load builds nothing); "unknown": neither. */
 static const char *kernel_build(const hdx_evidence *ev, size_t at)
 {
-    for (size_t i = at + 1; i < ev->n_log_facts; i++)
-        if (!strncmp(ev->log_facts[i].pattern, "cpp_extension_", 14))
-            return "ran";
+    if (find_fact(ev, at + 1, "cpp_extension_", 1))
+        return "ran";
     for (size_t i = 0; i < ev->n_log_facts; i++)
         if (is(&ev->log_facts[i], "megatron_parallel_sizes") && hdx_log_fact_int(&ev->log_facts[i], "cp", -1) >= 0)
             return "none";
@@ -1057,12 +1062,10 @@ static int weak_question(const hdx_evidence *ev, hdx_verdict *v)
     free(ranks);
     if (rc)
         return rc;
-    int build = 0;
-    for (size_t i = 0; i < ev->n_log_facts; i++)
-        build |= !strncmp(ev->log_facts[i].pattern, "cpp_extension_", 14);
-    if (hdx_verdict_set_num(v, "weak_answered", ev->n_locks || build))
+    int answered = ev->n_locks || find_fact(ev, 0, "cpp_extension_", 1);
+    if (hdx_verdict_set_num(v, "weak_answered", answered))
         return -ENOMEM;
-    if (ev->n_locks || build)
+    if (answered)
         snprintf(buf, sizeof buf, "rank%s %s last logged Megatron's \"using torch.float16 for parameters ...\", which "
                  "ends both a stale fused-kernel lock and unrelated multi-node hangs; answered from the %s",
                  n == 1 ? "" : "s", r, ev->n_locks ? "lock evidence" : "cpp_extension build lines");
