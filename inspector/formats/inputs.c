@@ -742,6 +742,22 @@ struct run_dir {
     int n_ranked; /* files of the last attempt in a <local_rank> directory */
 };
 
+/* Is path a snapshot or a report (a JSON file of hangdx's, not another tool's)? */
+static int snapshot_or_report(const char *path)
+{
+    int k = hdx_snapshot_sniff(path);
+    return k == HDX_INPUT_SNAPSHOT || k == HDX_INPUT_REPORT;
+}
+
+/* The index in runs of the run directory e is in (below an attempt_<n>), or n when none is. */
+static size_t run_of(const struct run_dir *runs, size_t n, const struct walked *e)
+{
+    size_t k = 0;
+    while (e->attempt >= 0 && k < n && !(runs[k].len == e->root_len && !strncmp(runs[k].path, e->path, e->root_len)))
+        k++;
+    return e->attempt >= 0 ? k : n;
+}
+
 /*
  * A directory of per-rank job logs (l->walk, walked by recognise): torchrun --log-dir's
  * <run>/attempt_<n>/<local_rank>/{stdout,stderr}.log, of which only the last attempt of each
@@ -762,9 +778,7 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
         const struct walked *e = &w->e[i];
         if (e->attempt < 0)
             continue;
-        size_t k = 0;
-        while (k < n_runs && !(runs[k].len == e->root_len && !strncmp(runs[k].path, e->path, e->root_len)))
-            k++;
+        size_t k = run_of(runs, n_runs, e);
         if (k == n_runs) {
             struct run_dir *rd = hdx_append((void **)&runs, &n_runs, sizeof *rd);
             if (!rd) {
@@ -780,10 +794,9 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
     }
     for (size_t i = 0; r == 0 && i < w->n; i++) {
         const struct walked *e = &w->e[i];
-        for (size_t k = 0; e->attempt >= 0 && e->local_rank >= 0 && k < n_runs; k++)
-            if (runs[k].len == e->root_len && !strncmp(runs[k].path, e->path, e->root_len) &&
-                e->attempt == runs[k].last && !runs[k].n_ranked++)
-                n_ranked_runs++;
+        size_t k = run_of(runs, n_runs, e);
+        if (e->local_rank >= 0 && k < n_runs && e->attempt == runs[k].last && !runs[k].n_ranked++)
+            n_ranked_runs++;
     }
     /* The restarts, one note per run: the verdict is from the last attempt. */
     for (size_t k = 0; r == 0 && k < n_runs; k++) {
@@ -829,11 +842,8 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
         r = -ENOMEM;
     for (size_t i = 0; r == 0 && i < w->n; i++) {
         const struct walked *e = &w->e[i];
-        size_t k = 0;
-        while (e->attempt >= 0 && k < n_runs &&
-               !(runs[k].len == e->root_len && !strncmp(runs[k].path, e->path, e->root_len)))
-            k++;
-        if (e->attempt >= 0 && k < n_runs && e->attempt < runs[k].last)
+        size_t k = run_of(runs, n_runs, e);
+        if (k < n_runs && e->attempt < runs[k].last)
             continue; /* an earlier attempt: counted in the note above */
         if (!e->regular) {
             char *why = e->mode ? hdx_asprintf("%s, not a regular file: not read", hdx_file_kind(e->mode))
@@ -867,8 +877,7 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
         }
         if (r < 0 || rr == -ESTALE || rr == -ENOMEM || n_empty_before != n_empty) {
             /* said above: left out, counted empty, or out of memory */
-        } else if (rr < 0 || (kind == INPUT_SNAPSHOT && hdx_snapshot_sniff(e->path) != HDX_INPUT_SNAPSHOT &&
-                              hdx_snapshot_sniff(e->path) != HDX_INPUT_REPORT)) {
+        } else if (rr < 0 || (kind == INPUT_SNAPSHOT && !snapshot_or_report(e->path))) {
             /* text of no known line (a rank that printed only its progress), binary data, a JSON file
              * of another tool (torchrun's error.json): counted, not left out */
             char **slot = hdx_append((void **)&unknown, &n_unknown, sizeof *slot);
