@@ -5,6 +5,7 @@
 #include "formats/logs.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -38,8 +39,16 @@ typedef struct pfield {
     int group;
 } pfield;
 
+/* A pattern's regex holds at most this many top-level alternatives with a literal each. */
+#define NEEDLES_MAX 8
+
 typedef struct pattern {
     char *name, *regex, *proves, *example, *cls, *fix, *label_a, *label_b;
+    /* Literals of which every match holds one (one per top-level alternative of the regex),
+     * found by needles_of; n_needles 0: none known, the regex alone decides. */
+    char *needles[NEEDLES_MAX];
+    uint64_t needle_bytes[NEEDLES_MAX][4]; /* each needle's bytes (bytes_of) */
+    size_t n_needles;
     enum hdx_log_strength strength;
     int block_scope;  /* its rank applies to the unprefixed lines that follow */
     int in_traceback; /* only lines inside a traceback */
@@ -66,6 +75,8 @@ static void pattern_clear(pattern *p)
     for (size_t i = 0; i < p->n_fields; i++)
         free(p->fields[i].name);
     free(p->fields);
+    for (size_t i = 0; i < p->n_needles; i++)
+        free(p->needles[i]);
     regfree(&p->re);
 }
 
@@ -82,10 +93,147 @@ void hdx_log_patterns_free(hdx_log_patterns *ps)
 size_t hdx_log_patterns_count(const hdx_log_patterns *ps) { return ps ? ps->n : 0; }
 const char *hdx_log_pattern_name(const hdx_log_patterns *ps, size_t i) { return ps->p[i].name; }
 const char *hdx_log_pattern_example(const hdx_log_patterns *ps, size_t i) { return ps->p[i].example; }
+const char *hdx_log_pattern_regex(const hdx_log_patterns *ps, size_t i) { return ps->p[i].regex; }
+
+/* The index of the ']' that closes the bracket expression opening at re[i] ('['), or n. */
+static size_t bracket_end(const char *re, size_t i, size_t n)
+{
+    size_t k = i + 1;
+    if (k < n && re[k] == '^')
+        k++;
+    if (k < n && re[k] == ']')
+        k++; /* a ']' first is a member */
+    for (; k < n && re[k] != ']'; k++)
+        if (re[k] == '[' && k + 1 < n && strchr(":.=", re[k + 1])) {
+            /* [:class:], [.coll.], [=equiv=]: up to its own closing pair */
+            const char *e = strstr(re + k + 2, (char[]){re[k + 1], ']', 0});
+            k = e && (size_t)(e - re) < n ? (size_t)(e - re) + 1 : n;
+        }
+    return k;
+}
+
+/* The index after the group, bracket expression or interval ({m,n}) opening at re[i], or
+ * after the escaped character at re[i] ('\\'), or i + 1. */
+static size_t atom_end(const char *re, size_t i, size_t n)
+{
+    if (re[i] == '\\')
+        return i + 2 <= n ? i + 2 : n;
+    if (re[i] == '[')
+        return bracket_end(re, i, n) + 1;
+    if (re[i] == '{') {
+        const char *e = memchr(re + i, '}', n - i);
+        return e ? (size_t)(e - re) + 1 : n;
+    }
+    if (re[i] != '(')
+        return i + 1;
+    size_t k = i + 1;
+    while (k < n && re[k] != ')')
+        k = atom_end(re, k, n);
+    return k + 1;
+}
+
+/*
+ * The longest literal that every match of one alternative of a POSIX extended regex,
+ * re[0..n), holds: a run of ordinary (or backslash-escaped punctuation) characters outside
+ * any group or bracket expression, each one not made optional by a following ?, * or {0
+ * (docs/design.md, "Job logs").
+ * A character that +, or {m with m >= 1, repeats counts once and ends the run. Conservative:
+ * what it does not understand ends a run, so the literal is always one the match holds.
+ * A malloc'd string, or NULL when there is no run of MIN_NEEDLE characters (or on ENOMEM).
+ */
+#define MIN_NEEDLE 3
+static char *needle_of(const char *re, size_t n)
+{
+    char *cur = malloc(n + 1), *best = NULL;
+    size_t len = 0, best_len = 0;
+    if (!cur)
+        return NULL;
+    for (size_t i = 0; i <= n;) {
+        size_t next = i < n ? atom_end(re, i, n) : n + 1;
+        int lit = -1; /* the literal character at i, else -1: the run ends before i */
+        /* \\<, \\>, \\` and \\' are glibc's word and buffer anchors, \\w and the like its classes */
+        if (i < n && re[i] == '\\' && next == i + 2 && !isalnum((unsigned char)re[i + 1]) && !strchr("<>`'", re[i + 1]))
+            lit = (unsigned char)re[i + 1];
+        else if (i < n && !strchr(".[]()*+?{}|^$\\", re[i]))
+            lit = (unsigned char)re[i];
+        if (lit >= 0) {
+            char q = next < n ? re[next] : 0;
+            int optional = q == '?' || q == '*' || (q == '{' && next + 1 < n && strchr("0,", re[next + 1]));
+            if (!optional)
+                cur[len++] = (char)lit;
+            if (optional || q == '+' || q == '{')
+                lit = -1; /* the run ends after this character (before it, if optional) */
+        }
+        if (lit < 0) {
+            if (len > best_len) {
+                free(best);
+                best_len = (best = strndup(cur, len)) ? len : 0;
+            }
+            len = 0;
+        }
+        i = next;
+    }
+    free(cur);
+    if (best_len < MIN_NEEDLE) {
+        free(best);
+        best = NULL;
+    }
+    return best;
+}
+
+/* The set of bytes text holds, as 256 bits. */
+static void bytes_of(const char *text, uint64_t set[4])
+{
+    set[0] = set[1] = set[2] = set[3] = 0;
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+        set[*c >> 6] |= 1ull << (*c & 63);
+}
+
+/* p->needles from p->regex: one per top-level alternative, or none when one alternative has
+ * no needle (or there are more than NEEDLES_MAX). Never fails: without needles (on ENOMEM
+ * too) the regex alone decides, as it always may. */
+static void needles_of(pattern *p)
+{
+    const char *re = p->regex;
+    size_t n = strlen(re), start = 0;
+    for (size_t i = 0; i <= n; i = i < n ? atom_end(re, i, n) : n + 1) {
+        if (i < n && re[i] != '|')
+            continue;
+        char *nd = p->n_needles < NEEDLES_MAX ? needle_of(re + start, i - start) : NULL;
+        if (!nd) {
+            for (size_t k = 0; k < p->n_needles; k++)
+                free(p->needles[k]);
+            p->n_needles = 0;
+            return;
+        }
+        bytes_of(nd, p->needle_bytes[p->n_needles]);
+        p->needles[p->n_needles++] = nd;
+        start = i + 1;
+    }
+}
+
+/* 0 when text holds none of p's needles (no match possible), else 1. line_bytes: text's
+ * bytes (bytes_of), so that most needles are ruled out without a search. */
+static int may_match(const pattern *p, const char *text, const uint64_t line_bytes[4])
+{
+    if (!p->n_needles)
+        return 1;
+    for (size_t i = 0; i < p->n_needles; i++) {
+        const uint64_t *nb = p->needle_bytes[i];
+        if ((nb[0] & ~line_bytes[0]) || (nb[1] & ~line_bytes[1]) || (nb[2] & ~line_bytes[2]) ||
+            (nb[3] & ~line_bytes[3]))
+            continue; /* a byte of the needle is not in the line */
+        if (strstr(text, p->needles[i]))
+            return 1;
+    }
+    return 0;
+}
 
 int hdx_log_pattern_matches(const hdx_log_patterns *ps, size_t i, const char *line)
 {
-    return regexec(&ps->p[i].re, line, 0, NULL, 0) == 0;
+    uint64_t set[4];
+    bytes_of(line, set);
+    return may_match(&ps->p[i], line, set) && regexec(&ps->p[i].re, line, 0, NULL, 0) == 0;
 }
 
 /* A string member of a pattern (json_read.h), borrowed; NULL when absent or of another type. */
@@ -135,6 +283,7 @@ static int pattern_from_json(const cJSON *o, pattern *p, const char *path, char 
     p->fix = hdx_strdup(str_of(o, "fix"));
     if (!p->name || !p->regex || !p->proves)
         return -ENOMEM;
+    needles_of(p);
     const cJSON *f, *fields = NULL;
     hdx_json_error why;
     if (hdx_json_get_object(o, "fields", &fields, &why) < 0) {
@@ -237,8 +386,6 @@ int hdx_log_patterns_load_default(const char *exe, hdx_log_patterns **out, char 
 
 /* ---- reading a log ---- */
 
-/* A launcher prefix: "[rank3]:" (PyTorch) or "[default0]:" (torchrun's role and rank). */
-static const char PREFIX_RE[] = "^\\[([A-Za-z_]+)([0-9]+)\\]:";
 /* A time stamp: glog's "E0412 11:02:55.730114208", or "2024-04-12 11:02:55,730". */
 static const char TIME_RE[] = "([IWEF][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?)|"
                               "([0-9]{4}-[0-9]{2}-[0-9]{2}[ T_][0-9]{2}:[0-9]{2}:[0-9]{2}([.,][0-9]+)?)";
@@ -258,7 +405,7 @@ typedef struct reader {
     const hdx_log_patterns *ps;
     hdx_evidence *ev;
     const char *path;
-    regex_t prefix_re, time_re;
+    regex_t time_re;
     stream *streams; /* a hash table by rank (open addressing), as many slots as ranks seen at most twice over */
     size_t n_streams, cap_streams;
     int tb_counter;
@@ -419,9 +566,11 @@ static int match_line(reader *rd, const char *text, long lineno, int line_rank, 
 {
     const hdx_log_patterns *ps = rd->ps;
     regmatch_t m[MAX_GROUPS];
+    uint64_t bytes[4];
+    bytes_of(text, bytes);
     for (size_t i = 0; i < ps->n; i++) {
         const pattern *p = &ps->p[i];
-        if (p->in_traceback && !in_tb)
+        if ((p->in_traceback && !in_tb) || !may_match(p, text, bytes))
             continue;
         if (regexec(&p->re, text, MAX_GROUPS, m, 0) != 0)
             continue;
@@ -489,6 +638,17 @@ static hdx_log_rank *log_rank_of(reader *rd, stream *st, int rank, const char *f
     return r;
 }
 
+/* Does text hold a clock, "hh:mm:ss" (what every TIME_RE match holds)? A cheap test that
+ * spares the regex most lines of a log. */
+static int has_clock(const char *text)
+{
+    for (const char *c = strchr(text, ':'); c; c = strchr(c + 1, ':'))
+        if (c - text >= 2 && isdigit((unsigned char)c[-1]) && isdigit((unsigned char)c[-2]) &&
+            isdigit((unsigned char)c[1]) && isdigit((unsigned char)c[2]) && c[3] == ':')
+            return 1;
+    return 0;
+}
+
 static int note_line(reader *rd, stream *st, int rank, const char *text, long lineno, const char *from)
 {
     hdx_log_rank *r = log_rank_of(rd, st, rank, from);
@@ -496,7 +656,7 @@ static int note_line(reader *rd, stream *st, int rank, const char *text, long li
         return -ENOMEM;
     regmatch_t m[5];
     char *t = NULL;
-    if (regexec(&rd->time_re, text, 5, m, 0) == 0)
+    if (has_clock(text) && regexec(&rd->time_re, text, 5, m, 0) == 0)
         t = strndup(text + m[0].rm_so, (size_t)(m[0].rm_eo - m[0].rm_so));
     free(r->last_line);
     free(r->file);
@@ -638,25 +798,21 @@ static int read_lines(reader *rd, line_in *li)
             rd->first_cut = lineno;
             rd->first_cut_len = li->full;
         }
-        regmatch_t m[3];
+        size_t word, digits, pre = hdx_launcher_prefix(line, &word, &digits);
         int rank = HDX_UNKNOWN;
         const char *text = line, *from = NULL;
-        if (regexec(&rd->prefix_re, line, 3, m, 0) == 0 &&
-            (rank = prefix_rank(line + m[2].rm_so, (size_t)(m[2].rm_eo - m[2].rm_so))) == HDX_UNKNOWN &&
-            !rd->n_bad_prefix++)
+        if (pre && (rank = prefix_rank(line + 1 + word, digits)) == HDX_UNKNOWN && !rd->n_bad_prefix++)
             hdx_evidence_note(rd->ev, "%s:%ld: the launcher prefix %.*s%s names no possible rank (a rank is at most "
                               "%d): such lines taken as lines without a prefix", rd->path, lineno,
-                              (int)(m[0].rm_eo < 40 ? m[0].rm_eo : 40), line, m[0].rm_eo > 40 ? "..." : "",
-                              LOG_RANK_MAX);
+                              (int)(pre < 40 ? pre : 40), line, pre > 40 ? "..." : "", LOG_RANK_MAX);
         if (rank != HDX_UNKNOWN) {
-            text = line + m[0].rm_eo;
+            text = line + pre;
             if (*text == ' ')
                 text++;
             from = "prefix";
             if (strncmp(line + 1, "rank", 4) && !rd->noted_role++)
                 hdx_evidence_note(rd->ev, "%s: torchrun's [%.*s%d]: prefixes taken as global ranks (on one node "
-                                  "they are also the local ranks)", rd->path, (int)(m[1].rm_eo - m[1].rm_so),
-                                  line + m[1].rm_so, rank);
+                                  "they are also the local ranks)", rd->path, (int)word, line + 1, rank);
         } else if (rd->file_rank >= 0) {
             rank = rd->file_rank;
             from = "file name";
@@ -720,18 +876,11 @@ static int reader_init(reader *rd, const hdx_log_patterns *ps, hdx_evidence *ev,
     rd->ev = ev;
     rd->path = path;
     rd->file_rank = rd->block_rank = rd->only_rank = HDX_UNKNOWN;
-    if (regcomp(&rd->prefix_re, PREFIX_RE, REG_EXTENDED))
-        return -ENOMEM;
-    if (regcomp(&rd->time_re, TIME_RE, REG_EXTENDED)) {
-        regfree(&rd->prefix_re);
-        return -ENOMEM;
-    }
-    return 0;
+    return regcomp(&rd->time_re, TIME_RE, REG_EXTENDED) ? -ENOMEM : 0;
 }
 
 static void reader_fini(reader *rd)
 {
-    regfree(&rd->prefix_re);
     regfree(&rd->time_re);
     free(rd->streams);
 }
@@ -880,7 +1029,7 @@ int hdx_log_load_hinted(const hdx_log_patterns *ps, const char *path, hdx_log_hi
     int prefixed = 0;
     line_in_start(li, fd);
     while (!prefixed && (r = line_next(li)) > 0)
-        prefixed = li->line[0] == '[' && regexec(&rd.prefix_re, li->line, 0, NULL, 0) == 0;
+        prefixed = hdx_launcher_prefix(li->line, &(size_t){0}, &(size_t){0}) > 0;
     if (r >= 0 && lseek(fd, 0, SEEK_SET) != 0)
         r = -errno;
     if (hint)
@@ -925,7 +1074,7 @@ int hdx_log_load_hinted(const hdx_log_patterns *ps, const char *path, hdx_log_hi
 /* Does a line of buf[0..n) (NUL-terminated, modified) match a pattern? A cut first or
  * last line (cut_head, cut_tail) is not judged. As hdx_log_load reads them: a run of NULs
  * ends a line, and a line is read up to LOG_LINE_MAX bytes. */
-static int sniff_lines(const hdx_log_patterns *ps, const regex_t *pre, char *buf, size_t n, int cut_head,
+static int sniff_lines(const hdx_log_patterns *ps, char *buf, size_t n, int cut_head,
                        int cut_tail)
 {
     char *p = buf, *e = buf + n;
@@ -947,15 +1096,12 @@ static int sniff_lines(const hdx_log_patterns *ps, const regex_t *pre, char *buf
             p++;
         if (!*line)
             continue;
-        regmatch_t m[1];
-        const char *text = line;
-        if (regexec(pre, line, 1, m, 0) == 0) {
-            text = line + m[0].rm_eo;
-            if (*text == ' ')
-                text++;
-        }
+        size_t word, digits;
+        const char *text = line + hdx_launcher_prefix(line, &word, &digits);
+        if (text > line && *text == ' ')
+            text++;
         for (size_t i = 0; i < ps->n; i++)
-            if (!ps->p[i].in_traceback && regexec(&ps->p[i].re, text, 0, NULL, 0) == 0)
+            if (!ps->p[i].in_traceback && hdx_log_pattern_matches(ps, i, text))
                 return 1;
     }
     return 0;
@@ -967,9 +1113,7 @@ int hdx_log_sniff(const hdx_log_patterns *ps, const char *path)
     if (!f)
         return -errno;
     char *buf = malloc(SNIFF_BYTES + 1);
-    regex_t pre;
-    if (!buf || regcomp(&pre, PREFIX_RE, REG_EXTENDED) != 0) {
-        free(buf);
+    if (!buf) {
         fclose(f);
         return -ENOMEM;
     }
@@ -977,13 +1121,12 @@ int hdx_log_sniff(const hdx_log_patterns *ps, const char *path)
      * training output. */
     size_t n = fread(buf, 1, SNIFF_BYTES, f);
     buf[n] = 0;
-    int found = sniff_lines(ps, &pre, buf, n, 0, n == SNIFF_BYTES);
+    int found = sniff_lines(ps, buf, n, 0, n == SNIFF_BYTES);
     if (!found && n == SNIFF_BYTES && fseeko(f, -(off_t)SNIFF_BYTES, SEEK_END) == 0 && ftello(f) >= (off_t)SNIFF_BYTES) {
         n = fread(buf, 1, SNIFF_BYTES, f);
         buf[n] = 0;
-        found = sniff_lines(ps, &pre, buf, n, 1, 0);
+        found = sniff_lines(ps, buf, n, 1, 0);
     }
-    regfree(&pre);
     fclose(f);
     free(buf);
     return found;

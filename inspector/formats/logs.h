@@ -40,8 +40,13 @@ size_t hdx_log_patterns_count(const hdx_log_patterns *ps);
 const char *hdx_log_pattern_name(const hdx_log_patterns *ps, size_t i);
 const char *hdx_log_pattern_example(const hdx_log_patterns *ps, size_t i);
 
+/* Pattern i's POSIX extended regex, borrowed from ps. */
+const char *hdx_log_pattern_regex(const hdx_log_patterns *ps, size_t i);
+
 /* 1 when pattern i matches line (a line as it would be after its launcher
- * prefix is removed), else 0. */
+ * prefix is removed), else 0. The regex runs only on a line that holds one of the literals
+ * every match must hold (taken from the regex when the patterns are loaded): the answer is
+ * the regex's, found without running it on most lines of a log (docs/design.md, "Job logs"). */
 int hdx_log_pattern_matches(const hdx_log_patterns *ps, size_t i, const char *line);
 
 /*

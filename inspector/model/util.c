@@ -1,5 +1,6 @@
 #include "model/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -199,6 +200,22 @@ void hdx_format_ranges_of(const int *vals, size_t n, char *buf, size_t size)
         memcpy(copy, vals, n * sizeof *copy);
     hdx_format_ranges(copy, n, buf, size);
     free(copy);
+}
+
+size_t hdx_launcher_prefix(const char *s, size_t *word_len, size_t *n_digits)
+{
+    size_t w = 0, d = 0;
+    if (s[0] != '[')
+        return 0;
+    while (isalpha((unsigned char)s[1 + w]) || s[1 + w] == '_')
+        w++;
+    while (isdigit((unsigned char)s[1 + w + d]))
+        d++;
+    if (!w || !d || s[1 + w + d] != ']' || s[2 + w + d] != ':')
+        return 0;
+    *word_len = w;
+    *n_digits = d;
+    return 3 + w + d;
 }
 
 int hdx_parse_long(const char *s, long min, long max, long *out)

@@ -37,30 +37,21 @@ const char *hdx_foreign_format_name(enum hdx_foreign_format f)
 }
 
 
-/* The launcher prefix of a line: "[rank3]:" gives rank 3; "[default0]:" (any
- * word then digits) gives local rank 0. Returns the length of the prefix, 0
- * when none. */
+/* The launcher prefix of a line (hdx_launcher_prefix): "[rank3]:" gives rank 3; "[default0]:"
+ * (any word then digits) gives local rank 0. Returns the length of the prefix, 0 when none. */
 static size_t line_prefix(const char *s, int *rank, int *local)
 {
     *rank = *local = HDX_UNKNOWN;
-    if (s[0] != '[')
+    size_t wl, nd, len = hdx_launcher_prefix(s, &wl, &nd);
+    const char *p = s + 1 + wl;
+    int n = len ? take_int(&p) : -1;
+    if (n < 0)
         return 0;
-    const char *p = s + 1, *w = p;
-    while (isalpha((unsigned char)*p) || *p == '_')
-        p++;
-    if (p == w)
-        return 0;
-    int n = take_int(&p);
-    if (n < 0 || p[0] != ']' || p[1] != ':')
-        return 0;
-    size_t wl = 0;
-    while (isalpha((unsigned char)w[wl]) || w[wl] == '_')
-        wl++;
-    if (wl == 4 && !strncmp(w, "rank", 4))
+    if (wl == 4 && !strncmp(s + 1, "rank", 4))
         *rank = n;
     else
         *local = n;
-    return (size_t)(p + 2 - s); /* the line's own text follows as it was, indentation included */
+    return len; /* the line's own text follows as it was, indentation included */
 }
 
 /* Iterate lines of text: each is copied, NUL-terminated and cut at HDX_FOREIGN_MAX_LINE. */
@@ -142,27 +133,29 @@ static enum hint hint_of(const char *s)
     return H_NONE;
 }
 
-enum hdx_foreign_format hdx_foreign_sniff(const char *text, size_t len)
+/* py-spy's --json (an array of thread objects) when text opens like one: HDX_FOREIGN_PYSPY_JSON,
+ * or HDX_FOREIGN_NONE for another array; -1 when text is no array. */
+static int sniff_array(const char *text, size_t len)
 {
-    if (!text)
-        return HDX_FOREIGN_NONE;
-    if (len > HDX_FOREIGN_MAX_BYTES)
-        len = HDX_FOREIGN_MAX_BYTES;
     size_t i = 0;
     while (i < len && isspace((unsigned char)text[i]))
         i++;
-    if (i < len && text[i] == '[' && i + 1 < len && (text[i + 1] == '{' || isspace((unsigned char)text[i + 1]) ||
-                                                      text[i + 1] == ']')) {
-        size_t look = len - i < 8192 ? len - i : 8192;
-        if (memmem(text + i, look, "\"thread_id\"", 11) && memmem(text + i, look, "\"frames\"", 8))
-            return HDX_FOREIGN_PYSPY_JSON;
-        return HDX_FOREIGN_NONE;
-    }
+    if (!(i + 1 < len && text[i] == '[' && (text[i + 1] == '{' || isspace((unsigned char)text[i + 1]) ||
+                                            text[i + 1] == ']')))
+        return -1;
+    size_t look = len - i < 8192 ? len - i : 8192;
+    if (memmem(text + i, look, "\"thread_id\"", 11) && memmem(text + i, look, "\"frames\"", 8))
+        return HDX_FOREIGN_PYSPY_JSON;
+    return HDX_FOREIGN_NONE;
+}
+
+/* Count what each line of text[0..len) suggests into seen (indexed by enum hint). 0 or -ENOMEM. */
+static int count_hints(const char *text, size_t len, int *seen)
+{
     char *buf = malloc(HDX_FOREIGN_MAX_LINE + 1);
     if (!buf)
-        return HDX_FOREIGN_NONE;
+        return -ENOMEM;
     lines it = {text, len, 0, 0, buf};
-    int seen[H_FH_TIMEOUT + 1] = {0};
     const char *s;
     while ((s = next_line(&it))) {
         int r, l;
@@ -170,6 +163,12 @@ enum hdx_foreign_format hdx_foreign_sniff(const char *text, size_t len)
         seen[hint_of(s)]++;
     }
     free(buf);
+    return 0;
+}
+
+/* The format the lines' hints (count_hints) point to. */
+static enum hdx_foreign_format format_of(const int *seen)
+{
     if (seen[H_PYSPY_PROC] && seen[H_PYSPY_PYTHON])
         return HDX_FOREIGN_PYSPY;
     if (seen[H_GDB_THREAD])
@@ -181,6 +180,18 @@ enum hdx_foreign_format hdx_foreign_sniff(const char *text, size_t len)
     if (seen[H_GDB_PYBT]) /* py-bt alone, without thread headers */
         return HDX_FOREIGN_GDB;
     return HDX_FOREIGN_NONE;
+}
+
+enum hdx_foreign_format hdx_foreign_sniff(const char *text, size_t len)
+{
+    if (!text)
+        return HDX_FOREIGN_NONE;
+    if (len > HDX_FOREIGN_MAX_BYTES)
+        len = HDX_FOREIGN_MAX_BYTES;
+    int array = sniff_array(text, len), seen[H_FH_TIMEOUT + 1] = {0};
+    if (array >= 0)
+        return (enum hdx_foreign_format)array;
+    return count_hints(text, len, seen) ? HDX_FOREIGN_NONE : format_of(seen);
 }
 
 /* ---- finishing ----------------------------------------------------------------- */
@@ -517,17 +528,42 @@ int hdx_foreign_load_log(const char *path, int log_rank, hdx_evidence *ev, char 
     return load_file(path, log_rank, 1, ev, err);
 }
 
+/* The file is read a chunk at a time (its first HDX_FOREIGN_MAX_BYTES, as hdx_foreign_sniff
+ * looks at), so that sniffing a job log of gigabytes takes a chunk of memory, not the log. */
+#define SNIFF_CHUNK (1u << 20)
 enum hdx_foreign_format hdx_foreign_sniff_file(const char *path)
 {
-    size_t len = 0;
-    int e = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    if (fd < 0)
         return HDX_FOREIGN_NONE;
-    char *text = slurp(path, &len, &e);
-    if (!text)
-        return HDX_FOREIGN_NONE;
-    enum hdx_foreign_format f = hdx_foreign_sniff(text, len);
-    free(text);
-    return f;
+    char *buf = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? malloc(SNIFF_CHUNK) : NULL;
+    int seen[H_FH_TIMEOUT + 1] = {0}, array = -1, first = 1;
+    size_t kept = 0, total = 0; /* kept: the bytes of a line not yet ended, at buf's start */
+    ssize_t got;
+    while (buf && total < HDX_FOREIGN_MAX_BYTES &&
+           (got = read(fd, buf + kept, SNIFF_CHUNK - kept)) != 0) {
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        total += (size_t)got;
+        size_t n = kept + (size_t)got;
+        if (first && (array = sniff_array(buf, n)) >= 0)
+            break;
+        first = 0;
+        const char *nl = memrchr(buf, '\n', n);
+        /* a chunk without a line end is one line, cut (as next_line cuts it) */
+        size_t whole = nl ? (size_t)(nl - buf) + 1 : n;
+        if (count_hints(buf, whole, seen))
+            break;
+        kept = n - whole;
+        memmove(buf, buf + whole, kept);
+    }
+    if (buf && array < 0 && kept)
+        count_hints(buf, kept, seen);
+    free(buf);
+    close(fd);
+    return array >= 0 ? (enum hdx_foreign_format)array : format_of(seen);
 }

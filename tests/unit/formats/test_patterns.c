@@ -1,5 +1,6 @@
-/* Every log pattern matches its own example; a user pattern with a class decides it; a broken
- * user pattern file is refused by name. */
+/* Every log pattern matches its own example; the literal prefilter answers as the regex
+ * does; a user pattern with a class decides it; a broken user pattern file is refused by name. */
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,32 @@
 #include "formats/logs.h"
 #include "report/words.h"
 #include "check.h"
+
+/* hdx_log_pattern_matches answers as regexec does for every pattern of ps, on every example
+ * and on each example with one character cut out (a needle taken too long fails here). */
+static void check_prefilter(const hdx_log_patterns *ps)
+{
+    size_t n = hdx_log_patterns_count(ps);
+    for (size_t i = 0; i < n; i++) {
+        regex_t re;
+        CHECK(regcomp(&re, hdx_log_pattern_regex(ps, i), REG_EXTENDED | REG_NOSUB) == 0, "regcomp %s",
+              hdx_log_pattern_name(ps, i));
+        for (size_t j = 0; j < n; j++) {
+            const char *ex = hdx_log_pattern_example(ps, j);
+            size_t len = ex ? strlen(ex) : 0;
+            char cut[4096];
+            for (size_t k = 0; ex && k <= len && len < sizeof cut; k++) {
+                if (k < len && i != j)
+                    continue; /* the cuts of a pattern's own example only */
+                snprintf(cut, sizeof cut, "%.*s%s", (int)k, ex, k < len ? ex + k + 1 : "");
+                int want = regexec(&re, cut, 0, NULL, 0) == 0;
+                CHECK(hdx_log_pattern_matches(ps, i, cut) == want, "pattern %s (%s) on \"%s\": prefilter says %d, "
+                      "the regex %d", hdx_log_pattern_name(ps, i), hdx_log_pattern_regex(ps, i), cut, !want, want);
+            }
+        }
+        regfree(&re);
+    }
+}
 
 int main(void)
 {
@@ -26,7 +53,35 @@ int main(void)
         CHECK(ex && hdx_log_pattern_matches(ps, i, ex), "pattern %s does not match its example: %s",
               hdx_log_pattern_name(ps, i), ex ? ex : "");
     }
+    check_prefilter(ps);
     hdx_log_patterns_free(ps);
+
+    /* The prefilter on regexes that try its parser: repeats, brackets, groups, alternatives,
+     * glibc's anchors. */
+    char tricky[] = "/tmp/hdx-test-tricky-XXXXXX";
+    FILE *t = fdopen(mkstemp(tricky), "w");
+    static const char *const cases[][2] = {
+        {"ab+cdef", "abbbcdef"},           {"x?yzw|q*rst", "rst"},          {"[]ab]cdef", "]cdef"},
+        {"[[:digit:]]+ items", "12 items"}, {"ab{0,2}cde", "acde"},          {"\\\\.{3,} done", "... done"},
+        {"(foo|bar)baz(qux)?end", "barbazend"}, {"^ *Trace\\\\(x\\\\)", "  Trace(x)"},
+        {"\\\\<word\\\\> end", "a word end"}, {"[^]x]yz{2}q", "ayzzq"}, {"a\\\\|bcd", "a|bcd"},
+        {"(a(b|c)d)+efg|hij", "acdabdefg"}};
+    fputs("{\"schema\": \"hangdx.patterns/1\", \"patterns\": [", t);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        fprintf(t, "%s{\"name\": \"t%zu\", \"regex\": \"%s\", \"proves\": \"x\", \"strength\": \"weak\", "
+                "\"example\": \"%s\"}", i ? ", " : "", i, cases[i][0], cases[i][1]);
+    fputs("]}", t);
+    fclose(t);
+    ps = NULL;
+    r = hdx_log_patterns_load_file(tricky, &ps, &err);
+    CHECK(r == 0, "load %s: %s", tricky, err ? err : "?");
+    for (size_t i = 0; ps && i < hdx_log_patterns_count(ps); i++)
+        CHECK(hdx_log_pattern_matches(ps, i, hdx_log_pattern_example(ps, i)), "tricky %s (%s) misses its example %s",
+              hdx_log_pattern_name(ps, i), hdx_log_pattern_regex(ps, i), hdx_log_pattern_example(ps, i));
+    if (ps)
+        check_prefilter(ps);
+    hdx_log_patterns_free(ps);
+    unlink(tricky);
     free(err);
     err = NULL;
 
