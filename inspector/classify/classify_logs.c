@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -638,14 +639,82 @@ out:
     return decided(rc);
 }
 
-/* monitored_barrier's timeout: rank 0 of its group names the ranks that did not reach it. */
+/* 1 when r is among the n ranks of rs. */
+static int has_rank(const int *rs, size_t n, int r)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rs[i] == r)
+            return 1;
+    return 0;
+}
+
+/*
+ * monitored_barrier ran out of its time between two ranks (ProcessGroupGloo.cpp
+ * checkRemainingTime; docs/design.md "Job logs"): rank 0 of its group checks ranks 1, 2, ... in
+ * order, and the line after "timed out in monitoredBarrier" names those it had checked. The last
+ * of them answered only as the time ran out; the ranks after it were not checked: culprits,
+ * at low confidence (they may have arrived), less those that logged that they reached it.
+ */
+static int monitored_timeout(const hdx_evidence *ev, size_t at, hdx_verdict *v)
+{
+    const hdx_log_fact *t = &ev->log_facts[at], *next = NULL;
+    int *processed = NULL, *reached = NULL, *unchecked = NULL;
+    size_t np = 0, nr = 0, nu = 0;
+    int rc = 0;
+    for (size_t i = 0; i < ev->n_log_facts && !rc; i++) {
+        const hdx_log_fact *f = &ev->log_facts[i];
+        if (is(f, "monitored_barrier_reached"))
+            rc = hdx_cls_add_int(&reached, &nr, (int)hdx_log_fact_int(f, "rank", -1));
+        else if (!next && (is(f, "monitored_barrier_processed") || is(f, "monitored_barrier_none_processed")) &&
+                 f->line == t->line + 1 && f->rank == t->rank && !strcmp(f->file, t->file))
+            next = f;
+    }
+    if (!rc && next)
+        rc = parse_rank_list(hdx_log_fact_field(next, "processed"), &processed, &np);
+    int last = 0;
+    for (size_t i = 0; i < np; i++)
+        last = processed[i] > last ? processed[i] : last;
+    int from_env = 0;
+    long long world = log_world_size(ev, &from_env);
+    /* the ranks after the last checked one: up to the world size, or the next one */
+    for (long long r = last + 1; !rc && next && r < (world > 0 ? world : last + 2); r++)
+        if (!has_rank(processed, np, (int)r) && !has_rank(reached, nr, (int)r))
+            rc = hdx_cls_add_int(&unchecked, &nu, (int)r);
+    v->cls = HDX_CLASS_COLLECTIVE_WAIT;
+    v->confidence = HDX_CONF_LOW;
+    v->finding = HDX_FIND_LOG_MONITORED_BARRIER;
+    if (!rc)
+        rc = set_culprits(v, unchecked, nu);
+    if (!rc && next)
+        rc = hdx_verdict_set_ints(v, "processed", processed, np);
+    if (!rc && next)
+        rc = hdx_verdict_set_ints(v, "unchecked", unchecked, nu);
+    if (!rc && np)
+        rc = hdx_verdict_set_num(v, "late", last);
+    if (!rc && next && world > 0)
+        rc = hdx_verdict_set_num(v, "world_size", world);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "timeout_ms", hdx_log_fact_int(t, "timeout_ms", HDX_UNKNOWN));
+    if (!rc)
+        rc = set_line(v, t);
+    free(processed);
+    free(reached);
+    free(unchecked);
+    return decided(rc);
+}
+
+/* monitored_barrier's timeout: rank 0 of its group names the ranks that did not reach it, or
+ * says that its time ran out between two ranks (monitored_timeout). */
 static int monitored_rule(const hdx_evidence *ev, hdx_verdict *v)
 {
     const hdx_log_fact *t = NULL;
+    size_t out = SIZE_MAX;
     int *failed = NULL;
     size_t n = 0;
     for (size_t i = 0; i < ev->n_log_facts; i++) {
         const hdx_log_fact *f = &ev->log_facts[i];
+        if (is(f, "monitored_barrier_timed_out") && out == SIZE_MAX)
+            out = i;
         if (!is(f, "monitored_barrier_failed"))
             continue;
         if (!t)
@@ -656,7 +725,7 @@ static int monitored_rule(const hdx_evidence *ev, hdx_verdict *v)
         }
     }
     if (!t)
-        return 0;
+        return out == SIZE_MAX ? 0 : monitored_timeout(ev, out, v);
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
     v->confidence = HDX_CONF_HIGH;
     v->finding = HDX_FIND_LOG_MONITORED_BARRIER;

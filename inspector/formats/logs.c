@@ -51,6 +51,7 @@ typedef struct pattern {
     size_t n_needles;
     enum hdx_log_strength strength;
     int block_scope;  /* its rank applies to the unprefixed lines that follow */
+    int file_scope;   /* tells whose file it is (scope "file"): read before the file's lines, no fact */
     int in_traceback; /* only lines inside a traceback */
     regex_t re;
     pfield *fields;
@@ -267,6 +268,7 @@ static int pattern_from_json(const cJSON *o, pattern *p, const char *path, char 
     p->strength = strcmp(strength, "strong") ? HDX_LOG_WEAK : HDX_LOG_STRONG;
     const char *scope = str_of(o, "scope");
     p->block_scope = scope && !strcmp(scope, "block");
+    p->file_scope = scope && !strcmp(scope, "file");
     int in_traceback = 0;
     p->in_traceback = hdx_json_get_bool(o, "in_traceback", &in_traceback, NULL) == 1 && in_traceback;
     const cJSON *values = NULL;
@@ -409,7 +411,8 @@ typedef struct reader {
     stream *streams; /* a hash table by rank (open addressing), as many slots as ranks seen at most twice over */
     size_t n_streams, cap_streams;
     int tb_counter;
-    int file_rank;   /* from the file name, HDX_UNKNOWN */
+    int file_rank;   /* from the file's own lines, its name or its place, HDX_UNKNOWN */
+    char file_rank_from[160]; /* how file_rank was known: hdx_log_rank.rank_from */
     int block_rank;  /* torch elastic's failure table entry, HDX_UNKNOWN */
     int root_cause_next;
     int noted_group, noted_assumed, noted_role;
@@ -570,7 +573,7 @@ static int match_line(reader *rd, const char *text, long lineno, int line_rank, 
     bytes_of(text, bytes);
     for (size_t i = 0; i < ps->n; i++) {
         const pattern *p = &ps->p[i];
-        if ((p->in_traceback && !in_tb) || !may_match(p, text, bytes))
+        if ((p->in_traceback && !in_tb) || p->file_scope || !may_match(p, text, bytes))
             continue;
         if (regexec(&p->re, text, MAX_GROUPS, m, 0) != 0)
             continue;
@@ -787,6 +790,109 @@ static int prefix_rank(const char *d, size_t n)
     return (int)v;
 }
 
+/* The values that lines of scope "file" patterns give (logs.json "about"), by field name. */
+enum { ID_RANK, ID_NODE_RANK, ID_LOCAL_RANK, ID_LOCAL_WORLD_SIZE, ID_SLURM_PROCID, ID_SLURM_NODEID, ID_SLURM_LOCALID,
+       ID_SLURM_NTASKS_PER_NODE, ID_N };
+static const char *const id_names[ID_N] = {"rank",         "node_rank",    "local_rank",    "local_world_size",
+                                           "slurm_procid", "slurm_nodeid", "slurm_localid", "slurm_ntasks_per_node"};
+
+typedef struct id_value {
+    int v;          /* the first value a line gave */
+    long line;      /* that line's number, 0: no line gave one */
+    int other;      /* a second value, HDX_UNKNOWN: none */
+    long other_line;
+    char text[81];  /* the head of the first line, for a note */
+} id_value;
+
+/* The values a line of a file without launcher prefixes gives, into ids[ID_N]. */
+static void id_line(const hdx_log_patterns *ps, id_value *ids, const char *line, long lineno)
+{
+    regmatch_t m[MAX_GROUPS];
+    uint64_t bytes[4];
+    bytes_of(line, bytes);
+    for (size_t i = 0; i < ps->n; i++) {
+        const pattern *p = &ps->p[i];
+        if (!p->file_scope || !may_match(p, line, bytes) || regexec(&p->re, line, MAX_GROUPS, m, 0) != 0)
+            continue;
+        for (size_t k = 0; k < p->n_fields; k++) {
+            const regmatch_t *g = &m[p->fields[k].group];
+            size_t j = 0;
+            while (j < ID_N && strcmp(id_names[j], p->fields[k].name))
+                j++;
+            int v = j < ID_N && g->rm_so >= 0 && g->rm_eo > g->rm_so
+                        ? prefix_rank(line + g->rm_so, (size_t)(g->rm_eo - g->rm_so)) : HDX_UNKNOWN;
+            if (v == HDX_UNKNOWN)
+                continue;
+            id_value *d = &ids[j];
+            if (!d->line) {
+                d->v = v;
+                d->line = lineno;
+                d->other = HDX_UNKNOWN;
+                snprintf(d->text, sizeof d->text, "%.*s", (int)sizeof d->text - 1, line);
+            } else if (d->v != v && d->other == HDX_UNKNOWN) {
+                d->other = v;
+                d->other_line = lineno;
+            }
+        }
+    }
+}
+
+/* One value of ids for a rank: given by a line, and by no line otherwise. */
+static int id_known(const id_value *ids, int j) { return ids[j].line && ids[j].other == HDX_UNKNOWN; }
+
+/*
+ * The rank that a file's own lines tell (docs/design.md "Job logs"): a printed rank (RANK,
+ * rank=, the default group's NCCL prefix, ...), else torchrun's node rank x LOCAL_WORLD_SIZE +
+ * LOCAL_RANK, else Slurm's SLURM_PROCID, else SLURM_NODEID x SLURM_NTASKS_PER_NODE +
+ * SLURM_LOCALID (Slurm's default block distribution). HDX_UNKNOWN when none does; *how gets
+ * rank_from's words, said (size bytes) where the lines say it. Notes where lines disagree.
+ */
+static int rank_of_ids(reader *rd, const id_value *ids, const char **how, char *said, size_t size)
+{
+    static const struct {
+        int node, local, per;
+        const char *how, *words;
+    } products[] = {{ID_NODE_RANK, ID_LOCAL_RANK, ID_LOCAL_WORLD_SIZE, "node rank x nproc + local rank",
+                     "node rank %d (line %ld) x nproc %d (LOCAL_WORLD_SIZE, line %ld) + local rank %d (line %ld)"},
+                    {ID_SLURM_NODEID, ID_SLURM_LOCALID, ID_SLURM_NTASKS_PER_NODE,
+                     "Slurm node id x tasks per node + local id",
+                     "SLURM_NODEID %d (line %ld) x SLURM_NTASKS_PER_NODE %d (line %ld) + SLURM_LOCALID %d (line %ld)"}};
+    int product[2] = {HDX_UNKNOWN, HDX_UNKNOWN};
+    for (int j = 0; j < ID_N; j++)
+        if (ids[j].line && ids[j].other != HDX_UNKNOWN)
+            hdx_evidence_note(rd->ev, "%s: its lines give two values of %s (%d on line %ld, %d on line %ld): the file "
+                              "is not taken as one rank's by them", rd->path, id_names[j], ids[j].v, ids[j].line,
+                              ids[j].other, ids[j].other_line);
+    for (int k = 0; k < 2; k++) {
+        const id_value *n = &ids[products[k].node], *l = &ids[products[k].local], *p = &ids[products[k].per];
+        if (id_known(ids, products[k].node) && id_known(ids, products[k].local) && id_known(ids, products[k].per) &&
+            l->v < p->v && (long long)n->v * p->v + l->v <= LOG_RANK_MAX)
+            product[k] = n->v * p->v + l->v;
+    }
+    if (id_known(ids, ID_RANK)) {
+        if (product[0] != HDX_UNKNOWN && product[0] != ids[ID_RANK].v) /* Slurm's may differ: torchrun under srun */
+            hdx_evidence_note(rd->ev, "%s: line %ld says rank %d, but %s is %d: the printed rank is used", rd->path,
+                              ids[ID_RANK].line, ids[ID_RANK].v, products[0].how, product[0]);
+        *how = "line";
+        snprintf(said, size, "line %ld (\"%s\")", ids[ID_RANK].line, ids[ID_RANK].text);
+        return ids[ID_RANK].v;
+    }
+    /* torchrun's node arithmetic, else SLURM_PROCID, else Slurm's node arithmetic */
+    int k = product[0] != HDX_UNKNOWN ? 0 : id_known(ids, ID_SLURM_PROCID) ? -1 : product[1] != HDX_UNKNOWN ? 1 : -2;
+    if (k >= 0) {
+        const id_value *n = &ids[products[k].node], *l = &ids[products[k].local], *p = &ids[products[k].per];
+        *how = products[k].how;
+        snprintf(said, size, products[k].words, n->v, n->line, p->v, p->line, l->v, l->line);
+        return product[k];
+    }
+    if (k == -1) {
+        *how = "line";
+        snprintf(said, size, "line %ld (\"%s\")", ids[ID_SLURM_PROCID].line, ids[ID_SLURM_PROCID].text);
+        return ids[ID_SLURM_PROCID].v;
+    }
+    return HDX_UNKNOWN;
+}
+
 static int read_lines(reader *rd, line_in *li)
 {
     long lineno = 0;
@@ -815,7 +921,7 @@ static int read_lines(reader *rd, line_in *li)
                                   "they are also the local ranks)", rd->path, (int)word, line + 1, rank);
         } else if (rd->file_rank >= 0) {
             rank = rd->file_rank;
-            from = "file name";
+            from = rd->file_rank_from;
         }
         stream *st = stream_of(rd, rank);
         if (!st)
@@ -1025,21 +1131,49 @@ int hdx_log_load_hinted(const hdx_log_patterns *ps, const char *path, hdx_log_hi
         close(fd);
         return r;
     }
-    /* A file with no launcher prefix on any line is one rank's file when its name tells the rank. */
+    /* A file with no launcher prefix on any line is one rank's file when its own lines tell the rank
+     * (patterns of scope "file"), else when its place or its name does; lines and name that
+     * disagree are said in a note (docs/design.md "Job logs"). */
     int prefixed = 0;
+    id_value ids[ID_N] = {{0}};
     line_in_start(li, fd);
-    while (!prefixed && (r = line_next(li)) > 0)
+    while (!prefixed && (r = line_next(li)) > 0) {
         prefixed = hdx_launcher_prefix(li->line, &(size_t){0}, &(size_t){0}) > 0;
+        if (!prefixed)
+            id_line(ps, ids, li->line, li->lines);
+    }
     if (r >= 0 && lseek(fd, 0, SEEK_SET) != 0)
         r = -errno;
     if (hint)
         hint->used = 0;
-    if (r >= 0 && !prefixed && hint && hint->rank >= 0 && hint->rank <= LOG_RANK_MAX) {
-        rd.file_rank = hint->rank;
+    int place = hint && hint->rank >= 0 && hint->rank <= LOG_RANK_MAX ? hint->rank : HDX_UNKNOWN;
+    int name = place == HDX_UNKNOWN ? rank_from_name(path) : HDX_UNKNOWN;
+    const char *how = NULL, *place_words = place != HDX_UNKNOWN ? (hint->why ? hint->why : "its path") : "the file name";
+    char said[200];
+    int own = r >= 0 && !prefixed ? rank_of_ids(&rd, ids, &how, said, sizeof said) : HDX_UNKNOWN;
+    int other = place != HDX_UNKNOWN ? place : name;
+    if (own >= 0) {
+        rd.file_rank = own;
+        if (other >= 0 && other != own) {
+            snprintf(rd.file_rank_from, sizeof rd.file_rank_from, "%s; %s says rank %d", how,
+                     place != HDX_UNKNOWN ? "its place" : "its file name", other);
+            hdx_evidence_note(ev, "%s: its lines and its name disagree: %s says rank %d, %s rank %d; the lines' "
+                              "rank %d is used (a file renamed or copied from another rank's, or a launcher that "
+                              "numbers otherwise: check which is right)", path, said, own, place_words, other, own);
+        } else {
+            snprintf(rd.file_rank_from, sizeof rd.file_rank_from, "%s", how);
+            hdx_evidence_note(ev, "%s: no rank prefix in the file; its lines taken as rank %d's, from %s%s", path,
+                              own, said, other == own ? ", as its name says too" : "");
+        }
+    } else if (r >= 0 && !prefixed && place != HDX_UNKNOWN) {
+        rd.file_rank = place;
         hint->used = 1;
+        snprintf(rd.file_rank_from, sizeof rd.file_rank_from, "file name");
         hdx_evidence_note(ev, "%s: no rank prefix in the file; its lines taken as rank %d's, from %s", path,
-                          rd.file_rank, hint->why ? hint->why : "its path");
-    } else if (r >= 0 && !prefixed && (rd.file_rank = rank_from_name(path)) >= 0) {
+                          rd.file_rank, place_words);
+    } else if (r >= 0 && !prefixed && name >= 0) {
+        rd.file_rank = name;
+        snprintf(rd.file_rank_from, sizeof rd.file_rank_from, "file name");
         hdx_evidence_note(ev, "%s: no rank prefix in the file; its lines taken as rank %d's, from the file name",
                           path, rd.file_rank);
     }

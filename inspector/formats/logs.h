@@ -90,8 +90,10 @@ typedef struct hdx_log_hint {
 /*
  * hdx_log_load_ranked, with the rank that the file's place tells (hint; NULL: none, as
  * hdx_log_load_ranked). The lines win: a file with launcher prefixes ([rank3]:) takes its
- * ranks from them, and hint->rank is used only for a file without any, with a note saying so
- * (hint->used).
+ * ranks from them; a file without any, from a line that says whose file it is (the patterns of
+ * scope "file": RANK=3, node rank x LOCAL_WORLD_SIZE + LOCAL_RANK, ...; docs/design.md "Job
+ * logs"), else from hint->rank (hint->used set), else from its name, each with a note. Lines
+ * whose rank disagrees with the hint's or the name's win, and the note says both.
  */
 int hdx_log_load_hinted(const hdx_log_patterns *ps, const char *path, hdx_log_hint *hint, hdx_evidence *ev,
                         int *only_rank, char **err);

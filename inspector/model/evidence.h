@@ -316,7 +316,11 @@ typedef struct hdx_log_rank {
     char *timed_out_op;    /* OpType of the timed-out work, or NULL */
     char *exit_cause;      /* "exit code 1", "signal 9 (SIGKILL)", "RuntimeError: ...", or NULL */
     int root_cause;        /* 1: torch elastic's first observed failure */
-    char *rank_from;       /* how its rank was known: "prefix", "file name", "traceback", "line" */
+    /* How its rank was known (docs/design.md "Job logs"): "prefix", "file name", "traceback",
+     * "line", "node rank x nproc + local rank", "Slurm node id x tasks per node + local id"; where
+     * the lines and the file's name or place disagree, "<how>; its file name says rank N" (or
+     * "its place"). */
+    char *rank_from;
 } hdx_log_rank;
 
 typedef struct hdx_evidence {

@@ -317,7 +317,37 @@ static int words_seq(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
 
 static int words_monitored(const hdx_verdict *v, hdx_words *w)
 {
-    char f[RANKS_TEXT];
+    char f[RANKS_TEXT], p[RANKS_TEXT];
+    if (!hdx_verdict_fact(v, "failed")) {
+        /* the time ran out between two ranks (classify_logs.c monitored_timeout) */
+        size_t n = hdx_words_ranks(v, "unchecked", f, sizeof f), np = hdx_words_ranks(v, "processed", p, sizeof p);
+        long long late = hdx_verdict_num(v, "late", HDX_UNKNOWN);
+        char checked[RANKS_TEXT + 120];
+        if (!hdx_verdict_fact(v, "processed"))
+            snprintf(checked, sizeof checked, "the line naming the ranks it had checked is not in the log");
+        else if (!np)
+            snprintf(checked, sizeof checked, "it had checked no rank");
+        else
+            snprintf(checked, sizeof checked, "it had checked rank%s %s, rank %lld answering only as the time ran out",
+                     hdx_words_noun_s(np), p, late);
+        char rest[RANKS_TEXT + 120], why[RANKS_TEXT + 200], slow[80] = "";
+        if (n)
+            snprintf(rest, sizeof rest, "not checked: rank%s %s%s", hdx_words_noun_s(n), f,
+                     hdx_verdict_fact(v, "world_size") ? "" : " and any rank after it (the world size is not in the logs)");
+        else
+            snprintf(rest, sizeof rest, "every other rank was checked or logged that it reached the barrier");
+        if (late != HDX_UNKNOWN)
+            snprintf(slow, sizeof slow, "why rank %lld answered only at the end of the timeout", late);
+        if (n)
+            snprintf(why, sizeof why, "see whether rank%s %s reached the barrier (%s logs, or hangdx inspect while the "
+                     "job hangs)%s%s", hdx_words_noun_s(n), f, n == 1 ? "its" : "their", *slow ? ", and " : "", slow);
+        else
+            snprintf(why, sizeof why, "see %s", *slow ? slow : "rank 0's log around the barrier");
+        int rc = hdx_words_set(&w->summary, "monitored_barrier ran out of its %lld ms on rank 0 of its group (%s:%lld): "
+                               "%s; %s", hdx_verdict_num(v, "timeout_ms", HDX_UNKNOWN), file(v), line(v), checked, rest);
+        return rc ? rc : hdx_words_set(&w->remedy, "%s; or pass wait_all_ranks=True to monitored_barrier, which checks "
+                                       "every rank and names each that did not arrive", why);
+    }
     size_t n = hdx_words_ranks(v, "failed", f, sizeof f);
     int rc = hdx_words_set(&w->summary,
                            "monitored_barrier timed out after %lld ms: rank%s %s of its group did not reach it (rank 0 "

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """hangdx analyze --json on one log fixture (a file, or a directory of per-rank
 files) and compare the verdict with the fixture's first line, `# expect: {json}`
-(keys as ../shared/cases/README.md defines them)."""
+(keys as ../shared/cases/README.md defines them; besides them, "confidence": the verdict's exact
+confidence, and "notes": strings each of which some note of the report contains)."""
 import json, os, subprocess, sys
 
 path = sys.argv[1]
@@ -39,6 +40,11 @@ for m in expect.get("mentions", []):
         fail.append(f"the verdict does not mention {m!r}")
 if v["class"] in expect.get("not_confident", []) and v["confidence"] == "high":
     fail.append(f"{v['class']} given with high confidence")
+if "confidence" in expect and v["confidence"] != expect["confidence"]:
+    fail.append(f"confidence {v['confidence']!r}, expected {expect['confidence']!r}")
+for n in expect.get("notes", []):  # a note of the report contains each
+    if not any(n in have for have in doc["notes"]):
+        fail.append(f"no note says {n!r}")
 if fail:
     print(f"FAIL {path}:\n  " + "\n  ".join(fail) + "\n  verdict: " + json.dumps(v, indent=1)
           + "\n  notes: " + json.dumps(doc["notes"], indent=1))

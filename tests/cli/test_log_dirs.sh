@@ -64,6 +64,19 @@ assert any("attempt_1/1 (local rank 1, taken as the global rank" in n for n in d
 assert doc["verdict"]["facts"]["timed_out"] == [0, 1], doc["verdict"]
 ' "$T/outn"
 
+# ---- node 1's torchrun --log-dir, whose workers print NODE_RANK, LOCAL_RANK and LOCAL_WORLD_SIZE: the
+# lines give global ranks 4..7 (node rank x nproc + local rank), which the local rank directories
+# 0..3 contradict: the lines' ranks are used, and a note says the two disagree
+N="$T/node1"
+for k in 0 1 2 3; do
+    mkdir -p "$N/job9_q7r2/attempt_0/$k" && cp "$FX/torchrun_two_nodes.logs/node1-worker$k.out" "$N/job9_q7r2/attempt_0/$k/stderr.log"
+done
+"$HANGDX" analyze --json "$N" >"$T/outn1" 2>"$T/err"; rc=$?
+check "node 1's --log-dir: rank 7 behind, the ranks from the lines (got $rc; $(cat "$T/err"))" verdict "$T/outn1" \
+    collective_wait log_seq_behind "[7]" \
+    "attempt_0/3/stderr.log: its lines and its name disagree: node rank 1 (line 1) x nproc 4 (LOCAL_WORLD_SIZE, line 1) + local rank 3 (line 1) says rank 7, its torchrun --log-dir directory"
+check "  no file said to take its rank from its directory" bash -c "! grep -q 'took their rank from their local rank directory' '$T/outn1'"
+
 # ---- the lines win: [rankN]: prefixes kept, rank r in local rank directory r+1
 K="$T/prefixed"
 lay keep "$FX/gloo_collective_rank_skipped.log" "$K/run_a" 0 1

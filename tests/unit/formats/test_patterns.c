@@ -1,5 +1,7 @@
 /* Every log pattern matches its own example; the literal prefilter answers as the regex
- * does; a user pattern with a class decides it; a broken user pattern file is refused by name. */
+ * does; a user pattern with a class decides it; a broken user pattern file is refused by name;
+ * a file without launcher prefixes takes its rank from its own lines, and rank_from says how
+ * (docs/design.md "Job logs"). */
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,34 @@ static void check_prefilter(const hdx_log_patterns *ps)
     }
 }
 
+/* The rank and rank_from that the log `text`, written to a file named `name` in a temporary
+ * directory, gives its only rank summary: *rank HDX_UNKNOWN when it gives none; from copied
+ * into from_buf. */
+static void rank_of_text(const hdx_log_patterns *ps, const char *name, const char *text, int *rank, char *from_buf,
+                         size_t size)
+{
+    char dir[] = "/tmp/hdx-test-rank-XXXXXX", path[4200], *err = NULL;
+    *rank = HDX_UNKNOWN;
+    from_buf[0] = 0;
+    if (!mkdtemp(dir))
+        return;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    hdx_evidence *ev = hdx_evidence_new();
+    if (ev && hdx_log_load(ps, path, ev, &err) == 0 && ev->n_log_ranks == 1) {
+        *rank = ev->log_ranks[0].rank;
+        snprintf(from_buf, size, "%s", ev->log_ranks[0].rank_from ? ev->log_ranks[0].rank_from : "");
+    }
+    hdx_evidence_free(ev);
+    free(err);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const char *src = getenv("HDX_SOURCE_DIR"), *build = getenv("HDX_BUILD_DIR");
@@ -54,6 +84,40 @@ int main(void)
               hdx_log_pattern_name(ps, i), ex ? ex : "");
     }
     check_prefilter(ps);
+
+
+    /* A file's rank from its own lines: printed, or node rank x nproc + local rank */
+    static const struct {
+        const char *name, *text, *from;
+        int rank;
+    } own[] = {
+        {"out.log", "RANK=3\nstep 1\n", "line", 3},
+        {"out.log", "environ({'LOCAL_RANK': '1', 'RANK': '5', 'GROUP_RANK': '1', 'LOCAL_WORLD_SIZE': '4'})\nstep 1\n",
+         "line", 5},
+        {"out.log", "GROUP_RANK=1\nLOCAL_RANK=2\nLOCAL_WORLD_SIZE=4\nstep 1\n", "node rank x nproc + local rank", 6},
+        {"out.log", "SLURM_NODEID=1\nSLURM_LOCALID=3\nSLURM_NTASKS_PER_NODE=4\nstep 1\n",
+         "Slurm node id x tasks per node + local id", 7},
+        /* torchrun under srun, one task per node: torchrun's variables, not the task's */
+        {"out.log", "SLURM_PROCID=1\nNODE_RANK=1\nLOCAL_RANK=0\nLOCAL_WORLD_SIZE=8\nstep 1\n",
+         "node rank x nproc + local rank", 8},
+        {"out.log", "SLURM_PROCID=2\nstep 1\n", "line", 2},
+        {"out.log", "I0527 15:16:51.665375 58626 ProcessGroupNCCL.cpp:869] [PG 0 Rank 2] ProcessGroupNCCL "
+                    "initialization options: size: 8, global rank: 2, TIMEOUT(ms): 600000\n", "line", 2},
+        {"rank1.log", "RANK=2\nstep 1\n", "line; its file name says rank 1", 2},
+        {"rank1.log", "RANK=1\nstep 1\n", "line", 1},
+        {"rank1.log", "step 1\n", "file name", 1},
+        /* two ranks printed in one file: neither is taken, the name's rank is */
+        {"rank4.log", "RANK=0\nRANK=1\nstep 1\n", "file name", 4},
+        /* a local rank alone is no global rank */
+        {"rank4.log", "LOCAL_RANK=0\nstep 1\n", "file name", 4},
+    };
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        int rank;
+        char from[200];
+        rank_of_text(ps, own[i].name, own[i].text, &rank, from, sizeof from);
+        CHECK(rank == own[i].rank && !strcmp(from, own[i].from), "%s with %s: rank %d from \"%s\", expected %d from "
+              "\"%s\"", own[i].name, own[i].text, rank, from, own[i].rank, own[i].from);
+    }
     hdx_log_patterns_free(ps);
 
     /* The prefilter on regexes that try its parser: repeats, brackets, groups, alternatives,
