@@ -32,6 +32,7 @@ const char *hdx_foreign_format_name(enum hdx_foreign_format f)
     case HDX_FOREIGN_GDB: return "gdb";
     case HDX_FOREIGN_EUSTACK: return "eu-stack";
     case HDX_FOREIGN_FAULTHANDLER: return "faulthandler";
+    case HDX_FOREIGN_FLIGHT_RECORDER: return "Flight Recorder";
     default: return "none";
     }
 }
@@ -148,6 +149,8 @@ enum hdx_foreign_format hdx_foreign_sniff(const char *text, size_t len)
         return HDX_FOREIGN_NONE;
     if (len > HDX_FOREIGN_MAX_BYTES)
         len = HDX_FOREIGN_MAX_BYTES;
+    if (hdx_foreign_flight_recorder_sniff(text, len))
+        return HDX_FOREIGN_FLIGHT_RECORDER;
     size_t i = 0;
     while (i < len && isspace((unsigned char)text[i]))
         i++;
@@ -396,9 +399,15 @@ static int load_text(const char *text, size_t len, enum hdx_foreign_format forma
     if (format == HDX_FOREIGN_NONE) {
         if (err)
             *err = hdx_asprintf("%s: not a stack dump this reader knows (py-spy dump, its --json, gdb "
-                                "'thread apply all bt', eu-stack, faulthandler)",
+                                "'thread apply all bt', eu-stack, faulthandler, a Flight Recorder dump)",
                                 name);
         return -EINVAL;
+    }
+    if (format == HDX_FOREIGN_FLIGHT_RECORDER) { /* one rank's record, not lines of stacks */
+        int rc = hdx_foreign_flight_recorder(text, len, name, ev, err);
+        if (rc == -ENOMEM && err && !*err)
+            *err = hdx_asprintf("%s: out of memory", name);
+        return rc;
     }
     parser P = {name, format, hdx_evidence_new(), NULL, 0, NULL, 0, 0, err, 0, log_rank, in_log};
     char *buf = malloc(HDX_FOREIGN_MAX_LINE + 1);
@@ -515,6 +524,18 @@ int hdx_foreign_load(const char *path, hdx_evidence *ev, char **err)
 int hdx_foreign_load_log(const char *path, int log_rank, hdx_evidence *ev, char **err)
 {
     return load_file(path, log_rank, 1, ev, err);
+}
+
+int hdx_foreign_flight_recorder_sniff_file(const char *path)
+{
+    char head[65536];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, head, sizeof head) : -1;
+    close(fd);
+    return n > 0 && hdx_foreign_flight_recorder_sniff(head, (size_t)n);
 }
 
 enum hdx_foreign_format hdx_foreign_sniff_file(const char *path)
