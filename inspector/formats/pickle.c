@@ -6,6 +6,7 @@
 #include "formats/pickle.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -279,7 +280,7 @@ static int key_text(vm *m, const cJSON *k, char *buf, size_t size, const char **
         *out = k->valuestring;
         return 0;
     }
-    if (cJSON_IsNumber(k) && k->valuedouble == (double)(long long)k->valuedouble) {
+    if (cJSON_IsNumber(k) && fabs(k->valuedouble) < 9e18 && k->valuedouble == (double)(long long)k->valuedouble) {
         snprintf(buf, size, "%lld", (long long)k->valuedouble);
         *out = buf;
         return 0;
@@ -298,7 +299,7 @@ static int fill(vm *m, cJSON *c, size_t from, int pairs)
     for (size_t i = from; i < m->n; i += pairs ? 2 : 1) {
         if (rc) { /* the rest goes to the kept items, to be freed */
             rc = keep(m, m->stack[i]) ? -ENOMEM : rc;
-            if (pairs)
+            if (pairs && i + 1 < m->n) /* an odd count: the last key has no value */
                 rc = keep(m, m->stack[i + 1]) ? -ENOMEM : rc;
             continue;
         }
