@@ -480,6 +480,30 @@ static int verdict_root_rank(const hdx_evidence *ev, const hdx_waitsfor *g, hdx_
     return 0;
 }
 
+/* Where the input recorded the calls' sequence numbers (a Flight Recorder dump): `seq` and `op`,
+ * the call the first root is waited on through (a mismatch: the call most members are in), or
+ * `p2p_seq` and `op` of the first send/recv that waits on it unanswered. */
+static int recorded_seq(const hdx_waitsfor *g, hdx_verdict *v)
+{
+    const hdx_wf_root *root = &g->roots[0];
+    if (root->call >= 0) {
+        const hdx_wf_call *c = &g->calls[root->call];
+        if (c->seq == HDX_UNKNOWN)
+            return 0;
+        return hdx_verdict_set_num(v, "seq", c->seq) || hdx_verdict_set_text(v, "op", c->op) ? -ENOMEM : 0;
+    }
+    for (size_t i = 0; root->n_ranks && i < g->n_ranks; i++) {
+        const hdx_wf_rank *r = &g->ranks[i];
+        for (size_t k = 0; r->kind == HDX_WF_P2P && r->seq != HDX_UNKNOWN && k < r->n_ops; k++)
+            if (!r->ops[k].matched && r->ops[k].peer == root->ranks[0])
+                return hdx_verdict_set_num(v, "p2p_seq", r->seq) ||
+                               hdx_verdict_set_text(v, "op", r->op ? r->op : (r->ops[k].send ? "send" : "recv"))
+                           ? -ENOMEM
+                           : 0;
+    }
+    return 0;
+}
+
 static int verdict_graph(const hdx_evidence *ev, hdx_waitsfor *g, hdx_verdict *v)
 {
     const hdx_wf_root *root = &g->roots[0];
@@ -511,7 +535,7 @@ static int verdict_graph(const hdx_evidence *ev, hdx_waitsfor *g, hdx_verdict *v
     int pg = root_group(g);
     if (set_group(v, ev, pg) || hdx_verdict_set_num(v, "pgroup_index", pg))
         return -ENOMEM;
-    return 0;
+    return recorded_seq(g, v);
 }
 
 int hdx_cls_distributed(const hdx_evidence *ev, hdx_verdict *v)

@@ -261,6 +261,10 @@ static int first_signature(const hdx_frame *f)
 
 int hdx_wait_classify(hdx_thread *t)
 {
+    /* A wait its input recorded (evidence.h, wait_pg) stays: the stack is the call's, as the
+     * input kept it, and tells less than the record. */
+    if (t->wait && t->wait_pg)
+        return 0;
     /* A stopped thread waits on whoever stopped it, whatever its stack says. */
     if (t->state == 'T' || t->state == 't')
         return set(t, "stopped", NULL, HDX_UNKNOWN, -1);

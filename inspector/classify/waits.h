@@ -26,7 +26,8 @@
  * `all_reduce` frame tells more than the futex under it. The peer of a p2p
  * wait comes from the matching frame's `src`/`dst`/`peer` local, else from
  * the nearest Python frame that has one. Leaves t untouched when nothing
- * matches. Returns 0 or -ENOMEM.
+ * matches, and when its input recorded its wait (t->wait and t->wait_pg set:
+ * a Flight Recorder dump's). Returns 0 or -ENOMEM.
  */
 int hdx_wait_classify(hdx_thread *t);
 

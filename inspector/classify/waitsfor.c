@@ -217,6 +217,8 @@ static void plain_op(const hdx_evidence *ev, hdx_wf_rank *r)
         if (peer == HDX_UNKNOWN && int_local(f, send ? "group_dst" : "group_src", &gr))
             peer = global_of(ev, pg, gr);
     }
+    if (t->wait_pg)
+        pg = group_index(ev, t->wait_pg);
     r->pgroup = pg;
     if (!strcmp(t->wait, HDX_WAIT_P2P) && peer == HDX_UNKNOWN)
         return; /* an exchange whose direction and peer are unknown */
@@ -254,12 +256,18 @@ static void describe_wait(const hdx_evidence *ev, hdx_waitsfor *g, hdx_wf_rank *
     r->moved_on_from = -1;
     r->root = -1;
     r->depth = -1;
+    r->seq = HDX_UNKNOWN;
     if (!r->p || r->p->alive == 0 || !t || !t->wait || is_stopped(r->p, t))
         return;
+    if (t->wait_pg) { /* recorded by the input (evidence.h) */
+        r->seq = t->wait_seq;
+        r->sig = t->wait_sig;
+    }
     if (!strcmp(t->wait, HDX_WAIT_COLLECTIVE)) {
         r->kind = HDX_WF_COLLECTIVE;
         r->op = t->wait_op;
-        if (!wait_group(ev, t, &r->pgroup)) {
+        int recorded = t->wait_pg && (r->pgroup = group_index(ev, t->wait_pg)) != HDX_UNKNOWN;
+        if (!recorded && !wait_group(ev, t, &r->pgroup)) {
             r->pgroup = default_group(ev);
             r->group_guessed = 1;
             g->n_guessed++;
@@ -283,11 +291,13 @@ static void describe_wait(const hdx_evidence *ev, hdx_waitsfor *g, hdx_wf_rank *
 
 /* ---- calls ----------------------------------------------------------------- */
 
-static long find_call(const hdx_waitsfor *g, enum hdx_wf_kind kind, int pg, const char *op)
+static long find_call(const hdx_waitsfor *g, const hdx_wf_rank *r, const char *op)
 {
     for (size_t i = 0; i < g->n_calls; i++) {
         const hdx_wf_call *c = &g->calls[i];
-        if (c->kind == kind && c->pgroup == pg && (kind == HDX_WF_RENDEZVOUS || !strcmp(c->op, op)))
+        if (c->kind == r->kind && c->pgroup == r->pgroup &&
+            (r->kind == HDX_WF_RENDEZVOUS ||
+             (!strcmp(c->op, op) && c->seq == r->seq && !!c->sig == !!r->sig && (!c->sig || !strcmp(c->sig, r->sig)))))
             return (long)i;
     }
     return -1;
@@ -302,7 +312,7 @@ static int make_calls(hdx_waitsfor *g)
         if (r->kind != HDX_WF_COLLECTIVE && r->kind != HDX_WF_RENDEZVOUS)
             continue;
         const char *op = r->op ? r->op : "a collective";
-        long c = find_call(g, r->kind, r->pgroup, op);
+        long c = find_call(g, r, op);
         if (c < 0) {
             hdx_wf_call *nc = hdx_append((void **)&g->calls, &g->n_calls, sizeof *nc);
             if (!nc)
@@ -310,6 +320,8 @@ static int make_calls(hdx_waitsfor *g)
             nc->kind = r->kind;
             nc->op = op;
             nc->pgroup = r->pgroup;
+            nc->seq = r->seq;
+            nc->sig = r->sig;
             c = (long)g->n_calls - 1;
         }
         r->call = c;
@@ -862,6 +874,7 @@ static int add_missing_ranks(hdx_waitsfor *g)
         }
         r->rank = miss[i];
         r->pgroup = HDX_UNKNOWN;
+        r->seq = HDX_UNKNOWN;
         r->call = -1;
         r->lock_holder = HDX_UNKNOWN;
         r->moved_on_from = -1;

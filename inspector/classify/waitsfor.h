@@ -4,7 +4,9 @@
  * call in progress (a collective on one process group, or the rendezvous).
  *  - A rank in a collective on group G waits, through the call's node, for
  *    every member of G that is not in the same call on G; a member in another
- *    collective on G is a mismatch.
+ *    collective on G is a mismatch. Where the input recorded each call's sequence
+ *    number and tensors (a Flight Recorder dump), the same call is also the same
+ *    number and the same sizes and dtypes.
  *  - A rank in send/recv waits for its peer unless the peer is in the matching
  *    call (direction, peer and tag).
  *  - A rank in the rendezvous waits for the ranks of the world that are not.
@@ -67,6 +69,9 @@ typedef struct hdx_wf_rank {
     const char *op;         /* the call: "all_gather", "recv", "_communicate" (borrowed), or NULL */
     int pgroup;             /* index in ev->pgroups of the call's group, HDX_UNKNOWN */
     int group_guessed;      /* 1 when the group could not be read and the default group was taken */
+    long long seq;          /* the call's sequence number on its group where the input recorded it
+                               (a Flight Recorder dump: hdx_thread.wait_seq), HDX_UNKNOWN */
+    const char *sig;        /* its sizes and dtypes, recorded the same way (borrowed), or NULL */
     long call;              /* index in calls (collective, rendezvous), -1 */
     hdx_wf_op ops[HDX_WF_MAX_OPS]; /* p2p */
     size_t n_ops;
@@ -84,6 +89,10 @@ typedef struct hdx_wf_call {
     enum hdx_wf_kind kind;  /* collective or rendezvous */
     const char *op;         /* borrowed */
     int pgroup;             /* HDX_UNKNOWN: the world taken as the group */
+    long long seq;          /* its sequence number on the group, HDX_UNKNOWN: ranks at other numbers
+                               are in other calls */
+    const char *sig;        /* its sizes and dtypes (borrowed), or NULL: ranks whose tensors differ
+                               are in other calls, a mismatch */
     size_t n_in;            /* ranks in it */
     int *absent;            /* members it waits for (heap), ascending */
     size_t n_absent;

@@ -11,7 +11,12 @@
  *   - eu-stack `-p PID` text (with or without -m module names and -s sources);
  *   - Python faulthandler tracebacks (SIGUSR1 via faulthandler.register,
  *     dump_traceback_later, a fatal error), several processes' dumps in one
- *     job log.
+ *     job log;
+ *   - torch's NCCL Flight Recorder dumps, one rank's per file, pickled (read by
+ *     pickle.h, which runs nothing) or JSON: not stacks but each rank's
+ *     collectives and send/recv, the oldest unfinished one taken as its wait
+ *     (docs/formats.md "Flight Recorder dumps"); the rank is the last number of
+ *     the file's name, as torch names them.
  *
  * Lines may carry a launcher's prefix, "[rank3]:" (a global rank) or
  * "[default0]:" (torchrun's role + local rank); each prefix's lines are
@@ -48,6 +53,7 @@ enum hdx_foreign_format {
     HDX_FOREIGN_GDB,          /* gdb thread apply all bt / py-bt */
     HDX_FOREIGN_EUSTACK,      /* eu-stack -p */
     HDX_FOREIGN_FAULTHANDLER, /* Python faulthandler */
+    HDX_FOREIGN_FLIGHT_RECORDER, /* torch's NCCL Flight Recorder dump (pickle or JSON) */
 };
 
 /*
@@ -57,7 +63,8 @@ enum hdx_foreign_format {
  */
 enum hdx_foreign_format hdx_foreign_sniff(const char *text, size_t len);
 
-/* "py-spy dump", "py-spy dump --json", "gdb", "eu-stack", "faulthandler", or "none". Static. */
+/* "py-spy dump", "py-spy dump --json", "gdb", "eu-stack", "faulthandler", "Flight Recorder", or "none".
+ * Static. */
 const char *hdx_foreign_format_name(enum hdx_foreign_format f);
 
 /*
@@ -72,6 +79,8 @@ const char *hdx_foreign_format_name(enum hdx_foreign_format f);
  *             (e.g. a frame line outside any thread), beyond the limits,
  *             or no thread at all;
  *   -EEXIST   a rank that ev already has from another input;
+ *   -EPERM    a Flight Recorder pickle with an opcode that would run code;
+ *   -EPROTONOSUPPORT  a Flight Recorder dump of a version other than 2.x;
  *   -ENOMEM.
  */
 int hdx_foreign_load_text(const char *text, size_t len, enum hdx_foreign_format format, const char *name,
@@ -92,5 +101,11 @@ int hdx_foreign_load_log(const char *path, int log_rank, hdx_evidence *ev, char 
 /* Sniff the file at path (its first HDX_FOREIGN_MAX_BYTES). HDX_FOREIGN_NONE
  * when unreadable. */
 enum hdx_foreign_format hdx_foreign_sniff_file(const char *path);
+
+/* 1 when the regular file at path looks like a Flight Recorder dump from its first 64 KiB (a
+ * pickle of protocol 2 to 5, or a JSON object with pg_config or entries of profiling names and
+ * no "schema"), else 0: cheap, for telling its JSON form from a snapshot before the snapshot
+ * sniffer claims every JSON object. */
+int hdx_foreign_flight_recorder_sniff_file(const char *path);
 
 #endif

@@ -365,6 +365,10 @@ static int recognise(struct loader *l, const char *path, enum input_kind *kind, 
         *kind = INPUT_CORE;
         return 0;
     }
+    if (hdx_foreign_flight_recorder_sniff_file(path)) {
+        *kind = INPUT_FOREIGN; /* a Flight Recorder dump, whose JSON form is no snapshot (foreign.h) */
+        return 0;
+    }
     if (hdx_snapshot_sniff(path) != HDX_INPUT_NOT_JSON) {
         *kind = INPUT_SNAPSHOT; /* the loader refuses a schema it does not know, by name */
         return 0;
@@ -390,8 +394,8 @@ static int recognise(struct loader *l, const char *path, enum input_kind *kind, 
                ? hdx_asprintf("%s: the file is empty", path)
                : hdx_asprintf("%s: hangdx does not know what this is; analyze reads 'hangdx snapshot' files, "
                               "'hangdx inspect --json' reports, trace directories of 'hangdx run', job logs with "
-                              "lines it knows (share/hangdx/patterns/logs.json), ELF core files, and py-spy, gdb, "
-                              "eu-stack or faulthandler dumps",
+                              "lines it knows (share/hangdx/patterns/logs.json), ELF core files, py-spy, gdb, "
+                              "eu-stack or faulthandler dumps, and torch's NCCL Flight Recorder dumps",
                               path);
     return -EINVAL;
 }

@@ -1007,8 +1007,8 @@ static int rank_from_name(const char *path)
     return rank;
 }
 
-/* A role from a group description Megatron gives its groups (group_desc, torch >= 2.4). */
-static const char *role_of_desc(const char *desc)
+/* A role from a group description Megatron gives its groups (logs.h). */
+const char *hdx_log_role_of_desc(const char *desc)
 {
     static const struct {
         const char *desc, *role;
@@ -1071,7 +1071,7 @@ int hdx_log_pgroups(hdx_evidence *ev)
         if (clash || known < size)
             continue; /* a member whose line is missing: the group is not known whole */
         const char *desc = hdx_log_fact_field(f, "pg_name");
-        int r = hdx_evidence_add_pgroup(ev, f->pg, ranks, size, desc && *desc ? desc : NULL, role_of_desc(desc),
+        int r = hdx_evidence_add_pgroup(ev, f->pg, ranks, size, desc && *desc ? desc : NULL, hdx_log_role_of_desc(desc),
                                         f->default_pg == 1);
         rc = r == -ENOMEM ? r : 0;
     }

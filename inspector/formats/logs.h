@@ -64,6 +64,11 @@ int hdx_log_sniff(const hdx_log_patterns *ps, const char *path);
  */
 int hdx_log_pgroups(hdx_evidence *ev);
 
+/* The role ("tp", "pp", "dp", "cp", "ep", "mp", ...) of a group whose description is one that
+ * Megatron gives its groups (group_desc, torch >= 2.4: "TENSOR_MODEL_PARALLEL_GROUP"), or NULL.
+ * Static string. */
+const char *hdx_log_role_of_desc(const char *desc);
+
 /*
  * Read the job log at path into ev: one hdx_log_fact per matching line and
  * the per-rank summaries (ev->log_ranks), with notes for what was assumed

@@ -545,6 +545,9 @@ static int read_thread(rd *r, const cJSON *o, hdx_process *p)
     t->wait_op = get_str(r, o, "wait_op");
     t->wait_peer = (int)get_int(r, o, "peer", 0, 1 << 24, HDX_UNKNOWN);
     t->wait_frame = (long)get_int(r, o, "wait_frame", 0, HDX_SNAPSHOT_MAX_ITEMS, -1);
+    t->wait_pg = get_str(r, o, "wait_pg");
+    t->wait_seq = get_int(r, o, "wait_seq", 0, (1LL << 53), HDX_UNKNOWN);
+    t->wait_sig = get_str(r, o, "wait_sig");
     const cJSON *fr = container(r, o, "frames", 0);
     if (fr && !r->rc)
         read_frames(r, fr, "frames", &t->frames, &t->n_frames, 0);

@@ -62,6 +62,8 @@ void hdx_thread_clear(hdx_thread *t)
     free(t->polled_path);
     free(t->wait);
     free(t->wait_op);
+    free(t->wait_pg);
+    free(t->wait_sig);
     memset(t, 0, sizeof *t);
 }
 
@@ -201,6 +203,7 @@ hdx_thread *hdx_process_add_thread(hdx_process *p)
         t->syscall = HDX_SYSCALL_UNKNOWN;
         t->wait_peer = HDX_UNKNOWN;
         t->wait_frame = -1;
+        t->wait_seq = HDX_UNKNOWN;
     }
     return t;
 }

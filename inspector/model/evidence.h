@@ -76,6 +76,16 @@ typedef struct hdx_thread {
     char *wait_op;     /* what it waits in: the collective or p2p call ("all_reduce", "recv"), or NULL */
     int wait_peer;     /* p2p: the global rank it waits for (src/dst/peer local), HDX_UNKNOWN */
     long wait_frame;   /* index in frames of the frame that told the wait, -1 none */
+    /* A wait its input recorded (a Flight Recorder dump's oldest unfinished entry:
+     * docs/formats.md "Flight Recorder dumps"), where wait_pg is set: the label step keeps
+     * wait, wait_op and wait_peer as they are, and the waits-for graph takes the group from
+     * wait_pg, not from the frames. wait_seq and wait_sig mean something only then. */
+    char *wait_pg;      /* the process group's name (hdx_pgroup.name), or NULL */
+    long long wait_seq; /* the call's sequence number on that group (collective_seq_id; for
+                           send/recv p2p_seq_id), HDX_UNKNOWN */
+    char *wait_sig;     /* what tells the call from another of the same op on the group: its
+                           tensors' sizes and dtypes ("in [[2048]] float32, out [[2048]] float32"),
+                           or NULL */
 } hdx_thread;
 
 typedef struct hdx_env {

@@ -233,6 +233,10 @@ static cJSON *thread_json(const hdx_thread *t, ftab *tab, hdx_frame_text_cache *
     cJSON_AddItemToObject(e, "peer", hdx_json_int(t->wait_peer));
     cJSON_AddItemToObject(e, "wait_frame", t->wait_frame >= 0 ? cJSON_CreateNumber((double)t->wait_frame)
                                                               : cJSON_CreateNull());
+    cJSON_AddItemToObject(e, "wait_pg", hdx_json_str(t->wait_pg));
+    cJSON_AddItemToObject(e, "wait_seq", t->wait_seq != HDX_UNKNOWN ? cJSON_CreateNumber((double)t->wait_seq)
+                                                                    : cJSON_CreateNull());
+    cJSON_AddItemToObject(e, "wait_sig", hdx_json_str(t->wait_sig));
     cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(tab, c, t->frames, t->n_frames)
                                                                      : cJSON_CreateNull());
     cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);

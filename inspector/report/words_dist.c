@@ -243,9 +243,17 @@ static void who_at(const hdx_evidence *ev, const hdx_wf_rank *r, char *buf, size
         snprintf(buf, size, "rank %d", r->rank);
 }
 
-static const char *call_op(const hdx_waitsfor *g, long call)
+/* "all_reduce", or "all_reduce #7" where the input recorded the call's sequence number (a
+ * Flight Recorder dump), into buf. */
+static const char *call_op(const hdx_waitsfor *g, long call, char *buf, size_t size)
 {
-    return call >= 0 ? g->calls[call].op : "a collective";
+    if (call < 0)
+        return "a collective";
+    const hdx_wf_call *c = &g->calls[call];
+    if (c->seq == HDX_UNKNOWN)
+        return c->op;
+    snprintf(buf, size, "%s #%lld", c->op, c->seq);
+    return buf;
 }
 
 static int call_group(const hdx_waitsfor *g, long call)
@@ -260,8 +268,11 @@ static void doing(const hdx_waitsfor *g, const hdx_wf_rank *r, char *buf, size_t
     hdx_thread_where(r->t, where, sizeof where);
     switch (r->state) {
     case HDX_WF_ASLEEP:
-        snprintf(buf, size, "it %s in %s", r->t && r->t->wait && !strcmp(r->t->wait, "sleep") ? "sleeps" : "is blocked",
-                 where);
+        if (r->t && !r->t->n_frames && !r->t->wait) /* e.g. a Flight Recorder dump with nothing unfinished */
+            snprintf(buf, size, "it is in no distributed call, and no stack shows where it is");
+        else
+            snprintf(buf, size, "it %s in %s",
+                     r->t && r->t->wait && !strcmp(r->t->wait, "sleep") ? "sleeps" : "is blocked", where);
         break;
     case HDX_WF_COMPUTING:
         snprintf(buf, size, "it is computing in %s (its CPU time grows: it may only be slow)", where);
@@ -446,7 +457,7 @@ static int graph_summary(const hdx_evidence *ev, const hdx_verdict *v, FILE *out
     const hdx_wf_root *root = &g->roots[0];
     const hdx_wf_rank *first = root->n_ranks ? hdx_waitsfor_rank(g, root->ranks[0]) : NULL;
     int pg = (int)hdx_verdict_num(v, "pgroup_index", HDX_UNKNOWN), tags = 0;
-    char who[320], what[400], gt[256], list[256];
+    char who[320], what[400], gt[256], list[256], ca[96], cb[96];
     hdx_pgroup_text(ev, pg, gt, sizeof gt);
     hdx_format_ranges_of(root->ranks, root->n_ranks, list, sizeof list);
     switch (root->kind) {
@@ -459,7 +470,7 @@ static int graph_summary(const hdx_evidence *ev, const hdx_verdict *v, FILE *out
             fprintf(out, "%s holds up the job with a build that %s: %s", who,
                     hdx_verdict_num(v, "timed_out", 0) ? "has run past --build-timeout" : "makes no CPU progress", what);
         else if (root->call >= 0)
-            fprintf(out, "%s never joined the %s of %s: %s", who, call_op(g, root->call), gt, what);
+            fprintf(out, "%s never joined the %s of %s: %s", who, call_op(g, root->call, ca, sizeof ca), gt, what);
         else
             fprintf(out, "%s never answers the send/recv its peer%s wait%s in: %s", who,
                     hdx_words_noun_s(root->n_waiting), hdx_words_verb_s(root->n_waiting), what);
@@ -471,7 +482,7 @@ static int graph_summary(const hdx_evidence *ev, const hdx_verdict *v, FILE *out
             who_at(ev, r, who, sizeof who);
             hdx_pgroup_text(ev, call_group(g, r->call), rg, sizeof rg);
             fprintf(out, "%s%s never joined the %s of %s: it went on to %s on %s", k ? "; " : "", who,
-                    call_op(g, root->call), gt, call_op(g, r->call), rg);
+                    call_op(g, root->call, ca, sizeof ca), gt, call_op(g, r->call, cb, sizeof cb), rg);
         }
         break;
     case HDX_WF_ROOT_MISMATCH:
@@ -479,10 +490,15 @@ static int graph_summary(const hdx_evidence *ev, const hdx_verdict *v, FILE *out
         for (size_t k = 0, told = 0; k < root->n_ranks; k++) {
             const hdx_wf_rank *r = hdx_waitsfor_rank(g, root->ranks[k]);
             if (r->kind == HDX_WF_COLLECTIVE && r->pgroup == pg)
-                fprintf(out, "%s rank %d in %s", told++ ? "," : "", r->rank, r->op ? r->op : "a collective");
+                fprintf(out, "%s rank %d in %s%s%s%s", told++ ? "," : "", r->rank,
+                        r->call >= 0 ? call_op(g, r->call, ca, sizeof ca) : r->op ? r->op : "a collective",
+                        r->sig ? " (" : "", r->sig ? r->sig : "", r->sig ? ")" : "");
         }
-        if (first && first->call != root->call && root->call >= 0) /* the minority's */
-            fprintf(out, ", while %zu of its ranks wait in %s", g->calls[root->call].n_in, call_op(g, root->call));
+        if (first && first->call != root->call && root->call >= 0) { /* the minority's */
+            const char *sig = g->calls[root->call].sig;
+            fprintf(out, ", while %zu of its ranks wait in %s%s%s%s", g->calls[root->call].n_in,
+                    call_op(g, root->call, ca, sizeof ca), sig ? " (" : "", sig ? sig : "", sig ? ")" : "");
+        }
         break;
     case HDX_WF_ROOT_CYCLE: {
         char *etext = NULL;
@@ -508,7 +524,7 @@ static int graph_summary(const hdx_evidence *ev, const hdx_verdict *v, FILE *out
     }
     case HDX_WF_ROOT_CALL:
         fprintf(out, "ranks %s (all of %s) wait in %s and none is elsewhere: the network or a GPU may be stuck", list,
-                gt, call_op(g, root->call));
+                gt, call_op(g, root->call, ca, sizeof ca));
         break;
     }
     if (chain_text(out, g, 0))

@@ -32,6 +32,7 @@ const char *hdx_foreign_format_name(enum hdx_foreign_format f)
     case HDX_FOREIGN_GDB: return "gdb";
     case HDX_FOREIGN_EUSTACK: return "eu-stack";
     case HDX_FOREIGN_FAULTHANDLER: return "faulthandler";
+    case HDX_FOREIGN_FLIGHT_RECORDER: return "Flight Recorder";
     default: return "none";
     }
 }
@@ -188,6 +189,8 @@ enum hdx_foreign_format hdx_foreign_sniff(const char *text, size_t len)
         return HDX_FOREIGN_NONE;
     if (len > HDX_FOREIGN_MAX_BYTES)
         len = HDX_FOREIGN_MAX_BYTES;
+    if (hdx_foreign_flight_recorder_sniff(text, len))
+        return HDX_FOREIGN_FLIGHT_RECORDER;
     int array = sniff_array(text, len), seen[H_FH_TIMEOUT + 1] = {0};
     if (array >= 0)
         return (enum hdx_foreign_format)array;
@@ -407,9 +410,15 @@ static int load_text(const char *text, size_t len, enum hdx_foreign_format forma
     if (format == HDX_FOREIGN_NONE) {
         if (err)
             *err = hdx_asprintf("%s: not a stack dump this reader knows (py-spy dump, its --json, gdb "
-                                "'thread apply all bt', eu-stack, faulthandler)",
+                                "'thread apply all bt', eu-stack, faulthandler, a Flight Recorder dump)",
                                 name);
         return -EINVAL;
+    }
+    if (format == HDX_FOREIGN_FLIGHT_RECORDER) { /* one rank's record, not lines of stacks */
+        int rc = hdx_foreign_flight_recorder(text, len, name, ev, err);
+        if (rc == -ENOMEM && err && !*err)
+            *err = hdx_asprintf("%s: out of memory", name);
+        return rc;
     }
     parser P = {name, format, hdx_evidence_new(), NULL, 0, NULL, 0, 0, err, 0, log_rank, in_log};
     char *buf = malloc(HDX_FOREIGN_MAX_LINE + 1);
@@ -528,6 +537,18 @@ int hdx_foreign_load_log(const char *path, int log_rank, hdx_evidence *ev, char 
     return load_file(path, log_rank, 1, ev, err);
 }
 
+int hdx_foreign_flight_recorder_sniff_file(const char *path)
+{
+    char head[65536];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, head, sizeof head) : -1;
+    close(fd);
+    return n > 0 && hdx_foreign_flight_recorder_sniff(head, (size_t)n);
+}
+
 /* The file is read a chunk at a time (its first HDX_FOREIGN_MAX_BYTES, as hdx_foreign_sniff
  * looks at), so that sniffing a job log of gigabytes takes a chunk of memory, not the log. */
 #define SNIFF_CHUNK (1u << 20)
@@ -550,7 +571,9 @@ enum hdx_foreign_format hdx_foreign_sniff_file(const char *path)
         }
         total += (size_t)got;
         size_t n = kept + (size_t)got;
-        if (first && (array = sniff_array(buf, n)) >= 0)
+        if (first && hdx_foreign_flight_recorder_sniff(buf, n))
+            array = HDX_FOREIGN_FLIGHT_RECORDER;
+        if (first && (array >= 0 || (array = sniff_array(buf, n)) >= 0))
             break;
         first = 0;
         const char *nl = memrchr(buf, '\n', n);

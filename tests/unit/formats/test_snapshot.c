@@ -148,6 +148,9 @@ static hdx_evidence *full_evidence(void)
     t->wait_op = sdup("recv");
     t->wait_peer = 2;
     t->wait_frame = 2;
+    t->wait_pg = sdup("TENSOR_MODEL_PARALLEL_GROUP");
+    t->wait_seq = 7;
+    t->wait_sig = sdup("in [[2048]] float32, out [[2048]] float32");
     native(hdx_thread_add_frame(t), "clock_nanosleep", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0xcf503,
            0x7f7936f6b503ULL);
     native(hdx_thread_add_frame(t), NULL, "/usr/lib/libfoo.so", 0x10, 0xffffffffffffff10ULL); /* no symbol */
@@ -341,6 +344,7 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
             CHECK(dbl_eq(t->cpu_ms, u->cpu_ms) && dbl_eq(t->cpu_ms_first, u->cpu_ms_first) && t->stack_error == u->stack_error);
             CHECK(streq(t->polled_path, u->polled_path) && streq(t->wait, u->wait));
             CHECK(streq(t->wait_op, u->wait_op) && t->wait_peer == u->wait_peer && t->wait_frame == u->wait_frame);
+            CHECK(streq(t->wait_pg, u->wait_pg) && t->wait_seq == u->wait_seq && streq(t->wait_sig, u->wait_sig));
             CHECK(t->unmerged == u->unmerged);
             CHECK(frames_eq(t->frames, t->n_frames, u->frames, u->n_frames));
             CHECK(frames_eq(t->py_frames, t->n_py_frames, u->py_frames, u->n_py_frames));
@@ -782,7 +786,7 @@ static void test_model_unchanged(void)
         /* hdx_evidence: 88 + the job-log facts and rank summaries (32), which snapshots do not
          * carry: logs are an input of analyze, read again each time (evidence.h). */
         {"hdx_evidence", sizeof(hdx_evidence), 152}, {"hdx_process", sizeof(hdx_process), 208},
-        {"hdx_thread", sizeof(hdx_thread), 184},     {"hdx_frame", sizeof(hdx_frame), 72},
+        {"hdx_thread", sizeof(hdx_thread), 208},     {"hdx_frame", sizeof(hdx_frame), 72},
         {"hdx_local", sizeof(hdx_local), 56},        {"hdx_lock", sizeof(hdx_lock), 264},
         {"hdx_lock_facts", sizeof(hdx_lock_facts), 112},
         {"hdx_waiter", sizeof(hdx_waiter), 48},
