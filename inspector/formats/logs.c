@@ -319,7 +319,6 @@ static hdx_log_rank *log_rank_get(hdx_evidence *ev, int rank, const char *from)
         return NULL;
     r->rank = rank;
     r->last_line_no = 0;
-    r->seq_timed_out = r->seq_enqueued = r->seq_completed = HDX_UNKNOWN;
     r->rank_from = hdx_strdup(from);
     return r;
 }
@@ -334,6 +333,92 @@ static int add_field(hdx_log_fact *f, const char *name, const char *value, size_
     return slot->name && slot->value ? 0 : -ENOMEM;
 }
 
+/* The counters rank r logged for group pg (NULL: the default group), or with unplaced those of
+ * a bare timeout line of group rank group_rank; made at the first. Borrowed (valid until the
+ * next call); NULL on ENOMEM. */
+static hdx_log_seq *seq_of(hdx_log_rank *r, const char *pg, int unplaced, int group_rank)
+{
+    for (size_t i = 0; i < r->n_seqs; i++) {
+        hdx_log_seq *s = &r->seqs[i];
+        if (s->unplaced == unplaced && (s->pg == NULL) == (pg == NULL) && (!pg || !strcmp(pg, s->pg)) &&
+            (!unplaced || s->group_rank == group_rank))
+            return s;
+    }
+    hdx_log_seq *s = hdx_append((void **)&r->seqs, &r->n_seqs, sizeof *s);
+    if (!s || (pg && !(s->pg = strdup(pg))))
+        return NULL;
+    s->unplaced = unplaced;
+    s->group_rank = group_rank;
+    s->timed_out = s->enqueued = s->completed = HDX_UNKNOWN;
+    return s;
+}
+
+/* A pattern whose line gives a group's work counters: last enqueued and last completed
+ * (docs/design.md "Job logs"). */
+static int is_counter_line(const char *pn)
+{
+    return !strcmp(pn, "nccl_work_progress") || !strcmp(pn, "nccl_work_failure") || !strcmp(pn, "nccl_work_update") ||
+           !strcmp(pn, "nccl_dump_signal");
+}
+
+/*
+ * The work counters of f (a watchdog timeout or a counter line) into rank r's counters of
+ * f's group. A bare "[Rank n]" timeout line (torch 2.2 to 2.5 print the WorkNCCL timeout so,
+ * n the rank in the work's group) is kept unplaced: it joins the "[PG ...]" line of the same
+ * work and group rank when one comes, before or after it; else it is the default group's
+ * when n is the global rank (torch before 2.3 names no group), and no group's otherwise.
+ * 0 or -ENOMEM.
+ */
+static int summarise_seq(hdx_log_rank *r, const hdx_log_fact *f)
+{
+    const char *pg = f->default_pg == 0 ? f->pg : NULL;
+    long long seq = hdx_log_fact_int(f, "seq", HDX_UNKNOWN);
+    const char *op = hdx_log_fact_field(f, "op");
+    hdx_log_seq *s = NULL;
+    if (!strcmp(f->pattern, "nccl_watchdog_timeout")) {
+        int bare = !f->pg;
+        for (size_t i = 0; bare && !s && i < r->n_seqs; i++)
+            if (!r->seqs[i].unplaced && r->seqs[i].group_rank == f->group_rank && r->seqs[i].timed_out == seq)
+                s = &r->seqs[i];
+        if (!s && !(s = seq_of(r, pg, bare, f->group_rank)))
+            return -ENOMEM;
+        s->timed_out = seq;
+        free(s->op);
+        s->op = NULL;
+        return op && !(s->op = strdup(op)) ? -ENOMEM : 0;
+    }
+    /* a counter line without [PG ...] whose [Rank n] is not the global rank: a group's, not named */
+    int bare_other = !f->pg && f->group_rank >= 0 && f->group_rank != f->rank;
+    if (!(s = seq_of(r, pg, bare_other, f->group_rank)))
+        return -ENOMEM;
+    if (f->group_rank >= 0)
+        s->group_rank = f->group_rank;
+    s->enqueued = hdx_log_fact_int(f, "enqueued", HDX_UNKNOWN);
+    s->completed = hdx_log_fact_int(f, "completed", HDX_UNKNOWN);
+    if (s->timed_out == HDX_UNKNOWN && seq != HDX_UNKNOWN && s->enqueued >= seq)
+        s->timed_out = seq;
+    /* an unplaced timeout line of this work: this line names its group */
+    size_t at = (size_t)(s - r->seqs);
+    for (size_t i = 0; !bare_other && seq != HDX_UNKNOWN && i < r->n_seqs;) {
+        hdx_log_seq *u = &r->seqs[i];
+        if (!u->unplaced || u->group_rank != r->seqs[at].group_rank || u->timed_out != seq) {
+            i++;
+            continue;
+        }
+        hdx_log_seq *t = &r->seqs[at];
+        t->timed_out = seq;
+        if (!t->op) {
+            t->op = u->op;
+            u->op = NULL;
+        }
+        free(u->op);
+        memmove(u, u + 1, (r->n_seqs - i - 1) * sizeof *u);
+        r->n_seqs--;
+        at -= at > i;
+    }
+    return 0;
+}
+
 /* Update rank's summary from fact f. 0 or -ENOMEM. */
 static int summarise_fact(hdx_evidence *ev, const hdx_log_fact *f, reader *rd)
 {
@@ -343,24 +428,11 @@ static int summarise_fact(hdx_evidence *ev, const hdx_log_fact *f, reader *rd)
     if (!r)
         return -ENOMEM;
     const char *pn = f->pattern;
-    /* Sequence numbers count per group: a rank's numbers are of one group, the first it
-     * logged; those of other groups are not mixed in. A non-default group's lines count
-     * when their global rank is known (a launcher prefix or the file name). */
-    const char *pg = f->default_pg == 0 ? f->pg : NULL;
-    int has_seq = r->seq_timed_out != HDX_UNKNOWN || r->seq_enqueued != HDX_UNKNOWN;
-    int group_ok = !has_seq || ((pg == NULL) == (r->seq_pg == NULL) && (!pg || !strcmp(pg, r->seq_pg)));
-    if (group_ok && !has_seq && pg && (!strcmp(pn, "nccl_watchdog_timeout") || !strcmp(pn, "nccl_work_progress")) &&
-        !(r->seq_pg = strdup(pg)))
-        return -ENOMEM;
-    if (!strcmp(pn, "nccl_watchdog_timeout") && group_ok) {
-        r->seq_timed_out = hdx_log_fact_int(f, "seq", HDX_UNKNOWN);
-        free(r->timed_out_op);
-        r->timed_out_op = hdx_strdup(hdx_log_fact_field(f, "op"));
-    } else if (!strcmp(pn, "nccl_work_progress") && group_ok) {
-        r->seq_enqueued = hdx_log_fact_int(f, "enqueued", HDX_UNKNOWN);
-        r->seq_completed = hdx_log_fact_int(f, "completed", HDX_UNKNOWN);
-        if (r->seq_timed_out == HDX_UNKNOWN && r->seq_enqueued >= hdx_log_fact_int(f, "seq", LLONG_MAX))
-            r->seq_timed_out = hdx_log_fact_int(f, "seq", HDX_UNKNOWN);
+    /* A non-default group's lines count when their global rank is known (a launcher prefix,
+     * the file name, the group's printed members). */
+    if (!strcmp(pn, "nccl_watchdog_timeout") || is_counter_line(pn)) {
+        if (summarise_seq(r, f))
+            return -ENOMEM;
     } else if (!strcmp(pn, "elastic_signal")) {
         free(r->exit_cause);
         r->exit_cause = hdx_asprintf("signal %s (%s)", hdx_log_fact_field(f, "signal"),
@@ -379,16 +451,21 @@ static int summarise_fact(hdx_evidence *ev, const hdx_log_fact *f, reader *rd)
     return 0;
 }
 
-/* Translate the [PG ... Rank n] prefix of f: a group rank of the default group is global. */
+/* Translate the [PG ... Rank n] prefix of f: a group rank of the default group is global. The
+ * group is named by its GUID where the prefix has one (torch >= 2.5 "[PG ID i PG GUID g(desc)
+ * Rank n]": the ID i counts the groups made on that rank, so two tensor-parallel groups print
+ * the same ID; the GUID is the group's name, one per group), else by its number. */
 static int translate_group(reader *rd, hdx_log_fact *f, int line_rank)
 {
     const char *pg = hdx_log_fact_field(f, "pg"), *pg_name = hdx_log_fact_field(f, "pg_name");
+    const char *guid = hdx_log_fact_field(f, "pg_guid");
     long long gr = hdx_log_fact_int(f, "group_rank", HDX_UNKNOWN);
     if (gr == HDX_UNKNOWN)
         return 0;
     f->group_rank = (int)gr;
     if (pg && *pg) {
-        f->pg = pg_name && *pg_name ? hdx_asprintf("%s (%s)", pg, pg_name) : strdup(pg);
+        const char *id = guid && *guid ? guid : pg;
+        f->pg = pg_name && *pg_name ? hdx_asprintf("%s (%s)", id, pg_name) : strdup(id);
         f->default_pg = !strcmp(pg, "0") || (pg_name && !strcmp(pg_name, "default_pg"));
     } else {
         f->default_pg = HDX_UNKNOWN; /* only [Rank n]: PyTorch before 2.3; the watchdog's timeout line still (2.11) */
