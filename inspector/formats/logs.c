@@ -237,8 +237,9 @@ int hdx_log_patterns_load_default(const char *exe, hdx_log_patterns **out, char 
 
 /* ---- reading a log ---- */
 
-/* A launcher prefix: "[rank3]:" (PyTorch) or "[default0]:" (torchrun's role and rank). */
-static const char PREFIX_RE[] = "^\\[([A-Za-z_]+)([0-9]+)\\]:";
+/* A launcher prefix: "[rank3]:" (PyTorch) or "[default0]:" (torchrun's role and rank), or
+ * Slurm's "3: " (srun --label: the task id, padded with blanks to the width of the largest). */
+static const char PREFIX_RE[] = "^(\\[([A-Za-z_]+)([0-9]+)\\]:| *([0-9]+): )";
 /* A time stamp: glog's "E0412 11:02:55.730114208", or "2024-04-12 11:02:55,730". */
 static const char TIME_RE[] = "([IWEF][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?)|"
                               "([0-9]{4}-[0-9]{2}-[0-9]{2}[ T_][0-9]{2}:[0-9]{2}:[0-9]{2}([.,][0-9]+)?)";
@@ -265,7 +266,7 @@ typedef struct reader {
     int file_rank;   /* from the file name, HDX_UNKNOWN */
     int block_rank;  /* torch elastic's failure table entry, HDX_UNKNOWN */
     int root_cause_next;
-    int noted_group, noted_assumed, noted_role;
+    int noted_assumed, noted_role, noted_bare;
     int only_rank;   /* the one rank of the file's lines so far, HDX_UNKNOWN */
     int several;     /* lines of two ranks or more */
     size_t n_cut;    /* lines longer than LOG_LINE_MAX, cut */
@@ -363,8 +364,8 @@ static int is_counter_line(const char *pn)
 
 /*
  * The work counters of f (a watchdog timeout or a counter line) into rank r's counters of
- * f's group. A bare "[Rank n]" timeout line (torch 2.2 to 2.5 print the WorkNCCL timeout so,
- * n the rank in the work's group) is kept unplaced: it joins the "[PG ...]" line of the same
+ * f's group. A bare "[Rank n]" timeout line (the WorkNCCL timeout before it took the group's
+ * "[PG ...]" prefix, as torch 2.4 prints it; n the rank in the work's group) is kept unplaced: it joins the "[PG ...]" line of the same
  * work and group rank when one comes, before or after it; else it is the default group's
  * when n is the global rank (torch before 2.3 names no group), and no group's otherwise.
  * 0 or -ENOMEM.
@@ -471,17 +472,23 @@ static int translate_group(reader *rd, hdx_log_fact *f, int line_rank)
         f->default_pg = HDX_UNKNOWN; /* only [Rank n]: PyTorch before 2.3; the watchdog's timeout line still (2.11) */
     }
     if (line_rank >= 0) {
-        if (f->default_pg != 0 && line_rank != f->group_rank)
-            hdx_evidence_note(rd->ev, "%s:%ld: the launcher prefix says rank %d, the NCCL line [Rank %d]; the prefix "
-                              "is used", rd->path, f->line, line_rank, f->group_rank);
+        if (f->default_pg == 1 && line_rank != f->group_rank)
+            hdx_evidence_note(rd->ev, "%s:%ld: the launcher prefix says rank %d, the NCCL line of the default group "
+                              "[Rank %d]; the prefix is used", rd->path, f->line, line_rank, f->group_rank);
+        else if (f->default_pg == HDX_UNKNOWN && line_rank != f->group_rank && !rd->noted_bare++)
+            hdx_evidence_note(rd->ev, "%s:%ld: the NCCL line's [Rank %d] is not the launcher prefix's rank %d: taken "
+                              "as the rank in the group of its work (releases before the watchdog's timeout line "
+                              "took the group's [PG ...] prefix print the group rank so), and the prefix's as the global rank", rd->path, f->line,
+                              f->group_rank, line_rank);
+        return 0;
+    }
+    long long global = hdx_log_fact_int(f, "global_rank", HDX_UNKNOWN);
+    if (global >= 0 && global <= LOG_RANK_MAX) { /* the line says whose process it is */
+        f->rank = (int)global;
         return 0;
     }
     if (f->default_pg == 0) {
-        f->rank = HDX_UNKNOWN;
-        if (!rd->noted_group++)
-            hdx_evidence_note(rd->ev, "%s: NCCL lines of process group %s name group ranks (e.g. Rank %d), which "
-                              "cannot be turned into global ranks without the group's members; kept as group ranks",
-                              rd->path, f->pg, f->group_rank);
+        f->rank = HDX_UNKNOWN; /* hdx_log_pgroups translates it where the group's members are printed */
         return 0;
     }
     f->rank = f->group_rank;
@@ -715,11 +722,12 @@ static int read_lines(reader *rd, line_in *li)
             rd->first_cut = lineno;
             rd->first_cut_len = li->full;
         }
-        regmatch_t m[3];
-        int rank = HDX_UNKNOWN;
+        regmatch_t m[5];
+        int rank = HDX_UNKNOWN, slurm = 0;
         const char *text = line, *from = NULL;
-        if (regexec(&rd->prefix_re, line, 3, m, 0) == 0 &&
-            (rank = prefix_rank(line + m[2].rm_so, (size_t)(m[2].rm_eo - m[2].rm_so))) == HDX_UNKNOWN &&
+        if (regexec(&rd->prefix_re, line, 5, m, 0) == 0 && (slurm = m[4].rm_so >= 0, 1) &&
+            (rank = prefix_rank(line + m[slurm ? 4 : 3].rm_so, (size_t)(m[slurm ? 4 : 3].rm_eo - m[slurm ? 4 : 3].rm_so))) ==
+                HDX_UNKNOWN &&
             !rd->n_bad_prefix++)
             hdx_evidence_note(rd->ev, "%s:%ld: the launcher prefix %.*s%s names no possible rank (a rank is at most "
                               "%d): such lines taken as lines without a prefix", rd->path, lineno,
@@ -730,10 +738,13 @@ static int read_lines(reader *rd, line_in *li)
             if (*text == ' ')
                 text++;
             from = "prefix";
-            if (strncmp(line + 1, "rank", 4) && !rd->noted_role++)
+            if (slurm && !rd->noted_role++)
+                hdx_evidence_note(rd->ev, "%s: Slurm's task-id prefixes (srun --label, \"%d: \") taken as global "
+                                  "ranks", rd->path, rank);
+            else if (!slurm && strncmp(line + 1, "rank", 4) && !rd->noted_role++)
                 hdx_evidence_note(rd->ev, "%s: torchrun's [%.*s%d]: prefixes taken as global ranks (on one node "
-                                  "they are also the local ranks)", rd->path, (int)(m[1].rm_eo - m[1].rm_so),
-                                  line + m[1].rm_so, rank);
+                                  "they are also the local ranks)", rd->path, (int)(m[2].rm_eo - m[2].rm_so),
+                                  line + m[2].rm_so, rank);
         } else if (rd->file_rank >= 0) {
             rank = rd->file_rank;
             from = "file name";
@@ -845,8 +856,75 @@ static const char *role_of_desc(const char *desc)
     return NULL;
 }
 
+/* The global rank torch printed for place group_rank of group pg (its "initialization options"
+ * line), HDX_UNKNOWN when none or when two processes claim the place (torch 2.2 and 2.3 number
+ * groups per rank: one number, several groups); *size: the group's size it printed, or 0. */
+static int printed_member(const hdx_evidence *ev, const size_t *init, size_t n_init, const char *pg, int group_rank,
+                          size_t *size)
+{
+    int global = HDX_UNKNOWN;
+    *size = 0;
+    for (size_t k = 0; k < n_init; k++) {
+        const hdx_log_fact *g = &ev->log_facts[init[k]];
+        if (!g->pg || strcmp(g->pg, pg))
+            continue;
+        long long n = hdx_log_fact_int(g, "group_size", 0);
+        *size = n > 0 && n <= LOG_RANK_MAX + 1 ? (size_t)n : *size;
+        if (g->group_rank != group_rank || g->rank < 0 || group_rank < 0)
+            continue;
+        if (global != HDX_UNKNOWN && global != g->rank)
+            return HDX_UNKNOWN;
+        global = g->rank;
+    }
+    return global;
+}
+
+/* The lines of a group whose global rank no prefix gave, translated through the members torch
+ * printed (printed_member), and summarised; a note for the first left as a group rank. */
+static int translate_members(hdx_evidence *ev, const size_t *init, size_t n_init)
+{
+    reader rd;
+    memset(&rd, 0, sizeof rd);
+    const hdx_log_fact *left = NULL;
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        hdx_log_fact *f = &ev->log_facts[i];
+        if (f->rank >= 0 || !f->pg || f->default_pg != 0 || f->group_rank < 0)
+            continue;
+        size_t size;
+        int global = printed_member(ev, init, n_init, f->pg, f->group_rank, &size);
+        if (global == HDX_UNKNOWN) {
+            left = left ? left : f;
+            continue;
+        }
+        f->rank = global;
+        if (summarise_fact(ev, f, &rd))
+            return -ENOMEM;
+    }
+    if (left && hdx_evidence_note(ev, "%s: NCCL lines of process group %s name group ranks (e.g. Rank %d), which "
+                                  "cannot be turned into global ranks: no launcher prefix, and no line gives the "
+                                  "group's members (ProcessGroupNCCL's initialization options, printed at "
+                                  "TORCH_CPP_LOG_LEVEL=INFO); kept as group ranks", left->file, left->pg,
+                                  left->group_rank) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
 int hdx_log_pgroups(hdx_evidence *ev)
 {
+    size_t *init = NULL, n_init = 0;
+    for (size_t i = 0; i < ev->n_log_facts; i++)
+        if (!strcmp(ev->log_facts[i].pattern, "nccl_init_options")) {
+            size_t *slot = hdx_append((void **)&init, &n_init, sizeof *slot);
+            if (!slot) {
+                free(init);
+                return -ENOMEM;
+            }
+            *slot = i;
+        }
+    if (translate_members(ev, init, n_init)) {
+        free(init);
+        return -ENOMEM;
+    }
     char *done = calloc(ev->n_log_facts ? ev->n_log_facts : 1, 1);
     int *ranks = NULL;
     size_t cap = 0;
@@ -866,8 +944,11 @@ int hdx_log_pgroups(hdx_evidence *ev)
             if ((size_t)g->group_rank >= size)
                 size = (size_t)g->group_rank + 1;
         }
-        if (size > lines)
-            continue; /* fewer lines than members: not known whole (and no array the lines do not fill) */
+        size_t printed;
+        printed_member(ev, init, n_init, f->pg, HDX_UNKNOWN, &printed);
+        if (size > lines || (printed && printed != size) || size < 2)
+            continue; /* fewer lines than members (the printed size, else the highest place): not known whole;
+                         and one member alone waits for nobody */
         if (size > cap) {
             int *more = realloc(ranks, size * sizeof *ranks);
             if (!more) {
@@ -899,6 +980,7 @@ int hdx_log_pgroups(hdx_evidence *ev)
     }
     free(done);
     free(ranks);
+    free(init);
     return rc;
 }
 
@@ -957,7 +1039,7 @@ int hdx_log_load_hinted(const hdx_log_patterns *ps, const char *path, hdx_log_hi
     int prefixed = 0;
     line_in_start(li, fd);
     while (!prefixed && (r = line_next(li)) > 0)
-        prefixed = li->line[0] == '[' && regexec(&rd.prefix_re, li->line, 0, NULL, 0) == 0;
+        prefixed = regexec(&rd.prefix_re, li->line, 0, NULL, 0) == 0;
     if (r >= 0 && lseek(fd, 0, SEEK_SET) != 0)
         r = -errno;
     if (hint)
