@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "classify/classify_impl.h"
+#include "classify/waitsfor.h"
 #include "model/util.h"
 
 #define RANKS_TEXT 256
@@ -257,53 +258,249 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
     return 0;
 }
 
-typedef struct seqs {
-    long long n;       /* the highest SeqNum a watchdog timed out on, HDX_UNKNOWN */
+/* The NCCL work counters of one process group, compared across the ranks that logged them
+ * (docs/design.md "Job logs"). */
+typedef struct seq_group {
+    const char *pg;    /* as the counters name it (hdx_log_seq.pg); NULL the default group */
+    long long n;       /* the highest work a watchdog of the group timed out on, HDX_UNKNOWN */
     const char *op;
     int *waiting;      /* ranks that timed out on it */
     size_t n_waiting;
-    int *behind;       /* ranks whose last enqueued work is below it */
+    int *behind;       /* ranks whose last enqueued work of the group is below it */
     size_t n_behind;
-    int *silent;       /* ranks the logs know that said nothing of it */
+    int several;       /* two global ranks at one group rank: the name is several groups' */
+} seq_group;
+
+typedef struct seqs {
+    long long n;       /* the work the culprits' group waits in (the highest timed out), HDX_UNKNOWN */
+    const char *op;
+    const char *pg;    /* that group, as the counters name it */
+    const int *waiting; /* ranks that timed out on it (borrowed from groups) */
+    size_t n_waiting;
+    int *behind;       /* the culprits: ranks behind in a group, which the graph finds waiting on nobody */
+    size_t n_behind;
+    long long enqueued; /* the first culprit's last enqueued work of pg, HDX_UNKNOWN */
+    int *silent;       /* ranks the logs know that logged no counters */
     size_t n_silent;
+    seq_group *groups;
+    size_t n_groups;
+    hdx_waitsfor *graph; /* the waits-for graph of the counters (heap), or NULL; seq_rule hands it on */
 } seqs;
 
 static void seqs_free(seqs *s)
 {
-    free(s->waiting);
+    for (size_t i = 0; i < s->n_groups; i++) {
+        free(s->groups[i].waiting);
+        free(s->groups[i].behind);
+    }
+    free(s->groups);
     free(s->behind);
     free(s->silent);
+    hdx_waitsfor_free(s->graph);
+    free(s->graph);
+}
+
+static int same_pg(const char *a, const char *b) { return (a == NULL) == (b == NULL) && (!a || !strcmp(a, b)); }
+
+/* Rank r's counters of group pg into *out, 1 when it logged any. The default group's (pg NULL)
+ * are its lines of the default group and its bare "[Rank n]" lines whose n is its rank. */
+static int counters_of(const hdx_log_rank *r, const char *pg, hdx_log_seq *out)
+{
+    int any = 0;
+    out->timed_out = out->enqueued = out->completed = HDX_UNKNOWN;
+    out->op = NULL;
+    out->group_rank = HDX_UNKNOWN;
+    for (size_t i = 0; i < r->n_seqs; i++) {
+        const hdx_log_seq *q = &r->seqs[i];
+        if (q->unplaced ? pg || q->group_rank != r->rank : !same_pg(q->pg, pg))
+            continue;
+        any = 1;
+        if (out->timed_out == HDX_UNKNOWN)
+            out->timed_out = q->timed_out;
+        if (out->enqueued == HDX_UNKNOWN) {
+            out->enqueued = q->enqueued;
+            out->completed = q->completed;
+        }
+        if (!out->op)
+            out->op = q->op;
+        if (out->group_rank == HDX_UNKNOWN)
+            out->group_rank = q->group_rank;
+    }
+    return any;
+}
+
+/* The group named pg in s->groups, made at the first. NULL on ENOMEM. */
+static seq_group *group_of(seqs *s, const char *pg)
+{
+    for (size_t i = 0; i < s->n_groups; i++)
+        if (same_pg(s->groups[i].pg, pg))
+            return &s->groups[i];
+    seq_group *g = hdx_append((void **)&s->groups, &s->n_groups, sizeof *g);
+    if (g) {
+        g->pg = pg;
+        g->n = HDX_UNKNOWN;
+    }
+    return g;
+}
+
+/* Each group's counters compared: the highest work timed out, who waits in it, who is behind. */
+static int compare_groups(const hdx_evidence *ev, seqs *s)
+{
+    for (size_t i = 0; i < ev->n_log_ranks; i++)
+        for (size_t k = 0; k < ev->log_ranks[i].n_seqs; k++) {
+            const hdx_log_seq *q = &ev->log_ranks[i].seqs[k];
+            if (!q->unplaced || q->group_rank == ev->log_ranks[i].rank) {
+                if (!group_of(s, q->unplaced ? NULL : q->pg))
+                    return -ENOMEM;
+            }
+        }
+    for (size_t gi = 0; gi < s->n_groups; gi++) {
+        seq_group *g = &s->groups[gi];
+        hdx_log_seq c;
+        for (size_t i = 0; i < ev->n_log_ranks; i++)
+            if (counters_of(&ev->log_ranks[i], g->pg, &c) && c.timed_out > g->n) {
+                g->n = c.timed_out;
+                g->op = c.op;
+            }
+        /* torch 2.2 and 2.3 number the groups per rank ("[PG 1 Rank 0]" on two tensor-parallel
+         * groups): a number whose group rank two global ranks claim names several groups */
+        for (size_t i = 0; g->pg && i < ev->n_log_ranks && !g->several; i++) {
+            hdx_log_seq a, b;
+            if (!counters_of(&ev->log_ranks[i], g->pg, &a) || a.group_rank < 0)
+                continue;
+            for (size_t k = i + 1; k < ev->n_log_ranks && !g->several; k++)
+                g->several = counters_of(&ev->log_ranks[k], g->pg, &b) && b.group_rank == a.group_rank;
+        }
+        if (g->n == HDX_UNKNOWN || g->several)
+            continue;
+        for (size_t i = 0; i < ev->n_log_ranks; i++) {
+            const hdx_log_rank *r = &ev->log_ranks[i];
+            int rc = 0;
+            if (!counters_of(r, g->pg, &c))
+                continue;
+            if (c.enqueued != HDX_UNKNOWN && c.enqueued < g->n)
+                rc = hdx_cls_add_int(&g->behind, &g->n_behind, r->rank);
+            else if (c.timed_out == g->n)
+                rc = hdx_cls_add_int(&g->waiting, &g->n_waiting, r->rank);
+            if (rc)
+                return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* The process group of counters named pg, as an index into ev->pgroups (the logs show it whole:
+ * hdx_log_pgroups), the default group for NULL, else HDX_UNKNOWN: not known (*world: 1 for the
+ * default group not known, taken as the world). */
+static int pgroup_of(const hdx_evidence *ev, const char *pg, int *world)
+{
+    *world = 0;
+    const hdx_pgroup *g = pg ? hdx_evidence_find_pgroup(ev, pg) : NULL;
+    for (size_t i = 0; !pg && !g && i < ev->n_pgroups; i++)
+        if (ev->pgroups[i].is_default)
+            g = &ev->pgroups[i];
+    *world = !pg && !g;
+    return g ? (int)(g - ev->pgroups) : HDX_UNKNOWN;
+}
+
+static long long log_world_size(const hdx_evidence *ev, int *from_env);
+
+/*
+ * The waits-for graph of the counters (waitsfor.h, as the live path builds it from stacks): each
+ * rank that timed out on a group's highest work waits in that collective on that group, and so
+ * waits for the members not in it, the ranks behind among them. The ranks behind that wait for
+ * nobody known are the culprits: a rank behind in one group because it waits in another
+ * group's collective is not. Only groups whose members the logs show take part (and the
+ * default group, taken as the world when its members are not shown). 0 or -ENOMEM.
+ */
+static int counters_graph(const hdx_evidence *ev, seqs *s)
+{
+    hdx_wf_wait *waits = NULL;
+    size_t n = 0;
+    int world = HDX_UNKNOWN, rc = 0, from_env = 0;
+    for (size_t i = 0; i < ev->n_log_ranks; i++)
+        if (ev->log_ranks[i].rank >= world)
+            world = ev->log_ranks[i].rank + 1;
+    long long w = log_world_size(ev, &from_env);
+    if (w > world && w <= INT_MAX)
+        world = (int)w;
+    for (size_t gi = 0; gi < s->n_groups && !rc; gi++) {
+        const seq_group *g = &s->groups[gi];
+        int as_world, pg = pgroup_of(ev, g->pg, &as_world);
+        if (g->n == HDX_UNKNOWN || g->several || (pg == HDX_UNKNOWN && !as_world))
+            continue;
+        for (size_t k = 0; k < g->n_waiting && !rc; k++) {
+            int dup = 0;
+            for (size_t j = 0; j < n; j++)
+                dup |= waits[j].rank == g->waiting[k]; /* a rank waits in its first group's call */
+            hdx_wf_wait *slot = dup ? NULL : hdx_append((void **)&waits, &n, sizeof *slot);
+            if (!dup && !slot)
+                rc = -ENOMEM;
+            else if (slot)
+                *slot = (hdx_wf_wait){g->waiting[k], g->op, pg};
+        }
+    }
+    if (!rc && n && !(s->graph = calloc(1, sizeof *s->graph)))
+        rc = -ENOMEM;
+    if (!rc && n)
+        rc = hdx_waitsfor_build_waits(ev, waits, n, world, s->graph);
+    free(waits);
+    return rc;
+}
+
+/* Is rank a culprit of the counters: behind, and waiting for nobody known in the graph? */
+static int counters_culprit(const seqs *s, int rank)
+{
+    const hdx_wf_rank *r = s->graph ? hdx_waitsfor_rank(s->graph, rank) : NULL;
+    return !r || r->culprit;
 }
 
 static int seqs_of(const hdx_evidence *ev, seqs *s)
 {
     memset(s, 0, sizeof *s);
-    s->n = HDX_UNKNOWN;
-    const char *pg = NULL; /* the group of the work compared: sequence numbers count per group */
-    for (size_t i = 0; i < ev->n_log_ranks; i++)
-        if (ev->log_ranks[i].seq_timed_out > s->n) {
-            s->n = ev->log_ranks[i].seq_timed_out;
-            s->op = ev->log_ranks[i].timed_out_op;
-            pg = ev->log_ranks[i].seq_pg;
+    s->n = s->enqueued = HDX_UNKNOWN;
+    int rc = compare_groups(ev, s);
+    size_t behind = 0;
+    for (size_t gi = 0; gi < s->n_groups; gi++)
+        behind += s->groups[gi].n_behind;
+    if (!rc && behind)
+        rc = counters_graph(ev, s);
+    /* the group decided: of those where a culprit is behind, the one with the most ranks waiting
+     * (the first such in the logs on a tie), else the one with the highest work timed out */
+    const seq_group *main = NULL;
+    for (size_t gi = 0; !rc && gi < s->n_groups; gi++) {
+        const seq_group *g = &s->groups[gi];
+        for (size_t k = 0; k < g->n_behind && !rc; k++) {
+            if (!counters_culprit(s, g->behind[k]))
+                continue;
+            if (!main || g->n_waiting > main->n_waiting)
+                main = g;
+            int known = 0;
+            for (size_t j = 0; j < s->n_behind; j++)
+                known |= s->behind[j] == g->behind[k];
+            if (!known)
+                rc = hdx_cls_add_int(&s->behind, &s->n_behind, g->behind[k]);
         }
-    if (s->n == HDX_UNKNOWN)
-        return 0;
-    for (size_t i = 0; i < ev->n_log_ranks; i++) {
-        const hdx_log_rank *r = &ev->log_ranks[i];
-        int rc = 0;
-        int other_group = (r->seq_pg == NULL) != (pg == NULL) || (pg && strcmp(pg, r->seq_pg));
-        if (other_group && (r->seq_timed_out != HDX_UNKNOWN || r->seq_enqueued != HDX_UNKNOWN))
-            continue; /* its numbers count another group's work */
-        if (r->seq_enqueued != HDX_UNKNOWN && r->seq_enqueued < s->n)
-            rc = hdx_cls_add_int(&s->behind, &s->n_behind, r->rank);
-        else if (r->seq_timed_out == s->n)
-            rc = hdx_cls_add_int(&s->waiting, &s->n_waiting, r->rank);
-        else if (r->seq_timed_out == HDX_UNKNOWN && r->seq_enqueued == HDX_UNKNOWN)
-            rc = hdx_cls_add_int(&s->silent, &s->n_silent, r->rank);
-        if (rc)
-            return -ENOMEM;
     }
-    return 0;
+    for (size_t gi = 0; !main && gi < s->n_groups; gi++)
+        if (s->groups[gi].n > (main ? main->n : HDX_UNKNOWN))
+            main = &s->groups[gi];
+    if (main) {
+        s->n = main->n;
+        s->op = main->op;
+        s->pg = main->pg;
+        s->waiting = main->waiting;
+        s->n_waiting = main->n_waiting;
+        hdx_log_seq c;
+        for (size_t k = 0; k < main->n_behind && s->enqueued == HDX_UNKNOWN; k++)
+            if (counters_culprit(s, main->behind[k]) &&
+                counters_of(hdx_evidence_log_rank(ev, main->behind[k]), main->pg, &c))
+                s->enqueued = c.enqueued;
+    }
+    for (size_t i = 0; !rc && s->n != HDX_UNKNOWN && i < ev->n_log_ranks; i++)
+        if (!ev->log_ranks[i].n_seqs)
+            rc = hdx_cls_add_int(&s->silent, &s->n_silent, ev->log_ranks[i].rank);
+    return rc;
 }
 
 static int is_build_line(const char *pattern)
@@ -557,7 +754,7 @@ static long long log_world_size(const hdx_evidence *ev, int *from_env)
     return env > 0 ? env : w;
 }
 
-static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
+static int seq_rule(const hdx_evidence *ev, seqs *s, hdx_verdict *v)
 {
     int *desync = NULL, *unfinished = NULL, *not_joined = NULL;
     size_t nd = 0, nu = 0, nn = 0;
@@ -586,10 +783,7 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     int from_env = 0;
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
     /* the group of the work compared, where the logs show it whole (hdx_log_pgroups) */
-    const hdx_pgroup *pg = NULL;
-    for (size_t i = 0; i < ev->n_log_ranks && !pg; i++)
-        if (ev->log_ranks[i].seq_timed_out == s->n && ev->log_ranks[i].seq_pg)
-            pg = hdx_evidence_find_pgroup(ev, ev->log_ranks[i].seq_pg);
+    const hdx_pgroup *pg = s->pg ? hdx_evidence_find_pgroup(ev, s->pg) : NULL;
     rc = pg && !(v->group = strdup(pg->name)) ? -ENOMEM : set_seq_facts(v, s);
     if (rc)
         goto out;
@@ -599,6 +793,10 @@ static int seq_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
         rc = set_culprits(v, s->behind, s->n_behind);
         if (!rc)
             rc = hdx_verdict_set_ints(v, "behind", s->behind, s->n_behind);
+        if (!rc && s->enqueued != HDX_UNKNOWN)
+            rc = hdx_verdict_set_num(v, "enqueued", s->enqueued);
+        v->graph = s->graph; /* the report's waits_for */
+        s->graph = NULL;
     } else if (nd) {
         v->confidence = HDX_CONF_HIGH;
         v->finding = HDX_FIND_LOG_DESYNC;

@@ -915,14 +915,11 @@ static int collect_ranks(const hdx_evidence *ev, hdx_waitsfor *g)
     return 0;
 }
 
-int hdx_waitsfor_build(const hdx_evidence *ev, hdx_waitsfor *g)
+/* The graph over g's rank nodes (each with its wait described): calls, the ranks they wait
+ * for, components and roots. 0 or -ENOMEM. */
+static int build_graph(const hdx_evidence *ev, hdx_waitsfor *g)
 {
-    memset(g, 0, sizeof *g);
-    g->ev = ev;
-    g->world_size = HDX_UNKNOWN;
-    int rc = collect_ranks(ev, g);
-    if (!rc)
-        rc = make_calls(g);
+    int rc = make_calls(g);
     for (size_t i = 0; !rc && i < g->n_calls; i++)
         rc = fill_absent(ev, g, &g->calls[i], (long)i);
     if (!rc)
@@ -979,4 +976,37 @@ int hdx_waitsfor_build(const hdx_evidence *ev, hdx_waitsfor *g)
 out:
     free(comp), free(order), free(first), free(out), free(in);
     return rc;
+}
+
+int hdx_waitsfor_build(const hdx_evidence *ev, hdx_waitsfor *g)
+{
+    memset(g, 0, sizeof *g);
+    g->ev = ev;
+    g->world_size = HDX_UNKNOWN;
+    int rc = collect_ranks(ev, g);
+    return rc ? rc : build_graph(ev, g);
+}
+
+int hdx_waitsfor_build_waits(const hdx_evidence *ev, const hdx_wf_wait *waits, size_t n, int world_size,
+                             hdx_waitsfor *g)
+{
+    memset(g, 0, sizeof *g);
+    g->ev = ev;
+    g->world_size = world_size > 0 ? world_size : HDX_UNKNOWN;
+    for (size_t i = 0; i < n; i++) {
+        hdx_wf_rank *r = hdx_append((void **)&g->ranks, &g->n_ranks, sizeof *r);
+        if (!r)
+            return -ENOMEM;
+        r->rank = waits[i].rank;
+        r->kind = HDX_WF_COLLECTIVE;
+        r->op = waits[i].op;
+        r->pgroup = waits[i].pgroup;
+        r->call = -1;
+        r->lock_holder = HDX_UNKNOWN;
+        r->moved_on_from = -1;
+        r->root = r->depth = -1;
+    }
+    qsort(g->ranks, g->n_ranks, sizeof *g->ranks, cmp_rank);
+    g->n_waiting = g->n_ranks;
+    return build_graph(ev, g);
 }

@@ -140,6 +140,25 @@ typedef struct hdx_waitsfor {
  */
 int hdx_waitsfor_build(const hdx_evidence *ev, hdx_waitsfor *g);
 
+/* One rank's wait as the job's logs tell it (classify_logs.c, from the NCCL work counters):
+ * in a collective on a process group. */
+typedef struct hdx_wf_wait {
+    int rank;       /* global rank */
+    const char *op; /* the call, e.g. "ALLREDUCE" (borrowed), or NULL */
+    int pgroup;     /* index in ev->pgroups of its group, HDX_UNKNOWN: the world of world_size ranks */
+} hdx_wf_wait;
+
+/*
+ * The same graph built from waits[0..n) instead of ev's processes: each wait's rank is in the
+ * collective on its group; a rank without a wait (a member absent from a call) waits for nothing
+ * known, and is a root with state HDX_WF_MISSING (no process was inspected). Each rank is given
+ * at most once. world_size (HDX_UNKNOWN when not known) gives the members of the
+ * world group. The graph borrows from ev and waits' op strings, which must outlive it; *g is filled
+ * (freed with hdx_waitsfor_free, also on failure). Returns 0 or -ENOMEM.
+ */
+int hdx_waitsfor_build_waits(const hdx_evidence *ev, const hdx_wf_wait *waits, size_t n, int world_size,
+                             hdx_waitsfor *g);
+
 /* Release what g owns and zero it. Accepts NULL. */
 void hdx_waitsfor_free(hdx_waitsfor *g);
 

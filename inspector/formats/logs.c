@@ -415,7 +415,7 @@ typedef struct reader {
     char file_rank_from[160]; /* how file_rank was known: hdx_log_rank.rank_from */
     int block_rank;  /* torch elastic's failure table entry, HDX_UNKNOWN */
     int root_cause_next;
-    int noted_group, noted_assumed, noted_role;
+    int noted_assumed, noted_role, noted_bare;
     int only_rank;   /* the one rank of the file's lines so far, HDX_UNKNOWN */
     int several;     /* lines of two ranks or more */
     size_t n_cut;    /* lines longer than LOG_LINE_MAX, cut */
@@ -469,7 +469,6 @@ static hdx_log_rank *log_rank_get(hdx_evidence *ev, int rank, const char *from)
         return NULL;
     r->rank = rank;
     r->last_line_no = 0;
-    r->seq_timed_out = r->seq_enqueued = r->seq_completed = HDX_UNKNOWN;
     r->rank_from = hdx_strdup(from);
     return r;
 }
@@ -484,6 +483,92 @@ static int add_field(hdx_log_fact *f, const char *name, const char *value, size_
     return slot->name && slot->value ? 0 : -ENOMEM;
 }
 
+/* The counters rank r logged for group pg (NULL: the default group), or with unplaced those of
+ * a bare timeout line of group rank group_rank; made at the first. Borrowed (valid until the
+ * next call); NULL on ENOMEM. */
+static hdx_log_seq *seq_of(hdx_log_rank *r, const char *pg, int unplaced, int group_rank)
+{
+    for (size_t i = 0; i < r->n_seqs; i++) {
+        hdx_log_seq *s = &r->seqs[i];
+        if (s->unplaced == unplaced && (s->pg == NULL) == (pg == NULL) && (!pg || !strcmp(pg, s->pg)) &&
+            (!unplaced || s->group_rank == group_rank))
+            return s;
+    }
+    hdx_log_seq *s = hdx_append((void **)&r->seqs, &r->n_seqs, sizeof *s);
+    if (!s || (pg && !(s->pg = strdup(pg))))
+        return NULL;
+    s->unplaced = unplaced;
+    s->group_rank = group_rank;
+    s->timed_out = s->enqueued = s->completed = HDX_UNKNOWN;
+    return s;
+}
+
+/* A pattern whose line gives a group's work counters: last enqueued and last completed
+ * (docs/design.md "Job logs"). */
+static int is_counter_line(const char *pn)
+{
+    return !strcmp(pn, "nccl_work_progress") || !strcmp(pn, "nccl_work_failure") || !strcmp(pn, "nccl_work_update") ||
+           !strcmp(pn, "nccl_dump_signal");
+}
+
+/*
+ * The work counters of f (a watchdog timeout or a counter line) into rank r's counters of
+ * f's group. A bare "[Rank n]" timeout line (the WorkNCCL timeout before it took the group's
+ * "[PG ...]" prefix, as torch 2.4 prints it; n the rank in the work's group) is kept unplaced: it joins the "[PG ...]" line of the same
+ * work and group rank when one comes, before or after it; else it is the default group's
+ * when n is the global rank (torch before 2.3 names no group), and no group's otherwise.
+ * 0 or -ENOMEM.
+ */
+static int summarise_seq(hdx_log_rank *r, const hdx_log_fact *f)
+{
+    const char *pg = f->default_pg == 0 ? f->pg : NULL;
+    long long seq = hdx_log_fact_int(f, "seq", HDX_UNKNOWN);
+    const char *op = hdx_log_fact_field(f, "op");
+    hdx_log_seq *s = NULL;
+    if (!strcmp(f->pattern, "nccl_watchdog_timeout")) {
+        int bare = !f->pg;
+        for (size_t i = 0; bare && !s && i < r->n_seqs; i++)
+            if (!r->seqs[i].unplaced && r->seqs[i].group_rank == f->group_rank && r->seqs[i].timed_out == seq)
+                s = &r->seqs[i];
+        if (!s && !(s = seq_of(r, pg, bare, f->group_rank)))
+            return -ENOMEM;
+        s->timed_out = seq;
+        free(s->op);
+        s->op = NULL;
+        return op && !(s->op = strdup(op)) ? -ENOMEM : 0;
+    }
+    /* a counter line without [PG ...] whose [Rank n] is not the global rank: a group's, not named */
+    int bare_other = !f->pg && f->group_rank >= 0 && f->group_rank != f->rank;
+    if (!(s = seq_of(r, pg, bare_other, f->group_rank)))
+        return -ENOMEM;
+    if (f->group_rank >= 0)
+        s->group_rank = f->group_rank;
+    s->enqueued = hdx_log_fact_int(f, "enqueued", HDX_UNKNOWN);
+    s->completed = hdx_log_fact_int(f, "completed", HDX_UNKNOWN);
+    if (s->timed_out == HDX_UNKNOWN && seq != HDX_UNKNOWN && s->enqueued >= seq)
+        s->timed_out = seq;
+    /* an unplaced timeout line of this work: this line names its group */
+    size_t at = (size_t)(s - r->seqs);
+    for (size_t i = 0; !bare_other && seq != HDX_UNKNOWN && i < r->n_seqs;) {
+        hdx_log_seq *u = &r->seqs[i];
+        if (!u->unplaced || u->group_rank != r->seqs[at].group_rank || u->timed_out != seq) {
+            i++;
+            continue;
+        }
+        hdx_log_seq *t = &r->seqs[at];
+        t->timed_out = seq;
+        if (!t->op) {
+            t->op = u->op;
+            u->op = NULL;
+        }
+        free(u->op);
+        memmove(u, u + 1, (r->n_seqs - i - 1) * sizeof *u);
+        r->n_seqs--;
+        at -= at > i;
+    }
+    return 0;
+}
+
 /* Update rank's summary from fact f. 0 or -ENOMEM. */
 static int summarise_fact(hdx_evidence *ev, const hdx_log_fact *f, reader *rd)
 {
@@ -493,24 +578,11 @@ static int summarise_fact(hdx_evidence *ev, const hdx_log_fact *f, reader *rd)
     if (!r)
         return -ENOMEM;
     const char *pn = f->pattern;
-    /* Sequence numbers count per group: a rank's numbers are of one group, the first it
-     * logged; those of other groups are not mixed in. A non-default group's lines count
-     * when their global rank is known (a launcher prefix or the file name). */
-    const char *pg = f->default_pg == 0 ? f->pg : NULL;
-    int has_seq = r->seq_timed_out != HDX_UNKNOWN || r->seq_enqueued != HDX_UNKNOWN;
-    int group_ok = !has_seq || ((pg == NULL) == (r->seq_pg == NULL) && (!pg || !strcmp(pg, r->seq_pg)));
-    if (group_ok && !has_seq && pg && (!strcmp(pn, "nccl_watchdog_timeout") || !strcmp(pn, "nccl_work_progress")) &&
-        !(r->seq_pg = strdup(pg)))
-        return -ENOMEM;
-    if (!strcmp(pn, "nccl_watchdog_timeout") && group_ok) {
-        r->seq_timed_out = hdx_log_fact_int(f, "seq", HDX_UNKNOWN);
-        free(r->timed_out_op);
-        r->timed_out_op = hdx_strdup(hdx_log_fact_field(f, "op"));
-    } else if (!strcmp(pn, "nccl_work_progress") && group_ok) {
-        r->seq_enqueued = hdx_log_fact_int(f, "enqueued", HDX_UNKNOWN);
-        r->seq_completed = hdx_log_fact_int(f, "completed", HDX_UNKNOWN);
-        if (r->seq_timed_out == HDX_UNKNOWN && r->seq_enqueued >= hdx_log_fact_int(f, "seq", LLONG_MAX))
-            r->seq_timed_out = hdx_log_fact_int(f, "seq", HDX_UNKNOWN);
+    /* A non-default group's lines count when their global rank is known (a launcher prefix,
+     * the file name, the group's printed members). */
+    if (!strcmp(pn, "nccl_watchdog_timeout") || is_counter_line(pn)) {
+        if (summarise_seq(r, f))
+            return -ENOMEM;
     } else if (!strcmp(pn, "elastic_signal")) {
         free(r->exit_cause);
         r->exit_cause = hdx_asprintf("signal %s (%s)", hdx_log_fact_field(f, "signal"),
@@ -529,32 +601,43 @@ static int summarise_fact(hdx_evidence *ev, const hdx_log_fact *f, reader *rd)
     return 0;
 }
 
-/* Translate the [PG ... Rank n] prefix of f: a group rank of the default group is global. */
+/* Translate the [PG ... Rank n] prefix of f: a group rank of the default group is global. The
+ * group is named by its GUID where the prefix has one (torch >= 2.5 "[PG ID i PG GUID g(desc)
+ * Rank n]": the ID i counts the groups made on that rank, so two tensor-parallel groups print
+ * the same ID; the GUID is the group's name, one per group), else by its number. */
 static int translate_group(reader *rd, hdx_log_fact *f, int line_rank)
 {
     const char *pg = hdx_log_fact_field(f, "pg"), *pg_name = hdx_log_fact_field(f, "pg_name");
+    const char *guid = hdx_log_fact_field(f, "pg_guid");
     long long gr = hdx_log_fact_int(f, "group_rank", HDX_UNKNOWN);
     if (gr == HDX_UNKNOWN)
         return 0;
     f->group_rank = (int)gr;
     if (pg && *pg) {
-        f->pg = pg_name && *pg_name ? hdx_asprintf("%s (%s)", pg, pg_name) : strdup(pg);
+        const char *id = guid && *guid ? guid : pg;
+        f->pg = pg_name && *pg_name ? hdx_asprintf("%s (%s)", id, pg_name) : strdup(id);
         f->default_pg = !strcmp(pg, "0") || (pg_name && !strcmp(pg_name, "default_pg"));
     } else {
         f->default_pg = HDX_UNKNOWN; /* only [Rank n]: PyTorch before 2.3; the watchdog's timeout line still (2.11) */
     }
     if (line_rank >= 0) {
-        if (f->default_pg != 0 && line_rank != f->group_rank)
-            hdx_evidence_note(rd->ev, "%s:%ld: the launcher prefix says rank %d, the NCCL line [Rank %d]; the prefix "
-                              "is used", rd->path, f->line, line_rank, f->group_rank);
+        if (f->default_pg == 1 && line_rank != f->group_rank)
+            hdx_evidence_note(rd->ev, "%s:%ld: the launcher prefix says rank %d, the NCCL line of the default group "
+                              "[Rank %d]; the prefix is used", rd->path, f->line, line_rank, f->group_rank);
+        else if (f->default_pg == HDX_UNKNOWN && line_rank != f->group_rank && !rd->noted_bare++)
+            hdx_evidence_note(rd->ev, "%s:%ld: the NCCL line's [Rank %d] is not the launcher prefix's rank %d: taken "
+                              "as the rank in the group of its work (releases before the watchdog's timeout line "
+                              "took the group's [PG ...] prefix print the group rank so), and the prefix's as the global rank", rd->path, f->line,
+                              f->group_rank, line_rank);
+        return 0;
+    }
+    long long global = hdx_log_fact_int(f, "global_rank", HDX_UNKNOWN);
+    if (global >= 0 && global <= LOG_RANK_MAX) { /* the line says whose process it is */
+        f->rank = (int)global;
         return 0;
     }
     if (f->default_pg == 0) {
-        f->rank = HDX_UNKNOWN;
-        if (!rd->noted_group++)
-            hdx_evidence_note(rd->ev, "%s: NCCL lines of process group %s name group ranks (e.g. Rank %d), which "
-                              "cannot be turned into global ranks without the group's members; kept as group ranks",
-                              rd->path, f->pg, f->group_rank);
+        f->rank = HDX_UNKNOWN; /* hdx_log_pgroups translates it where the group's members are printed */
         return 0;
     }
     f->rank = f->group_rank;
@@ -904,10 +987,10 @@ static int read_lines(reader *rd, line_in *li)
             rd->first_cut = lineno;
             rd->first_cut_len = li->full;
         }
-        size_t word, digits, pre = hdx_launcher_prefix(line, &word, &digits);
-        int rank = HDX_UNKNOWN;
+        size_t word, at, digits, pre = hdx_launcher_prefix(line, &word, &at, &digits);
+        int rank = HDX_UNKNOWN, slurm = pre && !word;
         const char *text = line, *from = NULL;
-        if (pre && (rank = prefix_rank(line + 1 + word, digits)) == HDX_UNKNOWN && !rd->n_bad_prefix++)
+        if (pre && (rank = prefix_rank(line + at, digits)) == HDX_UNKNOWN && !rd->n_bad_prefix++)
             hdx_evidence_note(rd->ev, "%s:%ld: the launcher prefix %.*s%s names no possible rank (a rank is at most "
                               "%d): such lines taken as lines without a prefix", rd->path, lineno,
                               (int)(pre < 40 ? pre : 40), line, pre > 40 ? "..." : "", LOG_RANK_MAX);
@@ -916,7 +999,10 @@ static int read_lines(reader *rd, line_in *li)
             if (*text == ' ')
                 text++;
             from = "prefix";
-            if (strncmp(line + 1, "rank", 4) && !rd->noted_role++)
+            if (slurm && !rd->noted_role++)
+                hdx_evidence_note(rd->ev, "%s: Slurm's task-id prefixes (srun --label, \"%d: \") taken as global "
+                                  "ranks", rd->path, rank);
+            else if (!slurm && strncmp(line + 1, "rank", 4) && !rd->noted_role++)
                 hdx_evidence_note(rd->ev, "%s: torchrun's [%.*s%d]: prefixes taken as global ranks (on one node "
                                   "they are also the local ranks)", rd->path, (int)word, line + 1, rank);
         } else if (rd->file_rank >= 0) {
@@ -1023,8 +1109,75 @@ const char *hdx_log_role_of_desc(const char *desc)
     return NULL;
 }
 
+/* The global rank torch printed for place group_rank of group pg (its "initialization options"
+ * line), HDX_UNKNOWN when none or when two processes claim the place (torch 2.2 and 2.3 number
+ * groups per rank: one number, several groups); *size: the group's size it printed, or 0. */
+static int printed_member(const hdx_evidence *ev, const size_t *init, size_t n_init, const char *pg, int group_rank,
+                          size_t *size)
+{
+    int global = HDX_UNKNOWN;
+    *size = 0;
+    for (size_t k = 0; k < n_init; k++) {
+        const hdx_log_fact *g = &ev->log_facts[init[k]];
+        if (!g->pg || strcmp(g->pg, pg))
+            continue;
+        long long n = hdx_log_fact_int(g, "group_size", 0);
+        *size = n > 0 && n <= LOG_RANK_MAX + 1 ? (size_t)n : *size;
+        if (g->group_rank != group_rank || g->rank < 0 || group_rank < 0)
+            continue;
+        if (global != HDX_UNKNOWN && global != g->rank)
+            return HDX_UNKNOWN;
+        global = g->rank;
+    }
+    return global;
+}
+
+/* The lines of a group whose global rank no prefix gave, translated through the members torch
+ * printed (printed_member), and summarised; a note for the first left as a group rank. */
+static int translate_members(hdx_evidence *ev, const size_t *init, size_t n_init)
+{
+    reader rd;
+    memset(&rd, 0, sizeof rd);
+    const hdx_log_fact *left = NULL;
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        hdx_log_fact *f = &ev->log_facts[i];
+        if (f->rank >= 0 || !f->pg || f->default_pg != 0 || f->group_rank < 0)
+            continue;
+        size_t size;
+        int global = printed_member(ev, init, n_init, f->pg, f->group_rank, &size);
+        if (global == HDX_UNKNOWN) {
+            left = left ? left : f;
+            continue;
+        }
+        f->rank = global;
+        if (summarise_fact(ev, f, &rd))
+            return -ENOMEM;
+    }
+    if (left && hdx_evidence_note(ev, "%s: NCCL lines of process group %s name group ranks (e.g. Rank %d), which "
+                                  "cannot be turned into global ranks: no launcher prefix, and no line gives the "
+                                  "group's members (ProcessGroupNCCL's initialization options, printed at "
+                                  "TORCH_CPP_LOG_LEVEL=INFO); kept as group ranks", left->file, left->pg,
+                                  left->group_rank) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
 int hdx_log_pgroups(hdx_evidence *ev)
 {
+    size_t *init = NULL, n_init = 0;
+    for (size_t i = 0; i < ev->n_log_facts; i++)
+        if (!strcmp(ev->log_facts[i].pattern, "nccl_init_options")) {
+            size_t *slot = hdx_append((void **)&init, &n_init, sizeof *slot);
+            if (!slot) {
+                free(init);
+                return -ENOMEM;
+            }
+            *slot = i;
+        }
+    if (translate_members(ev, init, n_init)) {
+        free(init);
+        return -ENOMEM;
+    }
     char *done = calloc(ev->n_log_facts ? ev->n_log_facts : 1, 1);
     int *ranks = NULL;
     size_t cap = 0;
@@ -1044,8 +1197,11 @@ int hdx_log_pgroups(hdx_evidence *ev)
             if ((size_t)g->group_rank >= size)
                 size = (size_t)g->group_rank + 1;
         }
-        if (size > lines)
-            continue; /* fewer lines than members: not known whole (and no array the lines do not fill) */
+        size_t printed;
+        printed_member(ev, init, n_init, f->pg, HDX_UNKNOWN, &printed);
+        if (size > lines || (printed && printed != size) || size < 2)
+            continue; /* fewer lines than members (the printed size, else the highest place): not known whole;
+                         and one member alone waits for nobody */
         if (size > cap) {
             int *more = realloc(ranks, size * sizeof *ranks);
             if (!more) {
@@ -1077,6 +1233,7 @@ int hdx_log_pgroups(hdx_evidence *ev)
     }
     free(done);
     free(ranks);
+    free(init);
     return rc;
 }
 
@@ -1138,7 +1295,7 @@ int hdx_log_load_hinted(const hdx_log_patterns *ps, const char *path, hdx_log_hi
     id_value ids[ID_N] = {{0}};
     line_in_start(li, fd);
     while (!prefixed && (r = line_next(li)) > 0) {
-        prefixed = hdx_launcher_prefix(li->line, &(size_t){0}, &(size_t){0}) > 0;
+        prefixed = hdx_launcher_prefix(li->line, &(size_t){0}, &(size_t){0}, &(size_t){0}) > 0;
         if (!prefixed)
             id_line(ps, ids, li->line, li->lines);
     }
@@ -1230,8 +1387,8 @@ static int sniff_lines(const hdx_log_patterns *ps, char *buf, size_t n, int cut_
             p++;
         if (!*line)
             continue;
-        size_t word, digits;
-        const char *text = line + hdx_launcher_prefix(line, &word, &digits);
+        size_t word, at, digits;
+        const char *text = line + hdx_launcher_prefix(line, &word, &at, &digits);
         if (text > line && *text == ' ')
             text++;
         for (size_t i = 0; i < ps->n; i++)

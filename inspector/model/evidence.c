@@ -175,8 +175,11 @@ void hdx_log_rank_clear(hdx_log_rank *r)
     free(r->last_line);
     free(r->last_time);
     free(r->last_pattern);
-    free(r->seq_pg);
-    free(r->timed_out_op);
+    for (size_t i = 0; i < r->n_seqs; i++) {
+        free(r->seqs[i].pg);
+        free(r->seqs[i].op);
+    }
+    free(r->seqs);
     free(r->exit_cause);
     free(r->rank_from);
     memset(r, 0, sizeof *r);

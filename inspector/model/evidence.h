@@ -309,6 +309,21 @@ typedef struct hdx_log_fact {
     size_t n_fields;
 } hdx_log_fact;
 
+/* The NCCL work counters one rank logged for one process group (docs/design.md "Job logs"):
+ * sequence numbers count per group, so a rank keeps one of these per group it logged. */
+typedef struct hdx_log_seq {
+    char *pg;              /* the group, as the facts name it ("5 (TENSOR_MODEL_PARALLEL_GROUP)"); NULL: the
+                              default group, or lines that name no group (torch before 2.3) */
+    int group_rank;        /* the rank's place in that group, HDX_UNKNOWN */
+    int unplaced;          /* 1: from bare "[Rank n]" lines (no "[PG ...]"), group_rank n: the default
+                              group's when n is the rank's global rank, else a group not named (never
+                              compared); a "[PG ...]" line of the same work and group rank takes them over */
+    long long timed_out;   /* the work its watchdog timed out (SeqNum, or "at work: N"), HDX_UNKNOWN */
+    long long enqueued;    /* last enqueued NCCL work, HDX_UNKNOWN */
+    long long completed;   /* last completed NCCL work, HDX_UNKNOWN */
+    char *op;              /* OpType of the timed-out work, or NULL */
+} hdx_log_seq;
+
 /* What the logs tell about one global rank. */
 typedef struct hdx_log_rank {
     int rank;
@@ -317,13 +332,8 @@ typedef struct hdx_log_rank {
     char *last_line;       /* its last line, prefix removed */
     char *last_time;       /* the time stamp on that line as written, or NULL */
     char *last_pattern;    /* the pattern its last line matched, or NULL */
-    /* Sequence numbers count per process group: these are of one group, seq_pg (NULL: the
-     * default group, or lines that name none: PyTorch before 2.3, the watchdog timeout line still). */
-    long long seq_timed_out;  /* SeqNum of the work its watchdog timed out, HDX_UNKNOWN */
-    long long seq_enqueued;   /* last enqueued NCCL work, HDX_UNKNOWN */
-    long long seq_completed;  /* last completed NCCL work, HDX_UNKNOWN */
-    char *seq_pg;             /* "2 (TENSOR_MODEL_PARALLEL_GROUP)", or NULL */
-    char *timed_out_op;    /* OpType of the timed-out work, or NULL */
+    hdx_log_seq *seqs;     /* its NCCL work counters, one per process group, in the order first logged */
+    size_t n_seqs;
     char *exit_cause;      /* "exit code 1", "signal 9 (SIGKILL)", "RuntimeError: ...", or NULL */
     int root_cause;        /* 1: torch elastic's first observed failure */
     /* How its rank was known (docs/design.md "Job logs"): "prefix", "file name", "traceback",

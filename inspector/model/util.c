@@ -202,20 +202,26 @@ void hdx_format_ranges_of(const int *vals, size_t n, char *buf, size_t size)
     free(copy);
 }
 
-size_t hdx_launcher_prefix(const char *s, size_t *word_len, size_t *n_digits)
+size_t hdx_launcher_prefix(const char *s, size_t *word_len, size_t *digits_at, size_t *n_digits)
 {
-    size_t w = 0, d = 0;
-    if (s[0] != '[')
-        return 0;
-    while (isalpha((unsigned char)s[1 + w]) || s[1 + w] == '_')
-        w++;
-    while (isdigit((unsigned char)s[1 + w + d]))
+    size_t w = 0, d = 0, at = 0;
+    if (s[0] == '[') {
+        while (isalpha((unsigned char)s[1 + w]) || s[1 + w] == '_')
+            w++;
+        at = 1 + w;
+    } else {
+        while (s[at] == ' ')
+            at++;
+    }
+    while (isdigit((unsigned char)s[at + d]))
         d++;
-    if (!w || !d || s[1 + w + d] != ']' || s[2 + w + d] != ':')
+    size_t end = at + d; /* s[end]: ']' of the bracket form, ':' of Slurm's */
+    if (!d || (s[0] == '[' ? !w || s[end] != ']' || s[end + 1] != ':' : s[end] != ':' || s[end + 1] != ' '))
         return 0;
     *word_len = w;
+    *digits_at = at;
     *n_digits = d;
-    return 3 + w + d;
+    return s[0] == '[' ? end + 2 : end + 1;
 }
 
 int hdx_parse_long(const char *s, long min, long max, long *out)

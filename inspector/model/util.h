@@ -80,12 +80,14 @@ void hdx_format_ranges_of(const int *vals, size_t n, char *buf, size_t size);
 int hdx_parse_long(const char *s, long min, long max, long *out);
 
 /*
- * The launcher prefix that starts a line of a job log: '[', letters or '_', digits, "]:" —
- * torch's "[rank3]:" or torchrun's "[default0]:" (its role and local rank; docs/design.md,
- * "Job logs"). Returns the prefix's length, 0 when s (NUL-terminated) starts none; then its
- * word is s[1 .. 1 + *word_len) and its digits the *n_digits bytes after the word.
+ * The launcher prefix that starts a line of a job log (docs/design.md, "Job logs"): '[',
+ * letters or '_', digits, "]:" (torch's "[rank3]:", torchrun's "[default0]:": its role and
+ * local rank), or blanks, digits, ':' and a blank (Slurm's srun --label, "3: ", the task id
+ * padded to the width of the largest). Returns the prefix's length (up to its ':'), 0 when s
+ * (NUL-terminated) starts none; then its word is s[1 .. 1 + *word_len) (*word_len 0: Slurm's
+ * form) and its digits the *n_digits bytes at s + *digits_at.
  */
-size_t hdx_launcher_prefix(const char *s, size_t *word_len, size_t *n_digits);
+size_t hdx_launcher_prefix(const char *s, size_t *word_len, size_t *digits_at, size_t *n_digits);
 
 /*
  * The length (1 to 4 bytes) of the valid UTF-8 sequence that s starts, its code point in *cp;

@@ -253,7 +253,7 @@ static int words_seq(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
         rc = hdx_words_set(&w->summary,
                            "rank%s %s never joined %s SeqNum=%lld%s: last enqueued NCCL work %lld (NCCL watchdog), "
                            "while rank%s %s timed out waiting in it; rank %d's last line (%s:%ld%s%s): \"%s\"",
-                           hdx_words_noun_s(nb), c, op_or(v, "collective"), seq, on, r->seq_enqueued,
+                           hdx_words_noun_s(nb), c, op_or(v, "collective"), seq, on, hdx_verdict_num(v, "enqueued", HDX_UNKNOWN),
                            hdx_words_noun_s(nw), wt, r->rank, r->file ? r->file : "?", r->last_line_no,
                            r->last_time ? ", " : "", r->last_time ? r->last_time : "",
                            r->last_line ? r->last_line : "?");

@@ -38,17 +38,18 @@ const char *hdx_foreign_format_name(enum hdx_foreign_format f)
 }
 
 
-/* The launcher prefix of a line (hdx_launcher_prefix): "[rank3]:" gives rank 3; "[default0]:"
- * (any word then digits) gives local rank 0. Returns the length of the prefix, 0 when none. */
+/* The launcher prefix of a line (hdx_launcher_prefix): "[rank3]:" and Slurm's "3: " give rank 3;
+ * "[default0]:" (any word then digits) gives local rank 0. Returns the length of the prefix, 0
+ * when none. */
 static size_t line_prefix(const char *s, int *rank, int *local)
 {
     *rank = *local = HDX_UNKNOWN;
-    size_t wl, nd, len = hdx_launcher_prefix(s, &wl, &nd);
-    const char *p = s + 1 + wl;
+    size_t wl, at, nd, len = hdx_launcher_prefix(s, &wl, &at, &nd);
+    const char *p = s + at;
     int n = len ? take_int(&p) : -1;
     if (n < 0)
         return 0;
-    if (wl == 4 && !strncmp(s + 1, "rank", 4))
+    if (wl == 0 || (wl == 4 && !strncmp(s + 1, "rank", 4)))
         *rank = n;
     else
         *local = n;

@@ -2,6 +2,8 @@
  * Unit tests of small shared pieces, one per argument:
  *   stat   hdx_stat_parse (model/procstat.h) on stat lines whose comm holds spaces and parentheses.
  *   index  the hash index (model/index.h): insert, find, collisions, growth, missing keys.
+ *   prefix hdx_launcher_prefix (model/util.h): torch's, torchrun's and Slurm's prefixes, and
+ *          lines that only look like one.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 
 #include "model/procstat.h"
 #include "model/index.h"
+#include "model/util.h"
 #include "check.h"
 
 static void test_stat(void)
@@ -130,6 +133,27 @@ static void test_index(void)
     hdx_index_clear(NULL);
 }
 
+static void test_prefix(void)
+{
+    static const struct {
+        const char *line;
+        size_t len, word, at, digits;
+    } cases[] = {
+        {"[rank3]: x", 8, 4, 5, 1},  {"[default12]:x", 12, 7, 8, 2}, {"3: x", 2, 0, 0, 1},
+        {"  12: x", 5, 0, 2, 2},      {"3:x", 0, 0, 0, 0},            {"12:30:01 step", 0, 0, 0, 0},
+        {"[3]: x", 0, 0, 0, 0},       {"[rank]: x", 0, 0, 0, 0},      {"[rank3] x", 0, 0, 0, 0},
+        {": x", 0, 0, 0, 0},          {"", 0, 0, 0, 0},               {"   ", 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t word = 99, at = 99, digits = 99;
+        size_t len = hdx_launcher_prefix(cases[i].line, &word, &at, &digits);
+        CHECK(len == cases[i].len, "\"%s\": length %zu, expected %zu", cases[i].line, len, cases[i].len);
+        if (len)
+            CHECK(word == cases[i].word && at == cases[i].at && digits == cases[i].digits,
+                  "\"%s\": word %zu at %zu digits %zu", cases[i].line, word, at, digits);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "";
@@ -137,8 +161,10 @@ int main(int argc, char **argv)
         test_stat();
     else if (!strcmp(which, "index"))
         test_index();
+    else if (!strcmp(which, "prefix"))
+        test_prefix();
     else {
-        fprintf(stderr, "usage: test_units stat|index\n");
+        fprintf(stderr, "usage: test_units stat|index|prefix\n");
         return 2;
     }
     return failures ? 1 : 0;
