@@ -44,7 +44,7 @@ const char *hdx_foreign_format_name(enum hdx_foreign_format f)
 static size_t line_prefix(const char *s, int *rank, int *local)
 {
     *rank = *local = HDX_UNKNOWN;
-    size_t wl, at, nd, len = hdx_launcher_prefix(s, &wl, &at, &nd);
+    size_t wl = 0, at = 0, nd = 0, len = hdx_launcher_prefix(s, &wl, &at, &nd);
     const char *p = s + at;
     int n = len ? take_int(&p) : -1;
     if (n < 0)
