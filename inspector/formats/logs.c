@@ -1391,8 +1391,11 @@ static int sniff_lines(const hdx_log_patterns *ps, char *buf, size_t n, int cut_
         const char *text = line + hdx_launcher_prefix(line, &word, &at, &digits);
         if (text > line && *text == ' ')
             text++;
+        uint64_t set[4];
+        bytes_of(text, set); /* once per line, not once per pattern */
         for (size_t i = 0; i < ps->n; i++)
-            if (!ps->p[i].in_traceback && hdx_log_pattern_matches(ps, i, text))
+            if (!ps->p[i].in_traceback && may_match(&ps->p[i], text, set) &&
+                regexec(&ps->p[i].re, text, 0, NULL, 0) == 0)
                 return 1;
     }
     return 0;
