@@ -81,6 +81,26 @@ def check_report(doc, pid, tids, what):
     check("wait_stdin" in fns and "main" in fns, "%s: the main thread waits in wait_stdin: %s" % (what, fns))
 
 
+def wait_in_calls(pid, timeout=20):
+    """Until every thread of pid is blocked in a system call (/proc/PID/task/TID/syscall is not
+    "running"): the target prints "ready" just before its main thread enters read(2), and on a
+    loaded machine a thread that still runs at the first inspection would be stopped, rightly."""
+    deadline = time.monotonic() + timeout
+    while True:
+        running = []
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/syscall" % (pid, tid)) as f:
+                    if f.read().split()[0] == "running":
+                        running.append(int(tid))
+            except (FileNotFoundError, IndexError):
+                pass
+        if not running:
+            return
+        check(time.monotonic() < deadline, "threads %s of the target still run after %d s" % (running, timeout))
+        time.sleep(0.01)
+
+
 def switches(pids):
     """Context switches of every thread of pids, summed."""
     total = 0
@@ -140,6 +160,7 @@ def main():
         check(words and words[0] == "ready" and len(words) == 6, "the target did not start: %s" % words)
         tids = dict(zip(CALLERS, map(int, words[1:])))
         pid = target.pid
+        wait_in_calls(pid)
         t0 = time.monotonic()
         for cmd in (["inspect", "--json"], ["snapshot"], ["dump", "--json"]):
             c0 = time.monotonic()
