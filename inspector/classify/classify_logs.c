@@ -33,6 +33,39 @@
 
 static int is(const hdx_log_fact *f, const char *name) { return !strcmp(f->pattern, name); }
 
+/* What a log verdict rests on: the lines its rule cites, by strength and rank. The rule's
+ * confidence is then held to what they allow (allowed; docs/design.md "Confidence of a log
+ * verdict"). A rule cites only on the path where it decides. */
+typedef struct basis {
+    size_t strong, weak; /* the lines cited of each strength */
+    int rank;            /* the rank of the first cited line of a known rank, HDX_UNKNOWN */
+    int ranks;           /* the known ranks among them: 0, 1, or 2 for two or more */
+} basis;
+
+static void cite(basis *b, enum hdx_log_strength strength, int rank)
+{
+    if (strength == HDX_LOG_STRONG)
+        b->strong++;
+    else
+        b->weak++;
+    if (rank < 0 || b->ranks == 2 || (b->ranks == 1 && rank == b->rank))
+        return;
+    if (!b->ranks++)
+        b->rank = rank;
+}
+
+static void cite_fact(basis *b, const hdx_log_fact *f) { cite(b, f->strength, f->rank); }
+
+/* The highest confidence the cited lines allow: any with a strong line, or with weak lines of
+ * two ranks or more (they agree); medium with weak lines of one rank; low with one weak line,
+ * or none. */
+static enum hdx_confidence allowed(const basis *b)
+{
+    if (b->strong || b->ranks == 2)
+        return HDX_CONF_HIGH;
+    return b->weak > 1 ? HDX_CONF_MEDIUM : HDX_CONF_LOW;
+}
+
 static int has_stacks(const hdx_evidence *ev)
 {
     for (size_t i = 0; i < ev->n_procs; i++)
@@ -67,17 +100,34 @@ static int parse_rank_list(const char *s, int **out, size_t *n)
     return 0;
 }
 
-/* The last value of a Megatron argument, or NULL. */
-static const char *megatron_arg(const hdx_evidence *ev, const char *name)
+/* The line of the last value of a Megatron argument, or NULL. */
+static const hdx_log_fact *megatron_arg_line(const hdx_evidence *ev, const char *name)
 {
-    const char *v = NULL;
+    const hdx_log_fact *last = NULL;
     for (size_t i = 0; i < ev->n_log_facts; i++) {
         const hdx_log_fact *f = &ev->log_facts[i];
         const char *s = is(f, "megatron_argument") ? hdx_log_fact_field(f, "setting") : NULL;
         if (s && !strcmp(s, name))
-            v = hdx_log_fact_field(f, "value");
+            last = f;
     }
-    return v;
+    return last;
+}
+
+/* The last value of a Megatron argument, or NULL. */
+static const char *megatron_arg(const hdx_evidence *ev, const char *name)
+{
+    const hdx_log_fact *f = megatron_arg_line(ev, name);
+    return f ? hdx_log_fact_field(f, "value") : NULL;
+}
+
+/* Cite the lines of the Megatron arguments names[0..n) that the logs print. */
+static void cite_args(const hdx_evidence *ev, basis *b, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const hdx_log_fact *f = megatron_arg_line(ev, names[i]);
+        if (f)
+            cite_fact(b, f);
+    }
 }
 
 static long arg_long(const hdx_evidence *ev, const char *name)
@@ -188,7 +238,7 @@ static int config_line(const hdx_log_fact *f, hdx_verdict *v)
     return 0;
 }
 
-static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
+static int config_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
 {
     static const char *const sizes[] = {"world_size", "tp", "pp", "cp", "dp"};
     for (size_t i = 0; i < ev->n_log_facts; i++) {
@@ -198,9 +248,12 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
         v->cls = HDX_CLASS_CONFIG_ERROR;
         v->confidence = HDX_CONF_HIGH;
         for (size_t k = 0; k < ev->n_log_facts; k++)
-            if (!strcmp(ev->log_facts[k].pattern, f->pattern) && ev->log_facts[k].rank >= 0 &&
-                hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank))
-                return -ENOMEM;
+            if (!strcmp(ev->log_facts[k].pattern, f->pattern)) {
+                cite_fact(b, &ev->log_facts[k]);
+                if (ev->log_facts[k].rank >= 0 &&
+                    hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank))
+                    return -ENOMEM;
+            }
         return decided(config_line(f, v));
     }
     /* Megatron's printed layout: TP x PP x CP x DP must be the world size. */
@@ -216,6 +269,7 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
         v->cls = HDX_CLASS_CONFIG_ERROR;
         v->confidence = HDX_CONF_HIGH;
         v->finding = HDX_FIND_LOG_PARALLEL_SIZES;
+        cite_fact(b, f);
         int rc = set_nums(v, sizes, nums, 5);
         return decided(rc ? rc : set_line(v, f));
     }
@@ -228,11 +282,16 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
         v->cls = HDX_CLASS_CONFIG_ERROR;
         v->confidence = HDX_CONF_HIGH;
         v->finding = HDX_FIND_LOG_SEQUENCE_PARALLEL;
+        static const char *const sp_args[] = {"seq_length", "tensor_model_parallel_size", "sequence_parallel"};
+        cite_args(ev, b, sp_args, 3);
         const hdx_log_fact *symptom = allgather_symptom(ev);
         int rc = 0;
         for (size_t k = 0; sp_assert && k < ev->n_log_facts && !rc; k++)
-            if (is(&ev->log_facts[k], "megatron_sp_first_dim") && ev->log_facts[k].rank >= 0)
-                rc = hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank);
+            if (is(&ev->log_facts[k], "megatron_sp_first_dim")) {
+                cite_fact(b, &ev->log_facts[k]);
+                if (ev->log_facts[k].rank >= 0)
+                    rc = hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank);
+            }
         if (!rc && sp_assert && !(rc = set_line(v, sp_assert)))
             rc = hdx_verdict_set_ints(v, "asserted", v->culprit_ranks, v->n_culprit_ranks);
         if (!rc && seq > 0)
@@ -252,6 +311,9 @@ static int config_rule(const hdx_evidence *ev, hdx_verdict *v)
         v->cls = HDX_CLASS_CONFIG_ERROR;
         v->confidence = HDX_CONF_HIGH;
         v->finding = HDX_FIND_LOG_PARALLEL_ARGS;
+        static const char *const args[] = {"world_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                           "context_parallel_size", "data_parallel_size"};
+        cite_args(ev, b, args, 5);
         long long nums[] = {w, tp, pp, cp, dp};
         return decided(set_nums(v, sizes, nums, 5));
     }
@@ -509,6 +571,25 @@ static int is_build_line(const char *pattern)
                        !strcmp(pattern, "cpp_extension_allowing_ninja"));
 }
 
+/* 1 when r is among the n ranks of rs. */
+static int has_rank(const int *rs, size_t n, int r)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rs[i] == r)
+            return 1;
+    return 0;
+}
+
+/* Cite the build lines (and the starts of cpp_extension.load) of the ranks builders[0..n). */
+static void cite_builds(const hdx_evidence *ev, basis *b, const int *builders, size_t n)
+{
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        const hdx_log_fact *f = &ev->log_facts[i];
+        if ((is_build_line(f->pattern) || is(f, "cpp_extension_root")) && has_rank(builders, n, f->rank))
+            cite_fact(b, f);
+    }
+}
+
 /* The facts of the collective the watchdogs timed out on: its SeqNum, op, and the ranks
  * that waited in it. 0 or -ENOMEM. */
 static int set_seq_facts(hdx_verdict *v, const seqs *s)
@@ -521,7 +602,22 @@ static int set_seq_facts(hdx_verdict *v, const seqs *s)
     return rc;
 }
 
-static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
+/* Cite the last lines of ranks[0..n), weak lines (a line proves little for being a rank's last:
+ * its log may have been cut). */
+static void cite_last_lines(basis *b, const int *ranks, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cite(b, HDX_LOG_WEAK, ranks[i]);
+}
+
+/* Cite the watchdog timeouts of the work compared: a strong line on each waiting rank. */
+static void cite_timeouts(const seqs *s, basis *b)
+{
+    for (size_t i = 0; i < s->n_waiting; i++)
+        cite(b, HDX_LOG_STRONG, s->waiting[i]);
+}
+
+static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v, basis *b)
 {
     if (!s->n_waiting)
         return 0;
@@ -554,6 +650,8 @@ static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = HDX_CONF_MEDIUM;
     v->finding = HDX_FIND_LOG_BUILD_LOCK;
+    cite_timeouts(s, b);
+    cite_builds(ev, b, builders, nb);
     int rc = set_culprits(v, builders, nb);
     if (!rc)
         rc = hdx_verdict_set_ints(v, "building", builders, nb);
@@ -571,7 +669,7 @@ static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
  * until killed): ranks whose last line is a cpp_extension build line (DeepSpeed's op
  * builder, Megatron's fused kernels), and the ranks whose last line is the start of
  * cpp_extension.load, which wait for the build directory's lock. */
-static int build_unfinished_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v)
+static int build_unfinished_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v, basis *b)
 {
     if (s->n != HDX_UNKNOWN)
         return 0;
@@ -603,6 +701,7 @@ static int build_unfinished_rule(const hdx_evidence *ev, const seqs *s, hdx_verd
         v->cls = HDX_CLASS_BUILD_LOCK;
         v->confidence = HDX_CONF_LOW; /* a log cut short during a build elsewhere reads the same */
         v->finding = HDX_FIND_LOG_BUILD_UNFINISHED;
+        cite_last_lines(b, waiting, nw);
         rc = hdx_verdict_set_ints(v, "waiting", waiting, nw);
         if (!rc)
             rc = hdx_verdict_set_text(v, "root", root);
@@ -626,6 +725,8 @@ static int build_unfinished_rule(const hdx_evidence *ev, const seqs *s, hdx_verd
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = HDX_CONF_MEDIUM;
     v->finding = HDX_FIND_LOG_BUILD_UNFINISHED;
+    cite_builds(ev, b, builders, nb);
+    cite_last_lines(b, waiting, nw);
     rc = set_culprits(v, builders, nb);
     if (!rc)
         rc = hdx_verdict_set_ints(v, "building", builders, nb);
@@ -646,7 +747,7 @@ out:
 
 /* The filelock package's Timeout: a lock (torch inductor's <cache>/locks/<key>.lock, or any
  * other) that another process held past the timeout. */
-static int file_lock_rule(const hdx_evidence *ev, hdx_verdict *v)
+static int file_lock_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
 {
     const hdx_log_fact *t = NULL;
     int *timed = NULL;
@@ -655,6 +756,7 @@ static int file_lock_rule(const hdx_evidence *ev, hdx_verdict *v)
         const hdx_log_fact *f = &ev->log_facts[i];
         if (!is(f, "filelock_timeout"))
             continue;
+        cite_fact(b, f);
         if (!t)
             t = f;
         if (f->rank >= 0 && hdx_cls_add_int(&timed, &n, f->rank)) {
@@ -681,7 +783,7 @@ static int file_lock_rule(const hdx_evidence *ev, hdx_verdict *v)
     return decided(rc);
 }
 
-static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
+static int store_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
 {
     const hdx_log_fact *t = find_fact(ev, 0, "store_barrier_timeout", 0);
     if (!t)
@@ -693,8 +795,10 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
     for (size_t i = 0; i < ev->n_log_facts; i++) {
         const hdx_log_fact *f = &ev->log_facts[i];
         const char *k = hdx_log_fact_field(f, "key");
-        if (is(f, "store_barrier_added_key") && k && key && !strcmp(k, key) && f->rank >= 0 &&
-            hdx_cls_add_int(&present, &np, f->rank)) {
+        if (!is(f, "store_barrier_added_key") || !k || !key || strcmp(k, key))
+            continue;
+        cite_fact(b, f);
+        if (f->rank >= 0 && hdx_cls_add_int(&present, &np, f->rank)) {
             free(present);
             return -ENOMEM;
         }
@@ -702,6 +806,7 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v)
     v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
     v->confidence = HDX_CONF_HIGH;
     v->finding = HDX_FIND_LOG_STORE_BARRIER;
+    cite_fact(b, t);
     if (world > 0 && count >= 0 && world > count)
         v->missing_count = (int)(world - count);
     int rc = 0;
@@ -754,7 +859,7 @@ static long long log_world_size(const hdx_evidence *ev, int *from_env)
     return env > 0 ? env : w;
 }
 
-static int seq_rule(const hdx_evidence *ev, seqs *s, hdx_verdict *v)
+static int seq_rule(const hdx_evidence *ev, seqs *s, hdx_verdict *v, basis *b)
 {
     int *desync = NULL, *unfinished = NULL, *not_joined = NULL;
     size_t nd = 0, nu = 0, nn = 0;
@@ -774,6 +879,7 @@ static int seq_rule(const hdx_evidence *ev, seqs *s, hdx_verdict *v)
                 rc = parse_rank_list(ranks, &not_joined, &nn);
             if (!is(f, "nccl_desync_never_joined"))
                 lag_seq = hdx_log_fact_int(f, "seq", HDX_UNKNOWN);
+            cite_fact(b, f); /* the rule decides when there is a report */
             never_joined = is(f, "nccl_desync_never_joined");
         }
     }
@@ -787,6 +893,7 @@ static int seq_rule(const hdx_evidence *ev, seqs *s, hdx_verdict *v)
     rc = pg && !(v->group = strdup(pg->name)) ? -ENOMEM : set_seq_facts(v, s);
     if (rc)
         goto out;
+    cite_timeouts(s, b);
     if (s->n_behind) {
         v->confidence = HDX_CONF_HIGH;
         v->finding = HDX_FIND_LOG_SEQ_BEHIND;
@@ -837,15 +944,6 @@ out:
     return decided(rc);
 }
 
-/* 1 when r is among the n ranks of rs. */
-static int has_rank(const int *rs, size_t n, int r)
-{
-    for (size_t i = 0; i < n; i++)
-        if (rs[i] == r)
-            return 1;
-    return 0;
-}
-
 /*
  * monitored_barrier ran out of its time between two ranks (ProcessGroupGloo.cpp
  * checkRemainingTime; docs/design.md "Job logs"): rank 0 of its group checks ranks 1, 2, ... in
@@ -853,7 +951,7 @@ static int has_rank(const int *rs, size_t n, int r)
  * of them answered only as the time ran out; the ranks after it were not checked: culprits,
  * at low confidence (they may have arrived), less those that logged that they reached it.
  */
-static int monitored_timeout(const hdx_evidence *ev, size_t at, hdx_verdict *v)
+static int monitored_timeout(const hdx_evidence *ev, size_t at, hdx_verdict *v, basis *b)
 {
     const hdx_log_fact *t = &ev->log_facts[at], *next = NULL;
     int *processed = NULL, *reached = NULL, *unchecked = NULL;
@@ -881,6 +979,9 @@ static int monitored_timeout(const hdx_evidence *ev, size_t at, hdx_verdict *v)
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
     v->confidence = HDX_CONF_LOW;
     v->finding = HDX_FIND_LOG_MONITORED_BARRIER;
+    cite_fact(b, t);
+    if (next)
+        cite_fact(b, next);
     if (!rc)
         rc = set_culprits(v, unchecked, nu);
     if (!rc && next)
@@ -903,7 +1004,7 @@ static int monitored_timeout(const hdx_evidence *ev, size_t at, hdx_verdict *v)
 
 /* monitored_barrier's timeout: rank 0 of its group names the ranks that did not reach it, or
  * says that its time ran out between two ranks (monitored_timeout). */
-static int monitored_rule(const hdx_evidence *ev, hdx_verdict *v)
+static int monitored_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
 {
     const hdx_log_fact *t = NULL;
     size_t out = SIZE_MAX;
@@ -915,6 +1016,7 @@ static int monitored_rule(const hdx_evidence *ev, hdx_verdict *v)
             out = i;
         if (!is(f, "monitored_barrier_failed"))
             continue;
+        cite_fact(b, f); /* the rule decides when there is one */
         if (!t)
             t = f;
         if (parse_rank_list(hdx_log_fact_field(f, "ranks"), &failed, &n)) {
@@ -923,7 +1025,7 @@ static int monitored_rule(const hdx_evidence *ev, hdx_verdict *v)
         }
     }
     if (!t)
-        return out == SIZE_MAX ? 0 : monitored_timeout(ev, out, v);
+        return out == SIZE_MAX ? 0 : monitored_timeout(ev, out, v, b);
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
     v->confidence = HDX_CONF_HIGH;
     v->finding = HDX_FIND_LOG_MONITORED_BARRIER;
@@ -939,7 +1041,7 @@ static int monitored_rule(const hdx_evidence *ev, hdx_verdict *v)
 }
 
 /* The DETAIL mismatch: the rank that the most messages name is the odd one out. */
-static int detail_rule(const hdx_evidence *ev, hdx_verdict *v)
+static int detail_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
 {
     int *ranks = NULL, *counts = NULL;
     size_t n = 0, nc = 0;
@@ -949,6 +1051,7 @@ static int detail_rule(const hdx_evidence *ev, hdx_verdict *v)
         const hdx_log_fact *f = &ev->log_facts[i];
         if (!is(f, "detail_collective_mismatch"))
             continue;
+        cite_fact(b, f); /* the rule decides when there is one */
         if (!first)
             first = f;
         long long both[2] = {hdx_log_fact_int(f, "rank", -1), hdx_log_fact_int(f, "other_rank", -1)};
@@ -1033,7 +1136,7 @@ static int set_edges(hdx_verdict *v, const p2p_edge *e, size_t n)
     return rc;
 }
 
-static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
+static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
 {
     p2p_edge *e = NULL;
     size_t n = 0;
@@ -1044,6 +1147,7 @@ static int gloo_rule(const hdx_evidence *ev, hdx_verdict *v)
         const hdx_log_fact *f = &ev->log_facts[i];
         if (!is(f, "gloo_timeout") || f->rank < 0)
             continue;
+        cite_fact(b, f); /* the rule decides when there is one */
         if ((rc = hdx_cls_add_int(&timed, &nt, f->rank)))
             break;
         /* the call sites of the same traceback (or, without one, of the same rank) */
@@ -1143,7 +1247,7 @@ out:
     return decided(rc);
 }
 
-static int user_rule(const hdx_evidence *ev, hdx_verdict *v)
+static int user_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
 {
     static const enum hdx_class classes[] = {HDX_CLASS_BUILD_LOCK, HDX_CLASS_COMPILE_STALL, HDX_CLASS_COLLECTIVE_WAIT,
                                              HDX_CLASS_P2P_MISMATCH, HDX_CLASS_RENDEZVOUS_WAIT, HDX_CLASS_CONFIG_ERROR,
@@ -1158,9 +1262,12 @@ static int user_rule(const hdx_evidence *ev, hdx_verdict *v)
             v->cls = classes[c];
             v->confidence = HDX_CONF_MEDIUM;
             for (size_t k = 0; k < ev->n_log_facts; k++)
-                if (!strcmp(ev->log_facts[k].pattern, f->pattern) && ev->log_facts[k].rank >= 0 &&
-                    hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank))
-                    return -ENOMEM;
+                if (!strcmp(ev->log_facts[k].pattern, f->pattern)) {
+                    cite_fact(b, &ev->log_facts[k]);
+                    if (ev->log_facts[k].rank >= 0 &&
+                        hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, ev->log_facts[k].rank))
+                        return -ENOMEM;
+                }
             v->finding = HDX_FIND_LOG_USER_PATTERN;
             int rc = set_line(v, f);
             if (!rc)
@@ -1171,11 +1278,9 @@ static int user_rule(const hdx_evidence *ev, hdx_verdict *v)
     return 0;
 }
 
-static int exits_rule(const hdx_evidence *ev, hdx_verdict *v)
+static int exits_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
 {
-    int elastic = 0;
-    for (size_t i = 0; i < ev->n_log_facts; i++)
-        elastic |= is(&ev->log_facts[i], "elastic_child_failed");
+    const hdx_log_fact *elastic = find_fact(ev, 0, "elastic_child_failed", 0);
     if (!elastic)
         return 0;
     int *exited = NULL;
@@ -1197,6 +1302,7 @@ static int exits_rule(const hdx_evidence *ev, hdx_verdict *v)
     v->cls = HDX_CLASS_UNKNOWN;
     v->confidence = HDX_CONF_LOW;
     v->finding = HDX_FIND_LOG_EXITS;
+    cite_fact(b, elastic);
     int rc = hdx_verdict_set_ints(v, "exited", exited, n);
     free(exited);
     if (!rc && root >= 0 && !(rc = hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, root)))
@@ -1239,14 +1345,18 @@ static int last_milestone(const hdx_evidence *ev, size_t *at)
  * follow it; "none": none follow, and the logs show a release that builds nothing there
  * (Megatron prints no version; its parallel layout line names the context-parallel size only
  * from f048bf8c08 (2023-11, core_v0.4.0) on; every release with it has cd126362bb (2023-07), after
- * which fused_kernels.load builds nothing); "unknown": neither. */
-static const char *kernel_build(const hdx_evidence *ev, size_t at)
+ * which fused_kernels.load builds nothing); "unknown": neither. *layout: that layout line for
+ * "none", else NULL. */
+static const char *kernel_build(const hdx_evidence *ev, size_t at, const hdx_log_fact **layout)
 {
+    *layout = NULL;
     if (find_fact(ev, at + 1, "cpp_extension_", 1))
         return "ran";
     for (size_t i = 0; i < ev->n_log_facts; i++)
-        if (is(&ev->log_facts[i], "megatron_parallel_sizes") && hdx_log_fact_int(&ev->log_facts[i], "cp", -1) >= 0)
+        if (is(&ev->log_facts[i], "megatron_parallel_sizes") && hdx_log_fact_int(&ev->log_facts[i], "cp", -1) >= 0) {
+            *layout = &ev->log_facts[i];
             return "none";
+        }
     return "unknown";
 }
 
@@ -1259,9 +1369,10 @@ static int set_phase(const hdx_evidence *ev, hdx_verdict *v)
     int p = last_milestone(ev, &at);
     if (p < 0 || hdx_verdict_text(v, "phase"))
         return 0;
+    const hdx_log_fact *layout;
     int rc = hdx_verdict_set_text(v, "phase", hdx_log_fact_field(&ev->log_facts[at], "phase"));
     if (!rc && p == PHASE_FUSED_KERNELS)
-        rc = hdx_verdict_set_text(v, "kernel_build", kernel_build(ev, at));
+        rc = hdx_verdict_set_text(v, "kernel_build", kernel_build(ev, at, &layout));
     return rc;
 }
 
@@ -1269,24 +1380,28 @@ static int set_phase(const hdx_evidence *ev, hdx_verdict *v)
  * last milestone. A milestone is a weak line: low confidence, medium only where the logs also
  * show a release whose fused-kernel phase builds nothing (then the job waits in the barrier
  * after it, never in a build: no build_lock). */
-static int startup_rule(const hdx_evidence *ev, hdx_verdict *v)
+static int startup_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
 {
     size_t at = 0;
     int p = last_milestone(ev, &at);
     if (p < 0 || has_stacks(ev)) /* stacks tell where the ranks wait; a milestone only where the logs stop */
         return 0;
     const hdx_log_fact *m = &ev->log_facts[at];
+    cite_fact(b, m);
     v->finding = HDX_FIND_LOG_STARTUP_PHASE;
     v->confidence = HDX_CONF_LOW;
     v->cls = HDX_CLASS_UNKNOWN;
     if (p == PHASE_DISTRIBUTED)
         v->cls = HDX_CLASS_RENDEZVOUS_WAIT; /* init_process_group waits for every rank */
     else if (p == PHASE_FUSED_KERNELS) {
-        const char *b = kernel_build(ev, at);
-        if (strcmp(b, "ran")) {
+        const hdx_log_fact *layout = NULL;
+        const char *built = kernel_build(ev, at, &layout);
+        if (strcmp(built, "ran")) {
             v->cls = HDX_CLASS_COLLECTIVE_WAIT; /* the barrier after fused_kernels.load */
-            if (!strcmp(b, "none"))
+            if (layout) {
                 v->confidence = HDX_CONF_MEDIUM;
+                cite_fact(b, layout);
+            }
         }
     }
     int *stopped = NULL;
@@ -1346,20 +1461,23 @@ static int weak_question(const hdx_evidence *ev, hdx_verdict *v)
 
 static int decide(const hdx_evidence *ev, hdx_verdict *v)
 {
-    int r = config_rule(ev, v);
-    if (r)
+    basis b = {.rank = HDX_UNKNOWN};
+    int r = config_rule(ev, v, &b);
+    if (!r) {
+        seqs s;
+        if ((r = seqs_of(ev, &s)) == 0 && (r = build_rule(ev, &s, v, &b)) == 0 && (r = file_lock_rule(ev, v, &b)) == 0 &&
+            (r = build_unfinished_rule(ev, &s, v, &b)) == 0 && (r = store_rule(ev, v, &b)) == 0 &&
+            (r = monitored_rule(ev, v, &b)) == 0 && (r = seq_rule(ev, &s, v, &b)) == 0 &&
+            (r = detail_rule(ev, v, &b)) == 0 && (r = gloo_rule(ev, v, &b)) == 0 && (r = user_rule(ev, v, &b)) == 0 &&
+            (r = exits_rule(ev, v, &b)) == 0)
+            r = startup_rule(ev, v, &b);
+        seqs_free(&s);
+    }
+    if (r <= 0)
         return r;
-    seqs s;
-    if ((r = seqs_of(ev, &s)) == 0 && (r = build_rule(ev, &s, v)) == 0 && (r = file_lock_rule(ev, v)) == 0 &&
-        (r = build_unfinished_rule(ev, &s, v)) == 0 && (r = store_rule(ev, v)) == 0 &&
-        (r = monitored_rule(ev, v)) == 0 && (r = seq_rule(ev, &s, v)) == 0 && (r = detail_rule(ev, v)) == 0 && (r = gloo_rule(ev, v)) == 0 &&
-        (r = user_rule(ev, v)) == 0)
-        if ((r = exits_rule(ev, v)) == 0)
-            r = startup_rule(ev, v);
-    seqs_free(&s);
-    if (r > 0 && set_phase(ev, v))
-        return -ENOMEM;
-    return r;
+    if (v->confidence > allowed(&b))
+        v->confidence = allowed(&b);
+    return set_phase(ev, v) ? -ENOMEM : r;
 }
 
 /* A note per culprit rank: its last log line. */
