@@ -7,6 +7,18 @@
  * bytes. A slot forgotten while another thread compares it can give that
  * thread one wrong answer at worst (a missed or extra poll count), never a
  * crash: the bytes stay inside the slot.
+ *
+ * An alias (the path as given, when relative) names its canonical slot by index
+ * and by the hash of the canonical path. A release that races an add can forget
+ * the canonical slot before the alias is live; that slot may then be claimed
+ * again for another key, a relative alias among them. An alias whose canonical
+ * slot no longer holds its path is stale: it is dropped when found.
+ *
+ * A slot found can also be forgotten and claimed again by other threads before
+ * its path is written out. Each slot has a generation, odd while claim() writes
+ * it: a trace line copies the path and keeps it only when the generation did not
+ * move meanwhile (hdx_lock_path_copy), so that it never names another key, a
+ * relative alias among them.
  */
 #include "shim.h"
 
@@ -30,8 +42,10 @@ struct hdx_wait {
 
 struct hdx_slot {
     atomic_int state;
+    atomic_uint gen; /* odd while claim() writes the slot */
     int kind;
     int canon; /* the slot holding the absolute form (itself when absolute) */
+    uint32_t canon_hash; /* the hash of that slot's path */
     uint32_t hash;
     uint32_t len;
     char path[HDX_LOCK_PATH_MAX];
@@ -69,10 +83,26 @@ static int find(int kind, const char *path)
     return -1;
 }
 
+static void release_slot(int i);
+
+/* The canonical slot of live slot i, or -1 when i is a stale alias (then released). */
+static int canonical(int kind, int i)
+{
+    int c = slots[i].canon;
+    if (c == i)
+        return i;
+    struct hdx_slot *s = &slots[c];
+    if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_LIVE && s->kind == kind &&
+        s->canon == c && s->hash == slots[i].canon_hash)
+        return c;
+    release_slot(i);
+    return -1;
+}
+
 int hdx_lock_find(enum hdx_kind kind, const char *path)
 {
     int i = find(kind, path);
-    return i < 0 ? -1 : slots[i].canon;
+    return i < 0 ? -1 : canonical(kind, i);
 }
 
 static int claim(int kind, const char *path, int canon)
@@ -85,13 +115,21 @@ static int claim(int kind, const char *path, int canon)
         int expect = SLOT_FREE;
         if (!atomic_compare_exchange_strong(&s->state, &expect, SLOT_BUSY))
             continue;
+        if (i == canon) {
+            /* the canonical slot was forgotten meanwhile, and this is it: no alias of it */
+            atomic_store_explicit(&s->state, SLOT_FREE, memory_order_release);
+            return -1;
+        }
+        atomic_fetch_add_explicit(&s->gen, 1, memory_order_acq_rel);
         s->kind = kind;
         s->canon = canon < 0 ? i : canon;
+        s->canon_hash = canon < 0 ? h : slots[canon].hash;
         s->hash = h;
         s->len = len;
         memcpy(s->path, path, len + 1);
         for (int k = 0; k < HDX_HOW_N; k++)
             atomic_store(&s->wait[k].polls, 0);
+        atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
         int used = atomic_load(&slots_used);
         while (used < i + 1 && !atomic_compare_exchange_weak(&slots_used, &used, i + 1))
             ;
@@ -105,11 +143,12 @@ static int claim(int kind, const char *path, int canon)
 int hdx_lock_add(enum hdx_kind kind, const char *given, const char *abs)
 {
     int c = find(kind, abs);
+    if (c >= 0)
+        c = canonical(kind, c);
     if (c < 0)
         c = claim(kind, abs, -1);
     if (c < 0)
         return -1;
-    c = slots[c].canon;
     if (strcmp(given, abs) && find(kind, given) < 0)
         claim(kind, given, c);
     return c;
@@ -135,9 +174,19 @@ void hdx_lock_forget(int slot)
     release_slot(slot);
 }
 
-const char *hdx_lock_path(int slot)
+int hdx_lock_path_copy(int slot, char *out, size_t cap)
 {
-    return slots[slot].path;
+    struct hdx_slot *s = &slots[slot];
+    unsigned g = atomic_load_explicit(&s->gen, memory_order_acquire);
+    if ((g & 1) || atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_LIVE || s->canon != slot)
+        return -1;
+    uint32_t len = s->len;
+    if (len >= cap || len >= HDX_LOCK_PATH_MAX)
+        return -1;
+    memcpy(out, s->path, len);
+    out[len] = 0;
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&s->gen, memory_order_relaxed) == g ? 0 : -1;
 }
 
 void hdx_wait_poll(int slot, enum hdx_how how)
@@ -152,13 +201,16 @@ void hdx_wait_poll(int slot, enum hdx_how how)
     int64_t last = atomic_load(&wt->last);
     if ((n & (n - 1)) && now - last < (int64_t)HDX_TRACE_WAIT_REPEAT_S * 1000000000)
         return;
+    char path[HDX_LOCK_PATH_MAX];
+    if (hdx_lock_path_copy(slot, path, sizeof path) != 0)
+        return; /* forgotten meanwhile: that wait is over */
     atomic_store(&wt->last, now);
     struct hdx_w w;
     hdx_w_event(&w, HDX_EV_WAIT);
     hdx_w_kstr(&w, "how", how_names[how]);
     hdx_w_kint(&w, "polls", (int64_t)n);
     hdx_w_kint(&w, "since", atomic_load(&wt->since));
-    hdx_w_kstr(&w, "path", slots[slot].path);
+    hdx_w_kstr(&w, "path", path);
     hdx_w_emit(&w);
 }
 

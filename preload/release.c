@@ -21,12 +21,16 @@ static void after(int dirfd, const char *path, int rc)
     int slot = hdx_lock_find(HDX_KIND_BATON, path);
     if (slot < 0 && path[0] != '/' && hdx_abs_path(dirfd, path, abs, sizeof abs) == 0)
         slot = hdx_lock_find(HDX_KIND_BATON, abs);
+    /* A copy that fails: another release of the lock forgot the slot meanwhile, and wrote
+     * the line */
     if (slot >= 0 && hdx_enter() == 0) {
-        struct hdx_w w;
-        hdx_w_event(&w, HDX_EV_RELEASE);
-        hdx_w_kstr(&w, "path", hdx_lock_path(slot));
-        hdx_w_emit(&w);
-        hdx_lock_forget(slot);
+        if (hdx_lock_path_copy(slot, abs, sizeof abs) == 0) {
+            struct hdx_w w;
+            hdx_w_event(&w, HDX_EV_RELEASE);
+            hdx_w_kstr(&w, "path", abs);
+            hdx_w_emit(&w);
+            hdx_lock_forget(slot);
+        }
         hdx_leave();
     }
     errno = e;

@@ -227,8 +227,13 @@ HDX_HIDDEN int hdx_lock_find(enum hdx_kind kind, const char *path);
 HDX_HIDDEN int hdx_lock_add(enum hdx_kind kind, const char *given, const char *abs);
 /* Forget a canonical slot and every alias of it. */
 HDX_HIDDEN void hdx_lock_forget(int slot);
-/* The canonical (absolute) path of a slot. */
-HDX_HIDDEN const char *hdx_lock_path(int slot);
+/*
+ * Copy the canonical (absolute) path of slot into out (cap bytes with its NUL).
+ * Returns 0, or -1 when the slot is no longer that canonical slot (forgotten, or
+ * claimed again by another thread while it was read) or the path does not fit:
+ * then out holds nothing to use. Async-signal-safe.
+ */
+HDX_HIDDEN int hdx_lock_path_copy(int slot, char *out, size_t cap);
 /* Count one poll of a wait on slot; writes the aggregated wait line when due. */
 HDX_HIDDEN void hdx_wait_poll(int slot, enum hdx_how how);
 /* The wait of that kind on slot is over (the lock was taken, or is gone). */
