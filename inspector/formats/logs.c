@@ -648,18 +648,28 @@ static int translate_group(reader *rd, hdx_log_fact *f, int line_rank)
 }
 
 /* Match line against every pattern; add the facts. 0 or -ENOMEM. */
+/* The next pattern of ps from *i on that matches text (bytes: its bytes_of), its groups in m,
+ * or NULL; *i moves past it. Only patterns of file scope with file_scope, of the others
+ * without; a pattern for tracebacks only within one (in_tb). */
+static const pattern *next_match(const hdx_log_patterns *ps, size_t *i, const char *text, const uint64_t *bytes,
+                                 int file_scope, int in_tb, regmatch_t *m)
+{
+    while (*i < ps->n) {
+        const pattern *p = &ps->p[(*i)++];
+        if (p->file_scope == file_scope && (in_tb || !p->in_traceback) && may_match(p, text, bytes) &&
+            regexec(&p->re, text, MAX_GROUPS, m, 0) == 0)
+            return p;
+    }
+    return NULL;
+}
+
 static int match_line(reader *rd, const char *text, long lineno, int line_rank, stream *st, int in_tb)
 {
-    const hdx_log_patterns *ps = rd->ps;
     regmatch_t m[MAX_GROUPS];
     uint64_t bytes[4];
     bytes_of(text, bytes);
-    for (size_t i = 0; i < ps->n; i++) {
-        const pattern *p = &ps->p[i];
-        if ((p->in_traceback && !in_tb) || p->file_scope || !may_match(p, text, bytes))
-            continue;
-        if (regexec(&p->re, text, MAX_GROUPS, m, 0) != 0)
-            continue;
+    size_t i = 0;
+    for (const pattern *p; (p = next_match(rd->ps, &i, text, bytes, 0, in_tb, m));) {
         hdx_log_fact *f = hdx_append((void **)&rd->ev->log_facts, &rd->ev->n_log_facts, sizeof *f);
         if (!f)
             return -ENOMEM;
@@ -893,10 +903,8 @@ static void id_line(const hdx_log_patterns *ps, id_value *ids, const char *line,
     regmatch_t m[MAX_GROUPS];
     uint64_t bytes[4];
     bytes_of(line, bytes);
-    for (size_t i = 0; i < ps->n; i++) {
-        const pattern *p = &ps->p[i];
-        if (!p->file_scope || !may_match(p, line, bytes) || regexec(&p->re, line, MAX_GROUPS, m, 0) != 0)
-            continue;
+    size_t i = 0;
+    for (const pattern *p; (p = next_match(ps, &i, line, bytes, 1, 0, m));) {
         for (size_t k = 0; k < p->n_fields; k++) {
             const regmatch_t *g = &m[p->fields[k].group];
             size_t j = 0;
