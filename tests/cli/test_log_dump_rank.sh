@@ -49,4 +49,37 @@ assert any("faulthandler dump of rank 0 in this log is left out: another input h
            for n in d["notes"]), d["notes"]
 PYEOF
 done
+# A py-spy dump pasted into a job log, then the job's own lines, one of them indented as a frame
+# line would be: the dump ends there (the log is read, its thread kept whole), where a file of
+# the dump alone refuses the same line
+cat >"$T/pyspy-in-log.log" <<'EOF2'
+Process 46930: /usr/bin/python3 -u main.py --local_rank=0 --deepspeed
+Python v3.11.2 (/usr/bin/python3.11)
+
+Thread 46930 (idle): "MainThread"
+    wait (torch/utils/file_baton.py:42)
+    _jit_compile (torch/utils/cpp_extension.py:1522)
+    load (torch/utils/cpp_extension.py:1284)
+    main (main.py:273)
+
+Loading the model:
+    }
+}
+Using /home/user7/.cache/torch_extensions/py311_cu117 as PyTorch extensions root...
+EOF2
+"$HANGDX" analyze --json "$T/pyspy-in-log.log" >"$T/out" 2>"$T/err"; rc=$?
+check "py-spy dump inside a log, then an indented log line: exit 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
+check "  the dump's thread whole: 4 frames, FileBaton.wait innermost, build_lock" $PY - "$T/out" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ps = d["processes"]
+assert [p["pid"] for p in ps] == [46930], ps
+t = ps[0]["threads"][0]
+assert [f["function"] for f in t["frames"]] == ["wait", "_jit_compile", "load", "main"], t["frames"]
+assert t["wait"] == "build_lock" and t["wait_op"] == "FileBaton.wait", t
+PYEOF
+grep -v "^Using\|^Loading\|^}" "$T/pyspy-in-log.log" > "$T/pyspy.txt"
+"$HANGDX" analyze --json "$T/pyspy.txt" >"$T/out" 2>"$T/err"; rc=$?
+check "the same dump alone with the indented line: refused, exit 2 (got $rc)" test $rc -eq 2
+check "  the error names the line" grep -q 'a frame line that is not "function (file:line)": "    }"' "$T/err"
 exit $fail

@@ -124,12 +124,18 @@ int hdx_foreign_pyspy_line(parser *P, stream *s, const char *line)
     }
     if (starts(line, "    ") && line[4] != ' ') { /* a frame: "name (file:line)" or "name (file)" */
         hdx_thread *t = thread_of(P, s);
-        if (!t)
-            return hdx_foreign_fail(P, -EBADMSG, "a frame line outside any thread: \"%.80s\"", line);
         const char *v = line + 4;
         const char *open = NULL;
         for (const char *q = v; (q = strstr(q, " (")); q++)
             open = q;
+        if ((!t || !open || !ends(v, ")")) && P->in_log) {
+            /* in a job log, the dump ends where its lines do: an indented line of the log */
+            s->thread = -1;
+            s->in_frame = 0;
+            return 0;
+        }
+        if (!t)
+            return hdx_foreign_fail(P, -EBADMSG, "a frame line outside any thread: \"%.80s\"", line);
         if (!open || !ends(v, ")"))
             return hdx_foreign_fail(P, -EBADMSG, "a frame line that is not \"function (file:line)\": \"%.80s\"", line);
         char *inside = dupn(open + 2, strlen(open + 2) - 1);
