@@ -582,7 +582,8 @@ static void text_tree(FILE *f, const hdx_tree *t, const hdx_verdict *v)
         if (br->n_ends && br->n_children) {
             char ranges[256];
             hdx_format_ranges_of(br->ends, br->n_ends, ranges, sizeof ranges);
-            fprintf(f, "%*s[%s] %zu %s end here\n", in + 4, "", ranges, br->n_ends, hdx_tree_members_noun(t, br->n_ends));
+            fprintf(f, "%*s[%s] %zu %s end%s here\n", in + 4, "", ranges, br->n_ends, hdx_tree_members_noun(t, br->n_ends),
+                    br->n_ends == 1 ? "s" : "");
         }
     }
 }
