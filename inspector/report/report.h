@@ -1,6 +1,7 @@
 /*
  * The report: hangdx.report/1 JSON (cJSON) and the short text form
- * (verdict first, then evidence, then the stacks grouped).
+ * (verdict first, then evidence, the stack tree (report/tree.h), then the stacks grouped),
+ * or one of the exports of report/export.h.
  *
  * Stage rule: report may include model, classify. (docs/design.md "Stages")
  */
