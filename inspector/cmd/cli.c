@@ -59,6 +59,21 @@ int hdx_cli_capture_option(const char *cmd, int c, const char *arg, hdx_cli_capt
     }
 }
 
+int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_options *o)
+{
+    switch (c) {
+    case 'j': o->format = HDX_REPORT_JSON; return 1;
+    case 'T': o->tree = 1; return 1;
+    case 'U': o->tree = 0; return 1;
+    case 'F':
+        if (!hdx_report_format_parse(arg, &o->format))
+            return 1;
+        fprintf(stderr, "hangdx %s: --format wants text, json, speedscope, collapsed or dot, not '%s'\n", cmd, arg);
+        return -1;
+    default: return 0;
+    }
+}
+
 /* --slurm-job: its id from the one word left, or from SLURM_JOB_ID. 0 or -1 (printed). */
 static int slurm_job_id(const char *cmd, int argc, char **argv, hdx_cli_capture *o)
 {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "model/evidence.h"
+#include "report/report.h"
 
 /* The capture options' getopt_long entries, to put in a command's table. */
 #define HDX_CLI_CAPTURE_OPTIONS                                                                      \
@@ -16,6 +17,28 @@
         {"interval", required_argument, NULL, 'i'}, {"build-timeout", required_argument, NULL, 'b'}, \
         {"all", no_argument, NULL, 'a'}, {"slurm-job", optional_argument, NULL, 'J'},                 \
         {"native-lines", no_argument, NULL, 'N'}
+
+/* The report options of inspect and analyze: --json, --format FMT, --tree, --no-tree. */
+#define HDX_CLI_REPORT_OPTIONS                                                              \
+    {"json", no_argument, NULL, 'j'}, {"format", required_argument, NULL, 'F'},               \
+        {"tree", no_argument, NULL, 'T'}, {"no-tree", no_argument, NULL, 'U'}
+
+/* Their lines of a command's --help. */
+#define HDX_CLI_REPORT_HELP                                                                          \
+    "  --json              print the hangdx.report/1 JSON object (the same as --format json)\n"      \
+    "  --format FMT        text (the default), json, or an export of the stack tree:\n"             \
+    "                      speedscope (speedscope's file format, one profile per set of ranks\n"    \
+    "                      with the same stack), collapsed (folded stacks for flamegraph.pl),\n"   \
+    "                      dot (Graphviz: the waits-for graph and the stack tree)\n"              \
+    "  --tree, --no-tree   show (or not) the merged stack tree of the ranks' key threads in\n"    \
+    "                      the text report; by default it is shown for more than 8 ranks\n"
+
+/*
+ * Take getopt's c and optarg if they are a report option ('j', 'F', 'T', 'U') into *o. Returns
+ * 1 when taken, 0 when c is not one of them, -1 for a format that is none (the message,
+ * naming cmd, is printed).
+ */
+int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_options *o);
 
 typedef struct hdx_cli_capture {
     const char *trace_dir;

@@ -1,6 +1,7 @@
 /*
  * The report: hangdx.report/1 JSON (cJSON) and the short text form
- * (verdict first, then evidence, then the stacks grouped).
+ * (verdict first, then evidence, the stack tree (report/tree.h), then the stacks grouped),
+ * or one of the exports of report/export.h.
  *
  * Stage rule: report may include model, classify. (docs/design.md "Stages")
  */
@@ -32,13 +33,36 @@ void hdx_report_put_text(FILE *f, const char *s);
 /* Every thread of p with its merged stack, as text (hangdx dump). 0 or -EIO. */
 int hdx_report_threads_text(FILE *f, const hdx_process *p);
 
-/* Write the text report to f. 0 or a negative errno. */
-int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v);
+/* What hdx_report_write writes (docs/design.md "The stack tree and the exports"). */
+enum hdx_report_format {
+    HDX_REPORT_TEXT = 0,    /* the text report */
+    HDX_REPORT_JSON,        /* hangdx.report/1 */
+    HDX_REPORT_SPEEDSCOPE,  /* the stack tree as speedscope's file format (report/export.h) */
+    HDX_REPORT_COLLAPSED,   /* the stack tree as folded stacks, for flamegraph.pl */
+    HDX_REPORT_DOT,         /* the waits-for graph and the stack tree, Graphviz */
+};
+
+/* The text report's stack tree: shown when the job has more than HDX_TREE_AUTO_RANKS ranks
+ * (report/tree.h), or always (1), or never (0). */
+#define HDX_TREE_AUTO (-1)
+
+typedef struct hdx_report_options {
+    enum hdx_report_format format;
+    int tree; /* text only: HDX_TREE_AUTO, 1 or 0 */
+} hdx_report_options;
+
+/* The format named s ("text", "json", "speedscope", "collapsed", "dot") into *out.
+ * 0, or -EINVAL for another name (*out untouched). */
+int hdx_report_format_parse(const char *s, enum hdx_report_format *out);
+
+/* Write the text report to f; tree: as hdx_report_options.tree. 0 or a negative errno. */
+int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, int tree);
 
 /*
- * Write the report (JSON when json != 0, else text) to path, or to stdout
- * when path is NULL or "-". 0 or a negative errno.
+ * Write the report in the format o says (NULL: text, its tree HDX_TREE_AUTO) to path, or to
+ * stdout when path is NULL or "-". 0 or a negative errno.
  */
-int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, int json, const char *path);
+int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, const hdx_report_options *o,
+                     const char *path);
 
 #endif
