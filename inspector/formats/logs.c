@@ -745,15 +745,19 @@ static int has_clock(const char *text)
     return 0;
 }
 
-static int note_line(reader *rd, stream *st, int rank, const char *text, long lineno, const char *from)
+/* A line of rank's into its summary: text (without prefixes) its last line, and the time stamp
+ * in it or, when it has none, the container runtime's in stamped (the line as read; NULL: none). */
+static int note_line(reader *rd, stream *st, int rank, const char *text, const char *stamped, long lineno,
+                     const char *from)
 {
     hdx_log_rank *r = log_rank_of(rd, st, rank, from);
     if (!r)
         return -ENOMEM;
     regmatch_t m[5];
     char *t = NULL;
-    if (has_clock(text) && regexec(&rd->time_re, text, 5, m, 0) == 0)
-        t = strndup(text + m[0].rm_so, (size_t)(m[0].rm_eo - m[0].rm_so));
+    const char *clock = has_clock(text) ? text : stamped;
+    if (clock && regexec(&rd->time_re, clock, 5, m, 0) == 0)
+        t = strndup(clock + m[0].rm_so, (size_t)(m[0].rm_eo - m[0].rm_so));
     free(r->last_line);
     free(r->file);
     free(r->last_pattern);
@@ -989,7 +993,8 @@ static int read_lines(reader *rd, line_in *li)
     long lineno = 0;
     int got;
     while ((got = line_next(li)) > 0) {
-        char *line = li->line;
+        size_t stamp = hdx_runtime_stamp(li->line); /* a container runtime's, before all: its time is kept */
+        char *line = li->line + stamp;
         lineno++;
         if (li->full > li->len && !rd->n_cut++) {
             rd->first_cut = lineno;
@@ -1055,7 +1060,7 @@ static int read_lines(reader *rd, line_in *li)
                 rd->only_rank = rank;
             else if (rd->only_rank != rank)
                 rd->several = 1;
-            if (note_line(rd, st, rank, text, lineno, from))
+            if (note_line(rd, st, rank, text, stamp ? li->line : NULL, lineno, from))
                 return -ENOMEM;
             if (rd->ev->n_log_facts > before) {
                 hdx_log_rank *r = log_rank_of(rd, st, rank, from);
@@ -1303,9 +1308,10 @@ int hdx_log_load_hinted(const hdx_log_patterns *ps, const char *path, hdx_log_hi
     id_value ids[ID_N] = {{0}};
     line_in_start(li, fd);
     while (!prefixed && (r = line_next(li)) > 0) {
-        prefixed = hdx_launcher_prefix(li->line, &(size_t){0}, &(size_t){0}, &(size_t){0}) > 0;
+        const char *body = li->line + hdx_runtime_stamp(li->line);
+        prefixed = hdx_launcher_prefix(body, &(size_t){0}, &(size_t){0}, &(size_t){0}) > 0;
         if (!prefixed)
-            id_line(ps, ids, li->line, li->lines);
+            id_line(ps, ids, body, li->lines);
     }
     if (r >= 0 && lseek(fd, 0, SEEK_SET) != 0)
         r = -errno;
@@ -1396,6 +1402,7 @@ static int sniff_lines(const hdx_log_patterns *ps, char *buf, size_t n, int cut_
         if (!*line)
             continue;
         size_t word, at, digits;
+        line += hdx_runtime_stamp(line);
         const char *text = line + hdx_launcher_prefix(line, &word, &at, &digits);
         if (text > line && *text == ' ')
             text++;

@@ -224,6 +224,34 @@ size_t hdx_launcher_prefix(const char *s, size_t *word_len, size_t *digits_at, s
     return s[0] == '[' ? end + 2 : end + 1;
 }
 
+/* 1 when s starts with n digits. */
+static int digits(const char *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!isdigit((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
+
+size_t hdx_runtime_stamp(const char *s)
+{
+    /* YYYY-MM-DDTHH:MM:SS */
+    if (!digits(s, 4) || s[4] != '-' || !digits(s + 5, 2) || s[7] != '-' || !digits(s + 8, 2) || s[10] != 'T' ||
+        !digits(s + 11, 2) || s[13] != ':' || !digits(s + 14, 2) || s[16] != ':' || !digits(s + 17, 2))
+        return 0;
+    size_t n = 19;
+    if (s[n] == '.' && isdigit((unsigned char)s[n + 1]))
+        for (n++; isdigit((unsigned char)s[n]); n++)
+            ;
+    if (s[n] == 'Z')
+        n++;
+    else if ((s[n] == '+' || s[n] == '-') && digits(s + n + 1, 2) && s[n + 3] == ':' && digits(s + n + 4, 2))
+        n += 6;
+    else
+        return 0;
+    return s[n] == ' ' ? n + 1 : 0;
+}
+
 int hdx_parse_long(const char *s, long min, long max, long *out)
 {
     char *end;

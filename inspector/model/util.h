@@ -90,6 +90,14 @@ int hdx_parse_long(const char *s, long min, long max, long *out);
 size_t hdx_launcher_prefix(const char *s, size_t *word_len, size_t *digits_at, size_t *n_digits);
 
 /*
+ * The time stamp a container runtime puts before each line it keeps (docs/design.md, "Job
+ * logs"): RFC 3339 with optional fraction and a zone, then one blank, as `docker logs -t` and
+ * `kubectl logs --timestamps` write it ("2023-09-14T05:12:47.917781119Z "). Returns its length
+ * with the blank, 0 when s (NUL-terminated) does not start with one.
+ */
+size_t hdx_runtime_stamp(const char *s);
+
+/*
  * The length (1 to 4 bytes) of the valid UTF-8 sequence that s starts, its code point in *cp;
  * 0 when s starts none: a stray continuation byte, a cut or overlong sequence, a surrogate,
  * a code point past U+10FFFF (RFC 3629). s is NUL-terminated.

@@ -3,7 +3,8 @@
  *   stat   hdx_stat_parse (model/procstat.h) on stat lines whose comm holds spaces and parentheses.
  *   index  the hash index (model/index.h): insert, find, collisions, growth, missing keys.
  *   prefix hdx_launcher_prefix (model/util.h): torch's, torchrun's and Slurm's prefixes, and
- *          lines that only look like one.
+ *          lines that only look like one; hdx_runtime_stamp: a container runtime's time stamps
+ *          (docker logs -t, kubectl logs --timestamps) and time stamps that are not one.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -151,6 +152,21 @@ static void test_prefix(void)
         if (len)
             CHECK(word == cases[i].word && at == cases[i].at && digits == cases[i].digits,
                   "\"%s\": word %zu at %zu digits %zu", cases[i].line, word, at, digits);
+    }
+    static const struct {
+        const char *line;
+        size_t len;
+    } stamps[] = {
+        {"2023-09-14T05:12:47.917781119Z > compiling", 31}, {"2023-09-14T05:12:48.3861007Z x", 29},
+        {"2024-01-02T03:04:05Z [rank0]:x", 21},             {"2024-01-02T03:04:05+02:00 x", 26},
+        {"2024-01-02T03:04:05.5-07:00 x", 28},              {"2024-01-02T03:04:05Zx", 0},
+        {"2024-01-02 03:04:05,730 INFO x", 0},              {"2024-01-02T03:04:05 x", 0},
+        {"2024-01-02T03:04:05.Z x", 0},                     {"2024-01-02T03:04", 0},
+        {"", 0},
+    };
+    for (size_t i = 0; i < sizeof stamps / sizeof stamps[0]; i++) {
+        size_t len = hdx_runtime_stamp(stamps[i].line);
+        CHECK(len == stamps[i].len, "stamp \"%s\": length %zu, expected %zu", stamps[i].line, len, stamps[i].len);
     }
 }
 
