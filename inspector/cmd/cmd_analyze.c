@@ -24,11 +24,12 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hangdx analyze [--json] [-o FILE] INPUT...\n\n"
+            "usage: hangdx analyze [--json [--full] [--schema 1|2]] [-o FILE] INPUT...\n\n"
             "Give the verdict of a hang from what it left behind, after the job is gone. Each\n"
             "INPUT is recognised by its content:\n"
             "  - a snapshot file written by 'hangdx snapshot' (hangdx.snapshot/2 or /1), one per host;\n"
-            "  - a report written by 'hangdx inspect --json' (hangdx.report/1);\n"
+            "  - a report written by 'hangdx analyze --json' or 'inspect --json' (hangdx.report/2\n"
+            "    or /1);\n"
             "  - another tool's stack dump of a rank: py-spy dump (text or --json), gdb\n"
             "    'thread apply all bt' (and py-bt), eu-stack -p, or Python faulthandler output\n"
             "    (a job log whose lines carry [rankN]: prefixes holds several ranks; a dump\n"
@@ -51,7 +52,13 @@ static void usage(FILE *f)
             "    executable and libraries of this machine (their build ids are checked).\n"
             "All inputs are merged into one job and one verdict; the same rank on two hosts is\n"
             "an error.\n\n"
-            "  --json              print the hangdx.report/1 JSON object on stdout\n"
+            "  --json              print the hangdx.report/2 JSON object on stdout: the verdict, the\n"
+            "                      waits-for graph, a table of the ranks, each distinct stack once\n"
+            "                      (with its ranks), and every process with its threads, each\n"
+            "                      thread naming its stack\n"
+            "  --full              with --json: every thread's frames in full in \"processes\"\n"
+            "                      (large: about 115 KB a rank of 10 threads of 40 frames)\n"
+            "  --schema 1          with --json: the earlier hangdx.report/1, for readers of it\n"
             "  -o, --output FILE   write the report to FILE instead of stdout\n\n"
             "examples:\n"
             "  hangdx analyze traces/\n"
@@ -70,21 +77,43 @@ int hdx_cmd_analyze(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
+        {"full", no_argument, NULL, 'F'},
+        {"schema", required_argument, NULL, 'S'},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int json = 0, c;
+    int json = 0, flags = 0, c;
     const char *out = NULL;
     optind = 1;
     while ((c = getopt_long(argc, argv, "jo:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'j': json = 1; break;
+        case 'j': json = HDX_REPORT_JSON; break;
+        case 'F': flags |= HDX_REPORT_FULL; break;
+        case 'S':
+            if (strcmp(optarg, "1") && strcmp(optarg, "2")) {
+                fprintf(stderr, "hangdx analyze: --schema %s: give 1 (hangdx.report/1) or 2 (hangdx.report/2)\n\n", optarg);
+                usage(stderr);
+                return HDX_EXIT_USAGE;
+            }
+            flags = (flags & ~HDX_REPORT_V1) | (!strcmp(optarg, "1") ? HDX_REPORT_V1 : 0);
+            break;
         case 'o': out = optarg; break;
         case 'h': usage(stdout); return HDX_EXIT_OK;
         default: usage(stderr); return HDX_EXIT_USAGE;
         }
     }
+    if (flags && !json) {
+        fprintf(stderr, "hangdx analyze: --full and --schema shape the JSON report: add --json\n\n");
+        usage(stderr);
+        return HDX_EXIT_USAGE;
+    }
+    if ((flags & HDX_REPORT_FULL) && (flags & HDX_REPORT_V1)) {
+        fprintf(stderr, "hangdx analyze: --full is of hangdx.report/2 (a /1 report always holds every frame)\n\n");
+        usage(stderr);
+        return HDX_EXIT_USAGE;
+    }
+    json |= json ? flags : 0;
     if (optind >= argc) {
         fprintf(stderr, "hangdx analyze: no input given\n\n");
         usage(stderr);

@@ -32,7 +32,7 @@ static void usage(FILE *f)
             "                      runs 'hangdx snapshot --all' on each node (this binary's path,\n"
             "                      which must be the same on every node), brings the snapshots\n"
             "                      back through srun's output, and analyzes them together\n"
-            "  --json              print the hangdx.report/1 JSON object on stdout\n"
+            "  --json              print the hangdx.report/2 JSON object on stdout\n"
             "  -o, --output FILE   write the report to FILE instead of stdout\n"
             "  -d, --trace-dir DIR the shim's trace directory (default: the HANGDX_TRACE_DIR\n"
             "                      of the inspected processes, when they run under hangdx run)\n"

@@ -39,6 +39,8 @@ typedef struct rd {
     hdx_frame *table;     /* /2 "frames", pooled */
     size_t n_table;
     const char *host;     /* the input's one host, for waiters and holders that name none */
+    const cJSON **stacks; /* hangdx.report/2 "stacks": each class's object (borrowed from the tree) */
+    size_t n_stacks;
 } rd;
 
 static int fail(rd *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -452,6 +454,25 @@ static int read_tables(rd *r, const cJSON *root)
     return 0;
 }
 
+/* hangdx.report/2's "stacks" of root into r: each class an object (its "frames" and
+ * "python_frames" are read with the threads that name it). */
+static int read_stacks(rd *r, const cJSON *root)
+{
+    const cJSON *stacks = container(r, root, "stacks", 0), *c;
+    if (r->rc || !stacks)
+        return r->rc;
+    size_t n = (size_t)cJSON_GetArraySize(stacks);
+    if (n && !(r->stacks = hdx_pool_alloc(r->pool, n * sizeof *r->stacks)))
+        return fail(r, -ENOMEM, "out of memory");
+    cJSON_ArrayForEach(c, stacks)
+    {
+        if (!cJSON_IsObject(c))
+            return BAD(r, "stacks[%zu] should be an object", r->n_stacks);
+        r->stacks[r->n_stacks++] = c;
+    }
+    return 0;
+}
+
 /* A /2 thread's frames: indexes into the table, copied (their strings and locals shared). */
 static int read_frame_refs(rd *r, const cJSON *a, const char *key, hdx_frame **out, size_t *n, int keep_empty)
 {
@@ -548,16 +569,26 @@ static int read_thread(rd *r, const cJSON *o, hdx_process *p)
     t->wait_pg = get_str(r, o, "wait_pg");
     t->wait_seq = get_int(r, o, "wait_seq", 0, (1LL << 53), HDX_UNKNOWN);
     t->wait_sig = get_str(r, o, "wait_sig");
-    const cJSON *fr = container(r, o, "frames", 0);
+    /* A /2 report's thread names its stack's class, whose frames are indexes into "frames". */
+    const cJSON *cls = o, *sk = hdx_json_member(o, "stack");
+    int refs = r->v2;
+    if (sk) {
+        double d = cJSON_IsNumber(sk) ? sk->valuedouble : -1;
+        if (d != floor(d) || d < 0 || d >= (double)r->n_stacks)
+            return BAD(r, "\"stack\" should be an index into \"stacks\" (0 to %zu)", r->n_stacks ? r->n_stacks - 1 : 0);
+        cls = r->stacks[(size_t)d];
+        refs = 1;
+    }
+    const cJSON *fr = container(r, cls, "frames", 0);
     if (fr && !r->rc)
-        read_frames(r, fr, "frames", &t->frames, &t->n_frames, 0);
+        (refs ? read_frame_refs : read_frames)(r, fr, "frames", &t->frames, &t->n_frames, 0);
     else if (!fr && !hdx_json_member(o, "stack_error") && !r->rc)
         t->stack_error = -EIO; /* a report's "frames": null: the stack could not be read */
     int um = get_bool(r, o, "unmerged");
     t->unmerged = um == 1;
-    const cJSON *py = container(r, o, "python_frames", 0);
+    const cJSON *py = container(r, cls, "python_frames", 0);
     if (py && !r->rc)
-        read_frames(r, py, "python_frames", &t->py_frames, &t->n_py_frames, 1);
+        (refs ? read_frame_refs : read_frames)(r, py, "python_frames", &t->py_frames, &t->n_py_frames, 1);
     return r->rc;
 }
 
@@ -834,12 +865,14 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
     const cJSON *schema = cJSON_GetObjectItemCaseSensitive(root, "schema");
     if (!schema || !cJSON_IsString(schema))
         return BAD(r, "not a hangdx snapshot or report (no \"schema\"); 'hangdx snapshot -o FILE PID' writes one");
-    int report = !strcmp(schema->valuestring, HDX_REPORT_SCHEMA);
+    int report2 = !strcmp(schema->valuestring, HDX_REPORT_SCHEMA);
+    int report = report2 || !strcmp(schema->valuestring, HDX_REPORT_SCHEMA_V1);
     r->v2 = !strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA);
     if (!report && !r->v2 && strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA_V1) != 0)
         return fail(r, -EPROTONOSUPPORT,
-                    "schema %.64s is not supported (this hangdx reads %s, %s and %s; a newer hangdx may read it)",
-                    schema->valuestring, HDX_SNAPSHOT_SCHEMA, HDX_SNAPSHOT_SCHEMA_V1, HDX_REPORT_SCHEMA);
+                    "schema %.64s is not supported (this hangdx reads %s, %s, %s and %s; a newer hangdx may read it)",
+                    schema->valuestring, HDX_SNAPSHOT_SCHEMA, HDX_SNAPSHOT_SCHEMA_V1, HDX_REPORT_SCHEMA,
+                    HDX_REPORT_SCHEMA_V1);
     if (!ev->pool && !(ev->pool = hdx_pool_new()))
         return fail(r, -ENOMEM, "out of memory");
     r->pool = ev->pool;
@@ -861,7 +894,9 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
         return fail(r, -ENOMEM, "out of memory");
     r->host = host;
     ev->taken_ns = get_time(r, root, "taken_at");
-    if (r->v2 && read_tables(r, root))
+    if ((r->v2 || report2) && read_tables(r, root))
+        return r->rc;
+    if (report2 && read_stacks(r, root))
         return r->rc;
 
     const cJSON *procs = container(r, root, "processes", 0);

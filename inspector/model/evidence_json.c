@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hangdx/fnv.h"
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
 #include "model/index.h"
@@ -62,6 +63,9 @@ typedef struct ftab {
     size_t kn;
     hdx_index fidx; /* fkey_hash -> the frame's index in keys */
     int failed;
+    int no_pc; /* hangdx.report/2: frames without their absolute pc (each process's own under
+                  ASLR: a job's equal stacks would not be one class) */
+    struct hdx_stack_table *stacks; /* hangdx.report/2: threads name their stack's class */
 } ftab;
 
 /* The index of s in "strings", added when new; -1 for NULL (null), -2 on ENOMEM. */
@@ -121,7 +125,7 @@ static cJSON *index_or_null(long i)
 static long ftab_frame(ftab *t, const hdx_frame *f)
 {
     struct fkey k = {.kind = f->kind == HDX_FRAME_PYTHON, .line = f->line > 0 ? f->line : 0,
-                     .offset = f->offset, .pc = f->pc};
+                     .offset = f->offset, .pc = t->no_pc ? 0 : f->pc};
     if ((k.function = ftab_string(t, f->function)) < -1 || (k.file = ftab_string(t, f->file)) < -1 ||
         (k.module = ftab_string(t, f->module)) < -1)
         return -1;
@@ -159,7 +163,7 @@ static long ftab_frame(ftab *t, const hdx_frame *f)
     cJSON_AddItemToArray(e, cJSON_CreateNumber(k.line));
     cJSON_AddItemToArray(e, index_or_null(k.module));
     cJSON_AddItemToArray(e, exact_or_hex(k.offset));
-    cJSON_AddItemToArray(e, exact_or_hex(k.pc));
+    cJSON_AddItemToArray(e, t->no_pc ? cJSON_CreateNull() : exact_or_hex(k.pc));
     cJSON_AddItemToArray(e, locals ? locals : cJSON_CreateNull());
     if (cJSON_GetArraySize(e) != 8) {
         cJSON_Delete(e);
@@ -206,7 +210,10 @@ static void ftab_clear(ftab *t)
     hdx_index_free(&t->fidx);
 }
 
-static cJSON *thread_json(const hdx_thread *t, ftab *tab, hdx_frame_text_cache *c)
+static long stack_class(struct hdx_stack_table *s, const hdx_thread *t, int rank, int count);
+
+/* A thread of a process of rank `rank` (HDX_UNKNOWN: none). */
+static cJSON *thread_json(const hdx_thread *t, int rank, ftab *tab, hdx_frame_text_cache *c)
 {
     cJSON *e = cJSON_CreateObject();
     if (!e)
@@ -237,6 +244,14 @@ static cJSON *thread_json(const hdx_thread *t, ftab *tab, hdx_frame_text_cache *
     cJSON_AddItemToObject(e, "wait_seq", t->wait_seq != HDX_UNKNOWN ? cJSON_CreateNumber((double)t->wait_seq)
                                                                     : cJSON_CreateNull());
     cJSON_AddItemToObject(e, "wait_sig", hdx_json_str(t->wait_sig));
+    if (tab && tab->stacks) {
+        long k = stack_class(tab->stacks, t, rank, 1);
+        if (k < 0)
+            tab->failed = 1;
+        cJSON_AddNumberToObject(e, "stack", (double)k);
+        cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
+        return e;
+    }
     cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(tab, c, t->frames, t->n_frames)
                                                                      : cJSON_CreateNull());
     cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
@@ -284,13 +299,156 @@ static cJSON *process_json(const hdx_process *p, ftab *tab, hdx_frame_text_cache
     cJSON_AddItemToObject(o, "python", hdx_json_str(p->python));
     cJSON *threads = cJSON_AddArrayToObject(o, "threads");
     for (size_t i = 0; threads && i < p->n_threads; i++)
-        cJSON_AddItemToArray(threads, thread_json(&p->threads[i], tab, c));
+        cJSON_AddItemToArray(threads, thread_json(&p->threads[i], p->rank, tab, c));
     return o;
 }
 
 cJSON *hdx_snapshot_process_json(const hdx_process *p)
 {
     return process_json(p, NULL, NULL);
+}
+
+/* ---- stack classes (hangdx.report/2) ------------------------------------------ */
+
+struct hdx_stack_table {
+    ftab tab;
+    cJSON *stacks; /* "stacks": one object per class, its "frames" and "python_frames" set */
+    struct sclass {
+        const char *key; /* the printed index arrays "frames|python_frames" (tab's pool) */
+        int *ranks;      /* ranks of the processes with a thread in it, in order met (repeats) */
+        size_t n_ranks, n_threads;
+    } *classes;
+    size_t n;
+    hdx_index idx; /* fnv of key -> index in classes */
+    int given;     /* the tables went to a report (hdx_stack_table_take): not ours to free */
+};
+
+hdx_stack_table *hdx_stack_table_new(void)
+{
+    hdx_stack_table *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->tab.pool = hdx_pool_new();
+    s->tab.strings = cJSON_CreateArray();
+    s->tab.frames = cJSON_CreateArray();
+    s->stacks = cJSON_CreateArray();
+    s->tab.no_pc = 1;
+    s->tab.stacks = s;
+    if (!s->tab.pool || !s->tab.strings || !s->tab.frames || !s->stacks) {
+        hdx_stack_table_free(s);
+        errno = ENOMEM;
+        return NULL;
+    }
+    return s;
+}
+
+void hdx_stack_table_free(hdx_stack_table *s)
+{
+    if (!s)
+        return;
+    if (!s->given) {
+        cJSON_Delete(s->tab.strings);
+        cJSON_Delete(s->tab.frames);
+        cJSON_Delete(s->stacks);
+    }
+    for (size_t i = 0; i < s->n; i++)
+        free(s->classes[i].ranks);
+    free(s->classes);
+    hdx_index_free(&s->idx);
+    ftab_clear(&s->tab);
+    free(s);
+}
+
+/* The class of t's stack, added when new; count: t is one more of its threads, and rank
+ * (HDX_UNKNOWN: none) among its ranks. -1 on ENOMEM. The key is the text of the thread's index arrays: equal stacks are equal
+ * frames of the table, in the same order. */
+static long stack_class(hdx_stack_table *s, const hdx_thread *t, int rank, int count)
+{
+    ftab *tab = &s->tab;
+    cJSON *fr = t->frames || !t->stack_error ? frames_json(tab, NULL, t->frames, t->n_frames) : cJSON_CreateNull();
+    cJSON *py = t->py_frames ? frames_json(tab, NULL, t->py_frames, t->n_py_frames) : cJSON_CreateNull();
+    char *a = fr && py && !tab->failed ? hdx_json_print(fr, 0) : NULL, *b = a ? hdx_json_print(py, 0) : NULL;
+    char *key = b ? hdx_asprintf("%s|%s", a, b) : NULL;
+    free(a);
+    free(b);
+    long at = -1;
+    if (!key)
+        goto out;
+    uint64_t h = hdx_fnv1a(key, strlen(key), HDX_FNV1A_OFFSET_BASIS);
+    size_t cur = 0, i;
+    while ((i = hdx_index_find(&s->idx, h, &cur)) != HDX_INDEX_NONE)
+        if (!strcmp(s->classes[i].key, key)) {
+            at = (long)i;
+            break;
+        }
+    if (at < 0) {
+        cJSON *o = NULL;
+        struct sclass *c = NULL;
+        const char *k = hdx_pool_intern(tab->pool, key, strlen(key));
+        if (!k || hdx_index_reserve(&s->idx, s->n + 1) < 0 || !(o = cJSON_CreateObject()) ||
+            !(c = hdx_append((void **)&s->classes, &s->n, sizeof *c))) {
+            cJSON_Delete(o);
+            goto out;
+        }
+        memset(c, 0, sizeof *c);
+        c->key = k;
+        cJSON_AddItemToObject(o, "frames", fr);
+        cJSON_AddItemToObject(o, "python_frames", py);
+        fr = py = NULL;
+        cJSON_AddItemToArray(s->stacks, o);
+        at = (long)s->n - 1;
+        hdx_index_insert(&s->idx, h, (size_t)at);
+    }
+    struct sclass *c = &s->classes[at];
+    c->n_threads += count != 0;
+    if (count && rank >= 0 && (!c->n_ranks || c->ranks[c->n_ranks - 1] != rank)) { /* a process's threads come together */
+        int *slot = hdx_append((void **)&c->ranks, &c->n_ranks, sizeof *slot);
+        if (!slot)
+            at = -1;
+        else
+            *slot = rank;
+    }
+out:
+    free(key);
+    cJSON_Delete(fr);
+    cJSON_Delete(py);
+    return at;
+}
+
+long hdx_stack_table_class(hdx_stack_table *s, const hdx_thread *t, int rank, int count)
+{
+    return s && t && !s->given ? stack_class(s, t, rank, count) : -1;
+}
+
+cJSON *hdx_stack_table_process_json(hdx_stack_table *s, const hdx_process *p)
+{
+    if (!s || s->given)
+        return NULL;
+    cJSON *o = process_json(p, &s->tab, NULL);
+    if (s->tab.failed) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+int hdx_stack_table_take(hdx_stack_table *s, cJSON *o)
+{
+    if (!s || s->given || s->tab.failed)
+        return -ENOMEM;
+    cJSON *c = s->stacks->child;
+    for (size_t i = 0; c && i < s->n; i++, c = c->next) {
+        cJSON *r = hdx_json_ranges(s->classes[i].ranks, s->classes[i].n_ranks);
+        if (!r)
+            return -ENOMEM;
+        cJSON_AddItemToObject(c, "ranks", r);
+        cJSON_AddNumberToObject(c, "threads", (double)s->classes[i].n_threads);
+    }
+    s->given = 1;
+    cJSON_AddItemToObject(o, "strings", s->tab.strings);
+    cJSON_AddItemToObject(o, "frames", s->tab.frames);
+    cJSON_AddItemToObject(o, "stacks", s->stacks);
+    return 0;
 }
 
 /* ---- frames printed once (reports of many ranks) ------------------------------ */

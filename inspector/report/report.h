@@ -1,6 +1,6 @@
 /*
- * The report: hangdx.report/1 JSON (cJSON) and the short text form
- * (verdict first, then evidence, then the stacks grouped).
+ * The report: hangdx.report/2 JSON (and the earlier /1, on request; docs/formats.md
+ * "Reports"), and the short text form (verdict first, then evidence, then the stacks grouped).
  *
  * Stage rule: report may include model, classify. (docs/design.md "Stages")
  */
@@ -14,7 +14,7 @@
 
 struct cJSON;
 
-/* The hangdx.report/1 object for ev and v. Its notes, as in the text report: the evidence's,
+/* The hangdx.report/1 object for ev and v (whole, as one tree: for tests and small jobs). Its notes, as in the text report: the evidence's,
  * then the verdict's (v->notes, those ev does not say already), then what the lock
  * judgements tell. Caller frees with cJSON_Delete. NULL on ENOMEM. */
 struct cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v);
@@ -35,9 +35,17 @@ int hdx_report_threads_text(FILE *f, const hdx_process *p);
 /* Write the text report to f. 0 or a negative errno. */
 int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v);
 
+/* What hdx_report_write's json holds: 0 text; else HDX_REPORT_JSON, hangdx.report/2, with
+ * HDX_REPORT_FULL every thread's frames as objects in "processes" (docs/formats.md
+ * "Reports"), or with HDX_REPORT_V1 hangdx.report/1 instead. */
+#define HDX_REPORT_JSON 1
+#define HDX_REPORT_FULL 2
+#define HDX_REPORT_V1 4
+
 /*
- * Write the report (JSON when json != 0, else text) to path, or to stdout
- * when path is NULL or "-". 0 or a negative errno.
+ * Write the report (JSON as the flags in json say, above; 0: text) to path, or to stdout
+ * when path is NULL or "-". The JSON is printed a process at a time, never held as one tree.
+ * 0 or a negative errno (-ENOMEM, -EIO, or fopen's or fclose's).
  */
 int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, int json, const char *path);
 
