@@ -823,6 +823,163 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
     return r->rc;
 }
 
+/* ---- hangdx.report/2 "logs" (evidence_json.h, hdx_logs_json) ------------------ */
+
+/* A heap copy of c, a string or null; what names it in a message. 0 or r->rc. */
+static int item_str(rd *r, const cJSON *c, const char *what, char **out)
+{
+    *out = NULL;
+    if (!c || cJSON_IsNull(c))
+        return 0;
+    if (!cJSON_IsString(c) || !c->valuestring)
+        return BAD(r, "%s should be a string or null", what);
+    if (!(*out = strdup(c->valuestring)))
+        return fail(r, -ENOMEM, "out of memory");
+    return 0;
+}
+
+/* A heap copy of logs.strings[c] (c a number or null). 0 or r->rc. */
+static int item_ref(rd *r, const cJSON *strings, const cJSON *c, const char *what, char **out)
+{
+    *out = NULL;
+    if (!c || cJSON_IsNull(c))
+        return 0;
+    double d = cJSON_IsNumber(c) ? c->valuedouble : -1;
+    const cJSON *e = d == floor(d) && d >= 0 && d < cJSON_GetArraySize(strings) ? cJSON_GetArrayItem(strings, (int)d) : NULL;
+    if (!e)
+        return BAD(r, "%s should be an index into logs.strings or null", what);
+    return item_str(r, e, what, out);
+}
+
+/* An integer item in [min, max], null (or absent) giving unknown. */
+static long long item_int(rd *r, const cJSON *c, const char *what, long long min, long long max, long long unknown)
+{
+    if (!c || cJSON_IsNull(c))
+        return unknown;
+    if (!cJSON_IsNumber(c) || c->valuedouble != floor(c->valuedouble) || c->valuedouble < (double)min ||
+        c->valuedouble > (double)max) {
+        BAD(r, "%s should be an integer from %lld to %lld", what, min, max);
+        return unknown;
+    }
+    return (long long)c->valuedouble;
+}
+
+static int read_log_fact(rd *r, const cJSON *strings, const cJSON *a, hdx_evidence *ev)
+{
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 14)
+        return BAD(r, "a log fact should be [pattern, proves, class, strength, rank, group_rank, pg, default_pg, "
+                      "in_traceback, traceback, file, line, text, fields]");
+    hdx_log_fact *f = hdx_append((void **)&ev->log_facts, &ev->n_log_facts, sizeof *f);
+    if (!f)
+        return fail(r, -ENOMEM, "out of memory");
+    memset(f, 0, sizeof *f);
+    const cJSON *c = a->child;
+    if (item_ref(r, strings, c, "pattern", &f->pattern) || item_ref(r, strings, c = c->next, "proves", &f->proves) ||
+        item_ref(r, strings, c = c->next, "class", &f->cls))
+        return r->rc;
+    f->strength = item_int(r, c = c->next, "strength", 0, 1, 0) ? HDX_LOG_STRONG : HDX_LOG_WEAK;
+    f->rank = (int)item_int(r, c = c->next, "rank", 0, 1 << 24, HDX_UNKNOWN);
+    f->group_rank = (int)item_int(r, c = c->next, "group_rank", 0, 1 << 24, HDX_UNKNOWN);
+    if (item_ref(r, strings, c = c->next, "pg", &f->pg))
+        return r->rc;
+    c = c->next;
+    f->default_pg = cJSON_IsBool(c) ? cJSON_IsTrue(c) : HDX_UNKNOWN;
+    c = c->next;
+    f->in_traceback = cJSON_IsTrue(c);
+    f->traceback = (int)item_int(r, c = c->next, "traceback", 0, INT_MAX, 0);
+    if (item_ref(r, strings, c = c->next, "file", &f->file))
+        return r->rc;
+    f->line = (long)item_int(r, c = c->next, "line", 0, LONG_MAX / 2, 0);
+    if (item_str(r, c = c->next, "text", &f->text))
+        return r->rc;
+    c = c->next;
+    if (!cJSON_IsObject(c))
+        return BAD(r, "a log fact's fields should be an object");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, c)
+    {
+        hdx_log_field *x = hdx_append((void **)&f->fields, &f->n_fields, sizeof *x);
+        if (!x)
+            return fail(r, -ENOMEM, "out of memory");
+        memset(x, 0, sizeof *x);
+        if (!(x->name = strdup(e->string ? e->string : "")))
+            return fail(r, -ENOMEM, "out of memory");
+        if (item_str(r, e, "a field", &x->value))
+            return r->rc;
+    }
+    return r->rc;
+}
+
+static int read_log_rank(rd *r, const cJSON *strings, const cJSON *o, hdx_evidence *ev)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "a log rank should be an object");
+    hdx_log_rank *x = hdx_append((void **)&ev->log_ranks, &ev->n_log_ranks, sizeof *x);
+    if (!x)
+        return fail(r, -ENOMEM, "out of memory");
+    memset(x, 0, sizeof *x);
+    x->rank = (int)get_int(r, o, "rank", 0, 1 << 24, HDX_UNKNOWN);
+    x->last_line_no = (long)get_int(r, o, "line", 0, LONG_MAX / 2, 0);
+    x->last_line = get_str(r, o, "last_line");
+    x->last_time = get_str(r, o, "last_time");
+    x->exit_cause = get_str(r, o, "exit_cause");
+    x->root_cause = get_bool(r, o, "root_cause") == 1;
+    x->rank_from = get_str(r, o, "rank_from");
+    if (r->rc || item_ref(r, strings, hdx_json_member(o, "file"), "file", &x->file) ||
+        item_ref(r, strings, hdx_json_member(o, "last_pattern"), "last_pattern", &x->last_pattern))
+        return r->rc;
+    if (x->rank == HDX_UNKNOWN)
+        return BAD(r, "a log rank needs its \"rank\"");
+    const cJSON *seqs = container(r, o, "seqs", 0), *a;
+    cJSON_ArrayForEach(a, seqs)
+    {
+        if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 7)
+            return BAD(r, "a seq should be [pg, group_rank, unplaced, timed_out, enqueued, completed, op]");
+        hdx_log_seq *q = hdx_append((void **)&x->seqs, &x->n_seqs, sizeof *q);
+        if (!q)
+            return fail(r, -ENOMEM, "out of memory");
+        memset(q, 0, sizeof *q);
+        const cJSON *c = a->child;
+        if (item_str(r, c, "pg", &q->pg))
+            return r->rc;
+        q->group_rank = (int)item_int(r, c = c->next, "group_rank", 0, 1 << 24, HDX_UNKNOWN);
+        q->unplaced = cJSON_IsTrue(c = c->next);
+        q->timed_out = item_int(r, c = c->next, "timed_out", 0, 1LL << 53, HDX_UNKNOWN);
+        q->enqueued = item_int(r, c = c->next, "enqueued", 0, 1LL << 53, HDX_UNKNOWN);
+        q->completed = item_int(r, c = c->next, "completed", 0, 1LL << 53, HDX_UNKNOWN);
+        if (item_str(r, c = c->next, "op", &q->op))
+            return r->rc;
+    }
+    return r->rc;
+}
+
+/* A /2 report's "logs" into ev's log_facts and log_ranks. Absent: none. 0 or r->rc. */
+static int read_logs(rd *r, const cJSON *root, hdx_evidence *ev)
+{
+    const cJSON *logs = container(r, root, "logs", 1);
+    if (r->rc || !logs)
+        return r->rc;
+    const cJSON *strings = container(r, logs, "strings", 0), *facts = container(r, logs, "facts", 0),
+                *ranks = container(r, logs, "ranks", 0), *c;
+    size_t i = 0;
+    cJSON_ArrayForEach(c, facts)
+    {
+        size_t old = enter(r, "logs.facts[%zu]", i++);
+        if (r->rc || read_log_fact(r, strings, c, ev))
+            return r->rc;
+        leave(r, old);
+    }
+    i = 0;
+    cJSON_ArrayForEach(c, ranks)
+    {
+        size_t old = enter(r, "logs.ranks[%zu]", i++);
+        if (r->rc || read_log_rank(r, strings, c, ev))
+            return r->rc;
+        leave(r, old);
+    }
+    return r->rc;
+}
+
 /* The top-level object into a fresh evidence *out. */
 /* One of "process_groups": {"name", "desc", "role", "ranks", "default"}. */
 static int read_pgroup(rd *r, const cJSON *o, hdx_evidence *ev)
@@ -881,11 +1038,12 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
         const cJSON *hosts = container(r, root, "hosts", 0);
         if (hosts && cJSON_GetArraySize(hosts) == 1 && cJSON_IsString(hosts->child))
             host = hosts->child->valuestring;
-    } else {
-        const cJSON *h = hdx_json_member(root, "host");
+    }
+    if (!report || report2) { /* a /1 report has none of these: the evidence's defaults stand */
+        const cJSON *h = report2 ? NULL : hdx_json_member(root, "host");
         if (h && !cJSON_IsString(h))
             return BAD(r, "\"host\" should be a string");
-        host = h ? h->valuestring : NULL;
+        host = h ? h->valuestring : host;
         ev->samples = (int)get_int(r, root, "samples", 0, 1000000, 0);
         ev->interval_ms = (int)get_int(r, root, "interval_ms", 0, INT_MAX, 0);
         ev->build_timeout_s = get_int(r, root, "build_timeout_s", 0, (long long)EXACT_MAX, 1800);
@@ -896,7 +1054,7 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
     ev->taken_ns = get_time(r, root, "taken_at");
     if ((r->v2 || report2) && read_tables(r, root))
         return r->rc;
-    if (report2 && read_stacks(r, root))
+    if (report2 && (read_stacks(r, root) || read_logs(r, root, ev)))
         return r->rc;
 
     const cJSON *procs = container(r, root, "processes", 0);

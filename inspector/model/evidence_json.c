@@ -451,6 +451,95 @@ int hdx_stack_table_take(hdx_stack_table *s, cJSON *o)
     return 0;
 }
 
+/* ---- job logs (hangdx.report/2) ------------------------------------------------ */
+
+static cJSON *string_ref(ftab *t, const char *s)
+{
+    long i = ftab_string(t, s);
+    if (i < -1)
+        t->failed = 1;
+    return index_or_null(i);
+}
+
+static cJSON *log_fact_json(ftab *t, const hdx_log_fact *f)
+{
+    cJSON *a = cJSON_CreateArray(), *fields = cJSON_CreateObject();
+    if (!a || !fields) {
+        cJSON_Delete(a);
+        cJSON_Delete(fields);
+        return NULL;
+    }
+    /* [pattern, proves, class, strength, rank, group_rank, pg, default_pg, in_traceback,
+     *  traceback, file, line, text, fields] */
+    cJSON_AddItemToArray(a, string_ref(t, f->pattern));
+    cJSON_AddItemToArray(a, string_ref(t, f->proves));
+    cJSON_AddItemToArray(a, string_ref(t, f->cls));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(f->strength));
+    cJSON_AddItemToArray(a, hdx_json_int(f->rank));
+    cJSON_AddItemToArray(a, hdx_json_int(f->group_rank));
+    cJSON_AddItemToArray(a, string_ref(t, f->pg));
+    cJSON_AddItemToArray(a, hdx_json_bool(f->default_pg));
+    cJSON_AddItemToArray(a, cJSON_CreateBool(f->in_traceback));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(f->traceback));
+    cJSON_AddItemToArray(a, string_ref(t, f->file));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber((double)f->line));
+    cJSON_AddItemToArray(a, hdx_json_str(f->text));
+    for (size_t i = 0; i < f->n_fields; i++)
+        cJSON_AddItemToObject(fields, f->fields[i].name ? f->fields[i].name : "", hdx_json_str(f->fields[i].value));
+    cJSON_AddItemToArray(a, fields);
+    return a;
+}
+
+static cJSON *log_rank_json(ftab *t, const hdx_log_rank *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddNumberToObject(o, "rank", r->rank);
+    cJSON_AddItemToObject(o, "file", string_ref(t, r->file));
+    cJSON_AddNumberToObject(o, "line", (double)r->last_line_no);
+    cJSON_AddItemToObject(o, "last_line", hdx_json_str(r->last_line));
+    cJSON_AddItemToObject(o, "last_time", hdx_json_str(r->last_time));
+    cJSON_AddItemToObject(o, "last_pattern", string_ref(t, r->last_pattern));
+    cJSON *seqs = cJSON_AddArrayToObject(o, "seqs");
+    for (size_t i = 0; seqs && i < r->n_seqs; i++) {
+        const hdx_log_seq *q = &r->seqs[i];
+        cJSON *a = cJSON_CreateArray(); /* [pg, group_rank, unplaced, timed_out, enqueued, completed, op] */
+        cJSON_AddItemToArray(a, hdx_json_str(q->pg));
+        cJSON_AddItemToArray(a, hdx_json_int(q->group_rank));
+        cJSON_AddItemToArray(a, cJSON_CreateBool(q->unplaced));
+        cJSON_AddItemToArray(a, hdx_json_int(q->timed_out));
+        cJSON_AddItemToArray(a, hdx_json_int(q->enqueued));
+        cJSON_AddItemToArray(a, hdx_json_int(q->completed));
+        cJSON_AddItemToArray(a, hdx_json_str(q->op));
+        cJSON_AddItemToArray(seqs, a);
+    }
+    cJSON_AddItemToObject(o, "exit_cause", hdx_json_str(r->exit_cause));
+    cJSON_AddBoolToObject(o, "root_cause", r->root_cause);
+    cJSON_AddItemToObject(o, "rank_from", hdx_json_str(r->rank_from));
+    return o;
+}
+
+cJSON *hdx_logs_json(const hdx_evidence *ev)
+{
+    ftab t = {.pool = hdx_pool_new()};
+    cJSON *o = cJSON_CreateObject();
+    t.strings = cJSON_AddArrayToObject(o, "strings");
+    cJSON *facts = cJSON_AddArrayToObject(o, "facts"), *ranks = cJSON_AddArrayToObject(o, "ranks");
+    for (size_t i = 0; facts && i < ev->n_log_facts; i++)
+        cJSON_AddItemToArray(facts, log_fact_json(&t, &ev->log_facts[i]));
+    for (size_t i = 0; ranks && i < ev->n_log_ranks; i++)
+        cJSON_AddItemToArray(ranks, log_rank_json(&t, &ev->log_ranks[i]));
+    if (!t.pool || !ranks || t.failed || cJSON_GetArraySize(facts) != (int)ev->n_log_facts ||
+        cJSON_GetArraySize(ranks) != (int)ev->n_log_ranks) {
+        cJSON_Delete(o);
+        o = NULL;
+        errno = ENOMEM;
+    }
+    ftab_clear(&t);
+    return o;
+}
+
 /* ---- frames printed once (reports of many ranks) ------------------------------ */
 
 #define FRAME_TEXT_DEPTH 4                    /* a frame object's depth in cJSON_Print of a process */

@@ -61,6 +61,19 @@ long hdx_stack_table_class(hdx_stack_table *s, const hdx_thread *t, int rank, in
 struct cJSON *hdx_stack_table_process_json(hdx_stack_table *s, const hdx_process *p);
 int hdx_stack_table_take(hdx_stack_table *s, struct cJSON *o);
 
+/*
+ * What the job logs told (ev->log_facts and ev->log_ranks, model/evidence.h) as
+ * hangdx.report/2's "logs" (docs/formats.md "Reports"), so that analyze of a report judges the
+ * logs again: {"strings": [...], "facts": [[pattern, proves, class, strength, rank, group_rank,
+ * pg, default_pg, in_traceback, traceback, file, line, text, {field: value}]...], "ranks":
+ * [{"rank", "file", "line", "last_line", "last_time", "last_pattern", "seqs": [[pg,
+ * group_rank, unplaced, timed_out, enqueued, completed, op]...], "exit_cause", "root_cause",
+ * "rank_from"}...]}; pattern, proves, class, pg and file (a fact's), file and last_pattern (a
+ * rank's) are indexes into "strings", or null. Caller frees with cJSON_Delete. NULL (errno
+ * ENOMEM) on failure.
+ */
+struct cJSON *hdx_logs_json(const hdx_evidence *ev);
+
 /* One lock (docs/design.md's lock object, with exists, mtime and source) judged j (state,
  * kind, holder: classify's hdx_lock_judge; NULL: as l records them), as in a report's
  * "locks" and `hangdx locks --json`. l and j are borrowed. Caller frees with cJSON_Delete.

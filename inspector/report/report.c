@@ -355,6 +355,11 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
     }
     cJSON_AddItemToObject(r, "hosts", hosts);
     cJSON_AddItemToObject(r, "taken_at", hdx_json_time(ev->taken_ns, 0));
+    if (st) { /* what analyze of the report judges with, as a snapshot gives them */
+        cJSON_AddNumberToObject(r, "samples", ev->samples);
+        cJSON_AddNumberToObject(r, "interval_ms", ev->interval_ms);
+        cJSON_AddNumberToObject(r, "build_timeout_s", (double)ev->build_timeout_s);
+    }
 
     char *summary, *remedy;
     if (hdx_verdict_words(ev, v, &summary, &remedy)) {
@@ -389,7 +394,9 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
     }
 
     cJSON_AddItemToObject(r, "groups", groups_json(ev, st));
-    if (!st)
+    if (st)
+        cJSON_AddItemToObject(r, "logs", hdx_logs_json(ev));
+    else
         cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; with_procs && !st && i < ev->n_procs; i++)
         cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, "processes"),
