@@ -320,6 +320,16 @@ struct hdx_stack_table {
     } *classes;
     size_t n;
     hdx_index idx; /* fnv of key -> index in classes */
+    /* Threads met, by their frames' pointers: a snapshot's frames share their names and
+     * locals (pooled), so the threads of one host with equal stacks are found without
+     * building their key (the 8192 ranks of BENCHMARKS.md "Reports that scale": the writer
+     * took 2.8 s of CPU building every thread's key, 0.9 s so). */
+    struct smet {
+        const hdx_thread *t; /* borrowed from the evidence */
+        long cls;
+    } *met;
+    size_t n_met;
+    hdx_index met_idx; /* met_hash -> index in met */
     int given;     /* the tables went to a report (hdx_stack_table_take): not ours to free */
 };
 
@@ -355,14 +365,86 @@ void hdx_stack_table_free(hdx_stack_table *s)
         free(s->classes[i].ranks);
     free(s->classes);
     hdx_index_free(&s->idx);
+    free(s->met);
+    hdx_index_free(&s->met_idx);
     ftab_clear(&s->tab);
     free(s);
 }
 
+/* What a class's key depends on but for the text behind the pointers: the frames' kinds,
+ * lines, offsets, names and locals (the pointers), not their pc; and whether each list is
+ * null. */
+static uint64_t met_hash(const hdx_thread *t)
+{
+    uint64_t h = hdx_hash_mix((uint64_t)t->n_frames << 1 ^ (uint64_t)t->n_py_frames << 32 ^
+                              (uint64_t)(!t->frames && t->stack_error) ^ (uint64_t)!t->py_frames << 63);
+    for (int list = 0; list < 2; list++) {
+        const hdx_frame *f = list ? t->py_frames : t->frames;
+        for (size_t i = 0, n = list ? t->n_py_frames : t->n_frames; i < n; i++) {
+            h = hdx_hash_mix(h ^ ((uint64_t)f[i].kind * 31 + (uint64_t)(unsigned)f[i].line));
+            h = hdx_hash_mix(h ^ (uintptr_t)f[i].function ^ (uint64_t)(uintptr_t)f[i].file << 7);
+            h = hdx_hash_mix(h ^ (uintptr_t)f[i].module ^ f[i].offset);
+            h = hdx_hash_mix(h ^ (uintptr_t)f[i].locals ^ (uint64_t)f[i].n_locals << 48);
+        }
+    }
+    return h;
+}
+
+static int met_same_frames(const hdx_frame *a, const hdx_frame *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].kind != b[i].kind || a[i].line != b[i].line || a[i].function != b[i].function ||
+            a[i].file != b[i].file || a[i].module != b[i].module || a[i].offset != b[i].offset ||
+            a[i].locals != b[i].locals || a[i].n_locals != b[i].n_locals)
+            return 0;
+    return 1;
+}
+
+/* a and b have the same key for certain: equal pointers are equal texts. */
+static int met_same(const hdx_thread *a, const hdx_thread *b)
+{
+    return a->n_frames == b->n_frames && a->n_py_frames == b->n_py_frames &&
+           (!a->frames && a->stack_error) == (!b->frames && b->stack_error) && !a->py_frames == !b->py_frames &&
+           met_same_frames(a->frames, b->frames, a->n_frames) &&
+           met_same_frames(a->py_frames, b->py_frames, a->n_py_frames);
+}
+
+static long stack_class_of(hdx_stack_table *s, const hdx_thread *t);
+
 /* The class of t's stack, added when new; count: t is one more of its threads, and rank
- * (HDX_UNKNOWN: none) among its ranks. -1 on ENOMEM. The key is the text of the thread's index arrays: equal stacks are equal
- * frames of the table, in the same order. */
+ * (HDX_UNKNOWN: none) among its ranks. -1 on ENOMEM. */
 static long stack_class(hdx_stack_table *s, const hdx_thread *t, int rank, int count)
+{
+    uint64_t h = met_hash(t);
+    size_t cur = 0, i;
+    long at = -1;
+    while (at < 0 && (i = hdx_index_find(&s->met_idx, h, &cur)) != HDX_INDEX_NONE)
+        if (met_same(s->met[i].t, t))
+            at = s->met[i].cls;
+    if (at < 0) {
+        struct smet *m = hdx_index_reserve(&s->met_idx, s->n_met + 1) < 0 ? NULL
+                         : (at = stack_class_of(s, t)) < 0 ? NULL
+                                                           : hdx_append((void **)&s->met, &s->n_met, sizeof *m);
+        if (!m)
+            return -1;
+        m->t = t;
+        m->cls = at;
+        hdx_index_insert(&s->met_idx, h, s->n_met - 1);
+    }
+    struct sclass *c = &s->classes[at];
+    c->n_threads += count != 0;
+    if (count && rank >= 0 && (!c->n_ranks || c->ranks[c->n_ranks - 1] != rank)) { /* a process's threads come together */
+        int *slot = hdx_append((void **)&c->ranks, &c->n_ranks, sizeof *slot);
+        if (!slot)
+            return -1;
+        *slot = rank;
+    }
+    return at;
+}
+
+/* The class of t's stack by its key, added when new; -1 on ENOMEM. The key is the text of
+ * the thread's index arrays: equal stacks are equal frames of the table, in the same order. */
+static long stack_class_of(hdx_stack_table *s, const hdx_thread *t)
 {
     ftab *tab = &s->tab;
     cJSON *fr = t->frames || !t->stack_error ? frames_json(tab, NULL, t->frames, t->n_frames) : cJSON_CreateNull();
@@ -398,15 +480,6 @@ static long stack_class(hdx_stack_table *s, const hdx_thread *t, int rank, int c
         cJSON_AddItemToArray(s->stacks, o);
         at = (long)s->n - 1;
         hdx_index_insert(&s->idx, h, (size_t)at);
-    }
-    struct sclass *c = &s->classes[at];
-    c->n_threads += count != 0;
-    if (count && rank >= 0 && (!c->n_ranks || c->ranks[c->n_ranks - 1] != rank)) { /* a process's threads come together */
-        int *slot = hdx_append((void **)&c->ranks, &c->n_ranks, sizeof *slot);
-        if (!slot)
-            at = -1;
-        else
-            *slot = rank;
     }
 out:
     free(key);

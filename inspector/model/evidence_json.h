@@ -41,8 +41,9 @@ struct cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_
  * process has its own pcs, and equal stacks of a job would not be one class).
  *  - hdx_stack_table_new: an empty table; free it with hdx_stack_table_free (accepts NULL).
  *    NULL with errno ENOMEM.
- *  - hdx_stack_table_class: the index of t's class (t borrowed; its frames and
- *    python_frames, equal frame for equal frame), added when new; with count, t is one more
+ *  - hdx_stack_table_class: the index of t's class (t borrowed, and kept: its frames must
+ *    not change while s lives; its frames and python_frames, equal frame for equal frame,
+ *    but for their pc), added when new; with count, t is one more
  *    thread of it, and rank (HDX_UNKNOWN: a process of no rank) one of its ranks (count 0:
  *    only the index). -1 on ENOMEM.
  *  - hdx_stack_table_process_json: p as hdx_snapshot_process_json writes it, each thread's
