@@ -23,12 +23,28 @@ static int same_str(const char *a, const char *b)
     return a == b || (a && b && !strcmp(a, b));
 }
 
-/* Frames are the same place: same kind and function; Python frames also the same file and line. */
-static int same_frame(const hdx_frame *a, const hdx_frame *b)
+int hdx_frame_same(const hdx_frame *a, const hdx_frame *b)
 {
     if (a->kind != b->kind || !same_str(a->function, b->function))
         return 0;
     return a->kind != HDX_FRAME_PYTHON || (a->line == b->line && same_str(a->file, b->file));
+}
+
+/* s and a terminator, so that ("ab", "c") and ("a", "bc") hash apart. */
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    static const unsigned char end = 0xff;
+    h = s ? hdx_fnv1a(s, strlen(s), h) : h;
+    return hdx_fnv1a(&end, 1, h);
+}
+
+uint64_t hdx_frame_hash(uint64_t h, const hdx_frame *f)
+{
+    unsigned char kind = (unsigned char)f->kind;
+    h = hash_str(hdx_fnv1a(&kind, 1, h), f->function);
+    if (f->kind == HDX_FRAME_PYTHON)
+        h = hdx_fnv1a(&f->line, sizeof f->line, hash_str(h, f->file));
+    return h;
 }
 
 static int same_stack(const hdx_thread *a, const hdx_thread *b)
@@ -36,7 +52,7 @@ static int same_stack(const hdx_thread *a, const hdx_thread *b)
     if (a->n_frames != b->n_frames || !same_str(a->wait, b->wait))
         return 0;
     for (size_t i = 0; i < a->n_frames; i++)
-        if (!same_frame(&a->frames[i], &b->frames[i]))
+        if (!hdx_frame_same(&a->frames[i], &b->frames[i]))
             return 0;
     return 1;
 }
@@ -63,7 +79,7 @@ static long divergence(const hdx_thread *a, const hdx_thread *b)
 {
     size_t i = 0;
     while (i < a->n_frames && i < b->n_frames &&
-           same_frame(&a->frames[a->n_frames - 1 - i], &b->frames[b->n_frames - 1 - i]))
+           hdx_frame_same(&a->frames[a->n_frames - 1 - i], &b->frames[b->n_frames - 1 - i]))
         i++;
     if (i >= a->n_frames)
         return -1;

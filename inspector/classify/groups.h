@@ -26,6 +26,14 @@ typedef struct hdx_group {
     long diverges_at;
 } hdx_group;
 
+/* 1 when a and b are the same place in the sense of the groups: the same kind and function
+ * (NULL equal to NULL); Python frames also the same file and line. Else 0. */
+int hdx_frame_same(const hdx_frame *a, const hdx_frame *b);
+
+/* A hash of what hdx_frame_same compares, continued from h (HDX_FNV1A_OFFSET_BASIS to start):
+ * frames that are the same give the same hash. Never fails. */
+uint64_t hdx_frame_hash(uint64_t h, const hdx_frame *f);
+
 /* The key thread of p: its first thread whose wait label is set and is not a
  * background one (hdx_wait_is_background), else its main thread; NULL without threads. */
 const hdx_thread *hdx_key_thread(const hdx_process *p);
