@@ -1,7 +1,7 @@
 /*
  * hangdx analyze: the verdict from captured evidence, after the job is gone.
  * Each input is recognised by its content: a trace directory (hangdx.trace/1),
- * a snapshot (hangdx.snapshot/2, or the earlier /1), a report (hangdx.report/1) or an ELF core
+ * a snapshot (hangdx.snapshot/2, or the earlier /1), a report (hangdx.report/2 or /1) or an ELF core
  * file of a hung rank (core.h), in any mix.
  * Every input adds to one evidence set (formats/inputs.h), which is then classified and
  * reported exactly as inspect does. Locks from snapshots and reports keep the state
@@ -58,7 +58,7 @@ static void usage(FILE *f)
             "                      thread naming its stack\n"
             "  --full              with --json: every thread's frames in full in \"processes\"\n"
             "                      (large: about 115 KB a rank of 10 threads of 40 frames)\n"
-            "  --schema 1          with --json: the earlier hangdx.report/1, for readers of it\n"
+            "  --schema 1          with --json: the earlier hangdx.report/2 or /1, for readers of it\n"
             "  -o, --output FILE   write the report to FILE instead of stdout\n\n"
             "examples:\n"
             "  hangdx analyze traces/\n"
@@ -92,7 +92,7 @@ int hdx_cmd_analyze(int argc, char **argv)
         case 'F': flags |= HDX_REPORT_FULL; break;
         case 'S':
             if (strcmp(optarg, "1") && strcmp(optarg, "2")) {
-                fprintf(stderr, "hangdx analyze: --schema %s: give 1 (hangdx.report/1) or 2 (hangdx.report/2)\n\n", optarg);
+                fprintf(stderr, "hangdx analyze: --schema %s: give 1 (hangdx.report/2 or /1) or 2 (hangdx.report/2)\n\n", optarg);
                 usage(stderr);
                 return HDX_EXIT_USAGE;
             }

@@ -1,5 +1,5 @@
 /*
- * The reader of hangdx.snapshot/2 and /1 and of hangdx.report/1 objects (snapshot.h): a
+ * The reader of hangdx.snapshot/2 and /1 and of hangdx.report/2 and /1 objects (snapshot.h): a
  * cJSON tree checked member by member into a fresh evidence, with a message naming where
  * it went wrong, and merged into the caller's.
  */

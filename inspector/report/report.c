@@ -1,4 +1,4 @@
-/* The report: hangdx.report/1 JSON and the short text form. */
+/* The report: hangdx.report/2 JSON (and /1, on request) and the short text form. */
 #include "report/report.h"
 
 #include <cjson/cJSON.h>

@@ -14,9 +14,10 @@
 
 struct cJSON;
 
-/* The hangdx.report/1 object for ev and v (whole, as one tree: for tests and small jobs). Its notes, as in the text report: the evidence's,
- * then the verdict's (v->notes, those ev does not say already), then what the lock
- * judgements tell. Caller frees with cJSON_Delete. NULL on ENOMEM. */
+/* The hangdx.report/1 object for ev and v, whole, as one tree (tests and small jobs; large
+ * ones go through hdx_report_write). Its notes, as in the text report: the evidence's, then
+ * the verdict's (v->notes, those ev does not say already), then what the lock judgements
+ * tell. Caller frees with cJSON_Delete. NULL on ENOMEM. */
 struct cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v);
 
 /*
