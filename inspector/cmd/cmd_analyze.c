@@ -19,12 +19,14 @@
 #include "gather/locks.h"
 #include "gather/proc.h" /* hdx_proc_trace_host */
 #include "hangdx/report.h" /* exit statuses */
+#include "cmd/cli.h"
 #include "report/report.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hangdx analyze [--json [--full] [--schema 1|2]] [-o FILE] INPUT...\n\n"
+            "usage: hangdx analyze [--json [--full] [--schema 1|2]|--format FMT] [--tree|--no-tree]\n"
+            "                      [-o FILE] INPUT...\n\n"
             "Give the verdict of a hang from what it left behind, after the job is gone. Each\n"
             "INPUT is recognised by its content:\n"
             "  - a snapshot file written by 'hangdx snapshot' (hangdx.snapshot/2 or /1), one per host;\n"
@@ -52,13 +54,7 @@ static void usage(FILE *f)
             "    executable and libraries of this machine (their build ids are checked).\n"
             "All inputs are merged into one job and one verdict; the same rank on two hosts is\n"
             "an error.\n\n"
-            "  --json              print the hangdx.report/2 JSON object on stdout: the verdict, the\n"
-            "                      waits-for graph, a table of the ranks, each distinct stack once\n"
-            "                      (with its ranks), and every process with its threads, each\n"
-            "                      thread naming its stack\n"
-            "  --full              with --json: every thread's frames in full in \"processes\"\n"
-            "                      (large: about 115 KB a rank of 10 threads of 40 frames)\n"
-            "  --schema 1          with --json: the earlier hangdx.report/2 or /1, for readers of it\n"
+            HDX_CLI_REPORT_HELP
             "  -o, --output FILE   write the report to FILE instead of stdout\n\n"
             "examples:\n"
             "  hangdx analyze traces/\n"
@@ -67,7 +63,10 @@ static void usage(FILE *f)
             "  hangdx analyze core.4123 traces/\n"
             "  hangdx analyze /tmp/hang-1234/              # snapshot --slurm-job -o /tmp/hang-1234/\n"
             "  hangdx analyze job.log                      # a launcher's combined log\n"
-            "  hangdx analyze --json -o report.json traces/\n\n"
+            "  hangdx analyze --json -o report.json traces/\n"
+            "  hangdx analyze --format speedscope -o hang.speedscope.json /tmp/hang-1234/\n"
+            "  hangdx analyze --format collapsed snap-*.json | flamegraph.pl > hang.svg\n"
+            "  hangdx analyze --format dot snap-*.json | dot -Tsvg > hang.svg\n\n"
             "exit status: 0 report produced, 1 partial (a report from what could be read: a file\n"
             "of a snapshot directory, or a node of a --frames file, was left out; stderr and the\n"
             "notes say which), 2 failure (an input given by name could not be read), 64 usage error.\n");
@@ -76,44 +75,31 @@ static void usage(FILE *f)
 int hdx_cmd_analyze(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"full", no_argument, NULL, 'F'},
-        {"schema", required_argument, NULL, 'S'},
+        HDX_CLI_REPORT_OPTIONS,
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int json = 0, flags = 0, c;
+    int c;
+    hdx_report_options ro = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0};
     const char *out = NULL;
     optind = 1;
     while ((c = getopt_long(argc, argv, "jo:h", opts, NULL)) != -1) {
+        int taken = hdx_cli_report_option("analyze", c, optarg, &ro);
+        if (taken < 0)
+            return HDX_EXIT_USAGE;
+        if (taken)
+            continue;
         switch (c) {
-        case 'j': json = HDX_REPORT_JSON; break;
-        case 'F': flags |= HDX_REPORT_FULL; break;
-        case 'S':
-            if (strcmp(optarg, "1") && strcmp(optarg, "2")) {
-                fprintf(stderr, "hangdx analyze: --schema %s: give 1 (hangdx.report/2 or /1) or 2 (hangdx.report/2)\n\n", optarg);
-                usage(stderr);
-                return HDX_EXIT_USAGE;
-            }
-            flags = (flags & ~HDX_REPORT_V1) | (!strcmp(optarg, "1") ? HDX_REPORT_V1 : 0);
-            break;
         case 'o': out = optarg; break;
         case 'h': usage(stdout); return HDX_EXIT_OK;
         default: usage(stderr); return HDX_EXIT_USAGE;
         }
     }
-    if (flags && !json) {
-        fprintf(stderr, "hangdx analyze: --full and --schema shape the JSON report: add --json\n\n");
+    if (hdx_cli_report_check("analyze", &ro)) {
         usage(stderr);
         return HDX_EXIT_USAGE;
     }
-    if ((flags & HDX_REPORT_FULL) && (flags & HDX_REPORT_V1)) {
-        fprintf(stderr, "hangdx analyze: --full is of hangdx.report/2 (a /1 report always holds every frame)\n\n");
-        usage(stderr);
-        return HDX_EXIT_USAGE;
-    }
-    json |= json ? flags : 0;
     if (optind >= argc) {
         fprintf(stderr, "hangdx analyze: no input given\n\n");
         usage(stderr);
@@ -138,7 +124,7 @@ int hdx_cmd_analyze(int argc, char **argv)
     if ((r = hdx_locks_record_facts(ev, 1)) < 0 || (r = hdx_evidence_label(ev)) < 0 ||
         (r = hdx_classify(ev, &v)) < 0)
         goto nomem;
-    if ((r = hdx_report_write(ev, &v, json, out)) < 0) {
+    if ((r = hdx_report_write(ev, &v, &ro, out)) < 0) {
         fprintf(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));
         goto out;
     }

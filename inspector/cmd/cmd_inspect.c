@@ -18,7 +18,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hangdx inspect [--json] [-o FILE] [-d TRACEDIR] [--samples N] [--interval MS]\n"
+            "usage: hangdx inspect [--json [--full] [--schema 1|2]|--format FMT] [--tree|--no-tree]\n"
+            "                      [-o FILE] [-d TRACEDIR] [--samples N] [--interval MS]\n"
             "                      [--build-timeout SEC] [--native-lines]\n"
             "                      (PID...|--all|--slurm-job [JOBID])\n\n"
             "Attach to each PID and its descendants, read their native and Python stacks and\n"
@@ -32,7 +33,7 @@ static void usage(FILE *f)
             "                      runs 'hangdx snapshot --all' on each node (this binary's path,\n"
             "                      which must be the same on every node), brings the snapshots\n"
             "                      back through srun's output, and analyzes them together\n"
-            "  --json              print the hangdx.report/2 JSON object on stdout\n"
+            HDX_CLI_REPORT_HELP
             "  -o, --output FILE   write the report to FILE instead of stdout\n"
             "  -d, --trace-dir DIR the shim's trace directory (default: the HANGDX_TRACE_DIR\n"
             "                      of the inspected processes, when they run under hangdx run)\n"
@@ -57,11 +58,12 @@ static void usage(FILE *f)
 int hdx_cmd_inspect(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'}, {"output", required_argument, NULL, 'o'},
-        HDX_CLI_CAPTURE_OPTIONS,          {"help", no_argument, NULL, 'h'},
+        HDX_CLI_REPORT_OPTIONS,  {"output", required_argument, NULL, 'o'},
+        HDX_CLI_CAPTURE_OPTIONS, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int json = 0, c, status = HDX_EXIT_USAGE;
+    int c, status = HDX_EXIT_USAGE;
+    hdx_report_options ro = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0};
     const char *out = NULL;
     hdx_cli_capture o;
     hdx_cli_capture_init(&o);
@@ -70,18 +72,19 @@ int hdx_cmd_inspect(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "jo:d:h", opts, NULL)) != -1) {
         int r = hdx_cli_capture_option("inspect", c, optarg, &o);
+        if (!r)
+            r = hdx_cli_report_option("inspect", c, optarg, &ro);
         if (r < 0)
             goto out;
         if (r > 0)
             continue;
         switch (c) {
-        case 'j': json = 1; break;
         case 'o': out = optarg; break;
         case 'h': usage(stdout); status = HDX_EXIT_OK; goto out;
         default: usage(stderr); goto out;
         }
     }
-    if (hdx_cli_capture_pids("inspect", argc - optind, argv + optind, &o))
+    if (hdx_cli_report_check("inspect", &ro) || hdx_cli_capture_pids("inspect", argc - optind, argv + optind, &o))
         goto out;
     status = HDX_EXIT_FAILURE;
     int failures = 0;
@@ -92,7 +95,7 @@ int hdx_cmd_inspect(int argc, char **argv)
                  : hdx_cli_capture_run("inspect", ev, &o, &failures)) ||
         hdx_evidence_label(ev) || hdx_classify(ev, &v))
         goto out;
-    int rc = hdx_report_write(ev, &v, json, out);
+    int rc = hdx_report_write(ev, &v, &ro, out);
     if (rc) {
         fprintf(stderr, "hangdx inspect: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-rc));
         goto out;

@@ -15,6 +15,8 @@
 #include "model/util.h"
 #include "classify/waitsfor.h"
 #include "classify/classify.h"
+#include "report/export.h"
+#include "report/tree.h"
 #include "report/words.h"
 
 /* Most frames a group's stack or a text report shows per thread. */
@@ -722,6 +724,68 @@ int hdx_report_threads_text(FILE *f, const hdx_process *p)
     return ferror(f) ? -EIO : 0;
 }
 
+/* The culprits of v among m[0..n) (ascending) as ranges, into buf ("" when none). */
+static void culprits_among(const hdx_tree *t, const hdx_verdict *v, const int *m, size_t n, char *buf, size_t size)
+{
+    const int *c = t->by_pid ? v->culprit_pids : v->culprit_ranks;
+    size_t nc = t->by_pid ? v->n_culprit_pids : v->n_culprit_ranks, k = 0;
+    int *in = malloc((nc ? nc : 1) * sizeof *in);
+    for (size_t i = 0; in && i < nc; i++)
+        if (bsearch(&c[i], m, n, sizeof *m, hdx_cmp_int))
+            in[k++] = c[i];
+    if (in)
+        hdx_format_ranges(in, k, buf, size);
+    else
+        snprintf(buf, size, "?");
+    free(in);
+}
+
+/* "[0-4,6-7] 7 ranks" and the culprit mark of branch br. */
+static void text_branch_head(FILE *f, const hdx_tree *t, const hdx_verdict *v, const hdx_tree_branch *br)
+{
+    char ranges[256];
+    hdx_format_ranges_of(br->members, br->n_members, ranges, sizeof ranges);
+    fprintf(f, "[%s] %zu %s", ranges, br->n_members, hdx_tree_members_noun(t, br->n_members));
+    if (br->n_culprits && br->n_culprits == br->n_members)
+        fprintf(f, " (culprit)");
+    else if (br->n_culprits && (br->parent >= 0 || !br->n_children)) {
+        culprits_among(t, v, br->members, br->n_members, ranges, sizeof ranges);
+        fprintf(f, " (culprit %s among them)", ranges);
+    }
+}
+
+/* The merged stack tree (report/tree.h): a branch's head, then its frames one a line, two
+ * columns further in; a branch of one member on one line, its frames joined by " > ". */
+static void text_tree(FILE *f, const hdx_tree *t, const hdx_verdict *v)
+{
+    char label[512];
+    fprintf(f, "\nstack tree (the key thread of each %s, outermost call first; [%s] and how many at each "
+               "branch):\n",
+            t->by_pid ? "process" : "rank", t->by_pid ? "pids" : "ranks");
+    for (size_t b = 0; b < t->n_branches; b++) {
+        const hdx_tree_branch *br = &t->branches[b];
+        int in = 2 + 4 * (int)br->level;
+        fprintf(f, "%*s", in, "");
+        text_branch_head(f, t, v, br);
+        if (br->n_members == 1 && !br->n_children) {
+            for (size_t i = 0; i < br->n_frames; i++)
+                put_field(f, i ? " > " : ": ", hdx_tree_frame_label(br->frames[i], label, sizeof label), "");
+            fputc('\n', f);
+            continue;
+        }
+        fputc('\n', f);
+        for (size_t i = 0; i < br->n_frames; i++) {
+            fprintf(f, "%*s", in + 4, "");
+            put_field(f, "", hdx_tree_frame_label(br->frames[i], label, sizeof label), "\n");
+        }
+        if (br->n_ends && br->n_children) {
+            char ranges[256];
+            hdx_format_ranges_of(br->ends, br->n_ends, ranges, sizeof ranges);
+            fprintf(f, "%*s[%s] %zu %s end here\n", in + 4, "", ranges, br->n_ends, hdx_tree_members_noun(t, br->n_ends));
+        }
+    }
+}
+
 /* The process groups in a few lines whatever their number: how many of each role (or
  * plain groups) and of which sizes, then the group of the hang. */
 static void text_pgroups(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
@@ -761,7 +825,7 @@ static void text_pgroups(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
     }
 }
 
-int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
+int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, int tree)
 {
     int hosts = hdx_evidence_multi_host(ev); /* then each pid is named with its host */
     char *summary, *remedy;
@@ -845,6 +909,18 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
             }
             fputc('\n', f);
         }
+    }
+
+    if (tree) {
+        hdx_tree t;
+        if (hdx_tree_build(ev, v, &t) < 0) {
+            hdx_tree_free(&t);
+            return -ENOMEM;
+        }
+        if (tree == 1 ? t.n_branches > 0
+                      : t.n_branches && !t.by_pid && t.branches[0].n_members > HDX_TREE_AUTO_RANKS)
+            text_tree(f, &t, v);
+        hdx_tree_free(&t);
     }
 
     fprintf(f, "\nprocesses:\n");
@@ -948,20 +1024,52 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
     return ferror(f) ? -EIO : 0;
 }
 
-int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, int json, const char *path)
+int hdx_report_format_parse(const char *s, enum hdx_report_format *out)
 {
+    static const char *const names[] = {
+        [HDX_REPORT_TEXT] = "text",           [HDX_REPORT_JSON] = "json", [HDX_REPORT_SPEEDSCOPE] = "speedscope",
+        [HDX_REPORT_COLLAPSED] = "collapsed", [HDX_REPORT_DOT] = "dot",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(s, names[i])) {
+            *out = (enum hdx_report_format)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+/* One of the exports of the stack tree (report/export.h). 0 or a negative errno. */
+static int export_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, enum hdx_report_format format)
+{
+    hdx_tree t;
+    int rc = hdx_tree_build(ev, v, &t);
+    if (!rc)
+        rc = format == HDX_REPORT_SPEEDSCOPE ? hdx_export_speedscope(f, v, &t)
+             : format == HDX_REPORT_COLLAPSED ? hdx_export_collapsed(f, &t)
+                                              : hdx_export_dot(f, ev, v, &t);
+    hdx_tree_free(&t);
+    return rc;
+}
+
+int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, const hdx_report_options *o,
+                     const char *path)
+{
+    hdx_report_options text = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0};
+    if (!o)
+        o = &text;
     int to_stdout = !path || !strcmp(path, "-");
     FILE *f = to_stdout ? stdout : fopen(path, "w");
     if (!f)
         return -errno;
     int rc = 0;
-    if (json & HDX_REPORT_V1) {
+    if (o->format == HDX_REPORT_JSON && (o->flags & HDX_REPORT_V1))
         rc = report_json_write(f, ev, v);
-    } else if (json) {
-        rc = report2_write(f, ev, v, (json & HDX_REPORT_FULL) != 0);
-    } else {
-        rc = hdx_report_text(f, ev, v);
-    }
+    else if (o->format == HDX_REPORT_JSON)
+        rc = report2_write(f, ev, v, (o->flags & HDX_REPORT_FULL) != 0);
+    else if (o->format == HDX_REPORT_TEXT)
+        rc = hdx_report_text(f, ev, v, o->tree);
+    else
+        rc = export_write(f, ev, v, o->format);
     if (to_stdout)
         fflush(f);
     else if (fclose(f) != 0 && !rc)

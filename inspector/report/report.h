@@ -33,21 +33,43 @@ void hdx_report_put_text(FILE *f, const char *s);
 /* Every thread of p with its merged stack, as text (hangdx dump). 0 or -EIO. */
 int hdx_report_threads_text(FILE *f, const hdx_process *p);
 
-/* Write the text report to f. 0 or a negative errno. */
-int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v);
+/* What hdx_report_write writes (docs/design.md "The stack tree and the exports"). */
+enum hdx_report_format {
+    HDX_REPORT_TEXT = 0,    /* the text report */
+    HDX_REPORT_JSON,        /* hangdx.report/2 (or /1: HDX_REPORT_V1) */
+    HDX_REPORT_SPEEDSCOPE,  /* the stack tree as speedscope's file format (report/export.h) */
+    HDX_REPORT_COLLAPSED,   /* the stack tree as folded stacks, for flamegraph.pl */
+    HDX_REPORT_DOT,         /* the waits-for graph and the stack tree, Graphviz */
+};
 
-/* What hdx_report_write's json holds: 0 text; else HDX_REPORT_JSON, hangdx.report/2, with
- * HDX_REPORT_FULL every thread's frames as objects in "processes" (docs/formats.md
- * "Reports"), or with HDX_REPORT_V1 hangdx.report/1 instead. */
-#define HDX_REPORT_JSON 1
-#define HDX_REPORT_FULL 2
-#define HDX_REPORT_V1 4
+/* The text report's stack tree: shown when the job has more than HDX_TREE_AUTO_RANKS ranks
+ * (report/tree.h), or always (1), or never (0). */
+#define HDX_TREE_AUTO (-1)
+
+/* The JSON report's flags: HDX_REPORT_FULL every thread's frames as objects in "processes"
+ * (docs/formats.md "Reports"), or HDX_REPORT_V1 hangdx.report/1 instead of /2. */
+#define HDX_REPORT_FULL 1
+#define HDX_REPORT_V1 2
+
+typedef struct hdx_report_options {
+    enum hdx_report_format format;
+    int tree;  /* text only: HDX_TREE_AUTO, 1 or 0 */
+    int flags; /* json only: HDX_REPORT_FULL, HDX_REPORT_V1 */
+} hdx_report_options;
+
+/* The format named s ("text", "json", "speedscope", "collapsed", "dot") into *out.
+ * 0, or -EINVAL for another name (*out untouched). */
+int hdx_report_format_parse(const char *s, enum hdx_report_format *out);
+
+/* Write the text report to f; tree: as hdx_report_options.tree. 0 or a negative errno. */
+int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, int tree);
 
 /*
- * Write the report (JSON as the flags in json say, above; 0: text) to path, or to stdout
- * when path is NULL or "-". The JSON is printed a process at a time, never held as one tree.
- * 0 or a negative errno (-ENOMEM, -EIO, or fopen's or fclose's).
+ * Write the report in the format o says (NULL: text, its tree HDX_TREE_AUTO) to path, or to
+ * stdout when path is NULL or "-". The JSON is printed a process at a time, never held as
+ * one tree. 0 or a negative errno (-ENOMEM, -EIO, or fopen's or fclose's).
  */
-int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, int json, const char *path);
+int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, const hdx_report_options *o,
+                     const char *path);
 
 #endif

@@ -430,7 +430,7 @@ static void multi_host_names_host(void)
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        CHECK(hdx_report_text(f, ev, &v) == 0);
+        CHECK(hdx_report_text(f, ev, &v, HDX_TREE_AUTO) == 0);
         fclose(f);
         words w = words_of(ev, &v);
         if (hosts == 2) {
@@ -488,7 +488,7 @@ static void gpu_stuck_wording(void)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    CHECK(hdx_report_text(f, ev, &v) == 0);
+    CHECK(hdx_report_text(f, ev, &v, HDX_TREE_AUTO) == 0);
     fclose(f);
     CHECK(text && strstr(text, "  hangdx held it 238 us  ") && !strstr(text, "stopped 238"));
     CHECK(text && !strstr(text, ") \n"));

@@ -291,7 +291,7 @@ static void test_gone_container(void)
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        CHECK(hdx_report_text(f, ev, &v) == 0);
+        CHECK(hdx_report_text(f, ev, &v, HDX_TREE_AUTO) == 0);
         fclose(f);
         CHECK(text && strstr(text, "/workspace/b/lock (a path in the container of mount namespace 4026532801, whose "
                                    "processes are all gone"));
