@@ -66,6 +66,7 @@ int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_op
     case 'T': o->tree = 1; return 1;
     case 'U': o->tree = 0; return 1;
     case 'L': o->flags |= HDX_REPORT_FULL; return 1;
+    case 'H': o->html = arg; return 1;
     case 'S':
         if (strcmp(arg, "1") && strcmp(arg, "2")) {
             fprintf(stderr, "hangdx %s: --schema %s: give 1 (hangdx.report/1) or 2 (hangdx.report/2)\n", cmd, arg);

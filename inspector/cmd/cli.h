@@ -19,11 +19,12 @@
         {"native-lines", no_argument, NULL, 'N'}
 
 /* The report options of inspect and analyze: --json, --full, --schema 1|2, --format FMT,
- * --tree, --no-tree. */
+ * --tree, --no-tree, --html FILE. */
 #define HDX_CLI_REPORT_OPTIONS                                                                \
     {"json", no_argument, NULL, 'j'}, {"full", no_argument, NULL, 'L'},                       \
         {"schema", required_argument, NULL, 'S'}, {"format", required_argument, NULL, 'F'},   \
-        {"tree", no_argument, NULL, 'T'}, {"no-tree", no_argument, NULL, 'U'}
+        {"tree", no_argument, NULL, 'T'}, {"no-tree", no_argument, NULL, 'U'},                \
+        {"html", required_argument, NULL, 'H'}
 
 /* Their lines of a command's --help. */
 #define HDX_CLI_REPORT_HELP                                                                          \
@@ -39,10 +40,13 @@
     "                      with the same stack), collapsed (folded stacks for flamegraph.pl),\n"   \
     "                      dot (Graphviz: the waits-for graph and the stack tree)\n"              \
     "  --tree, --no-tree   show (or not) the merged stack tree of the ranks' key threads in\n"    \
-    "                      the text report; by default it is shown for more than 8 ranks\n"
+    "                      the text report; by default it is shown for more than 8 ranks\n"    \
+    "  --html FILE         also write FILE, one HTML page that works offline: the verdict,\n"    \
+    "                      the waits-for graph, the ranks on the TP x PP x DP grid, the stack\n"  \
+    "                      tree, a rank's stack on a click\n"
 
 /*
- * Take getopt's c and optarg if they are a report option ('j', 'L', 'S', 'F', 'T', 'U') into
+ * Take getopt's c and optarg if they are a report option ('j', 'L', 'S', 'F', 'T', 'U', 'H') into
  * *o. Returns 1 when taken, 0 when c is not one of them, -1 for a format or schema that is
  * none (the message, naming cmd, is printed).
  */

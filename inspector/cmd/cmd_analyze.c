@@ -20,6 +20,7 @@
 #include "gather/proc.h" /* hdx_proc_trace_host */
 #include "hangdx/report.h" /* exit statuses */
 #include "cmd/cli.h"
+#include "report/html.h"
 #include "report/report.h"
 
 static void usage(FILE *f)
@@ -81,7 +82,7 @@ int hdx_cmd_analyze(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     int c;
-    hdx_report_options ro = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0};
+    hdx_report_options ro = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0, NULL};
     const char *out = NULL;
     optind = 1;
     while ((c = getopt_long(argc, argv, "jo:h", opts, NULL)) != -1) {
@@ -126,6 +127,10 @@ int hdx_cmd_analyze(int argc, char **argv)
         goto nomem;
     if ((r = hdx_report_write(ev, &v, &ro, out)) < 0) {
         fprintf(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));
+        goto out;
+    }
+    if (ro.html && (r = hdx_report_html_write(ev, &v, ro.html)) < 0) {
+        fprintf(stderr, "hangdx analyze: cannot write the HTML report to %s: %s\n", ro.html, strerror(-r));
         goto out;
     }
     status = res.n_left_out ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;

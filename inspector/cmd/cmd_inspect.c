@@ -12,6 +12,7 @@
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "hangdx/report.h"
+#include "report/html.h"
 #include "report/report.h"
 
 
@@ -63,7 +64,7 @@ int hdx_cmd_inspect(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     int c, status = HDX_EXIT_USAGE;
-    hdx_report_options ro = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0};
+    hdx_report_options ro = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0, NULL};
     const char *out = NULL;
     hdx_cli_capture o;
     hdx_cli_capture_init(&o);
@@ -98,6 +99,10 @@ int hdx_cmd_inspect(int argc, char **argv)
     int rc = hdx_report_write(ev, &v, &ro, out);
     if (rc) {
         fprintf(stderr, "hangdx inspect: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-rc));
+        goto out;
+    }
+    if (ro.html && (rc = hdx_report_html_write(ev, &v, ro.html))) {
+        fprintf(stderr, "hangdx inspect: cannot write the HTML report to %s: %s\n", ro.html, strerror(-rc));
         goto out;
     }
     status = hdx_cli_capture_status("inspect", ev, failures);

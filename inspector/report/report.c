@@ -336,6 +336,36 @@ static cJSON *hosts_json(const hdx_evidence *ev, int *host_ix)
     return hosts;
 }
 
+cJSON *hdx_report_verdict_json(const hdx_evidence *ev, const hdx_verdict *v)
+{
+    char *summary, *remedy;
+    if (hdx_verdict_words(ev, v, &summary, &remedy))
+        return NULL;
+    cJSON *vo = cJSON_CreateObject();
+    if (!vo) {
+        free(summary);
+        free(remedy);
+        return NULL;
+    }
+    cJSON_AddStringToObject(vo, "class", hdx_class_name(v->cls));
+    cJSON_AddStringToObject(vo, "finding", hdx_finding_name(v->finding));
+    cJSON_AddItemToObject(vo, "facts", facts_json(v));
+    cJSON_AddItemToObject(vo, "summary", hdx_json_str(summary));
+    cJSON_AddItemToObject(vo, "culprit_ranks", int_array(v->culprit_ranks, v->n_culprit_ranks));
+    cJSON_AddItemToObject(vo, "culprit_pids", int_array(v->culprit_pids, v->n_culprit_pids));
+    cJSON_AddItemToObject(vo, "missing_ranks", int_array(v->missing_ranks, v->n_missing_ranks));
+    cJSON_AddItemToObject(vo, "missing_count", v->missing_count > 0 ? cJSON_CreateNumber(v->missing_count)
+                                               : v->n_missing_ranks ? cJSON_CreateNumber((double)v->n_missing_ranks)
+                                                                    : cJSON_CreateNull());
+    cJSON_AddItemToObject(vo, "remedy", hdx_json_str(remedy));
+    free(summary);
+    free(remedy);
+    cJSON_AddStringToObject(vo, "confidence", confidence_names[v->confidence]);
+    cJSON_AddBoolToObject(vo, "culprit_working", v->culprit_working);
+    cJSON_AddItemToObject(vo, "group", verdict_group_json(ev, v));
+    return vo;
+}
+
 /*
  * The report's object. st NULL: hangdx.report/1, its "processes" empty unless with_procs
  * (hdx_report_write prints them one by one, so that a job of thousands of ranks is never one
@@ -363,28 +393,12 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
         cJSON_AddNumberToObject(r, "build_timeout_s", (double)ev->build_timeout_s);
     }
 
-    char *summary, *remedy;
-    if (hdx_verdict_words(ev, v, &summary, &remedy)) {
+    cJSON *vo = hdx_report_verdict_json(ev, v);
+    if (!vo) {
         cJSON_Delete(r);
         return NULL;
     }
-    cJSON *vo = cJSON_AddObjectToObject(r, "verdict");
-    cJSON_AddStringToObject(vo, "class", hdx_class_name(v->cls));
-    cJSON_AddStringToObject(vo, "finding", hdx_finding_name(v->finding));
-    cJSON_AddItemToObject(vo, "facts", facts_json(v));
-    cJSON_AddItemToObject(vo, "summary", hdx_json_str(summary));
-    cJSON_AddItemToObject(vo, "culprit_ranks", int_array(v->culprit_ranks, v->n_culprit_ranks));
-    cJSON_AddItemToObject(vo, "culprit_pids", int_array(v->culprit_pids, v->n_culprit_pids));
-    cJSON_AddItemToObject(vo, "missing_ranks", int_array(v->missing_ranks, v->n_missing_ranks));
-    cJSON_AddItemToObject(vo, "missing_count", v->missing_count > 0 ? cJSON_CreateNumber(v->missing_count)
-                                               : v->n_missing_ranks ? cJSON_CreateNumber((double)v->n_missing_ranks)
-                                                                    : cJSON_CreateNull());
-    cJSON_AddItemToObject(vo, "remedy", hdx_json_str(remedy));
-    free(summary);
-    free(remedy);
-    cJSON_AddStringToObject(vo, "confidence", confidence_names[v->confidence]);
-    cJSON_AddBoolToObject(vo, "culprit_working", v->culprit_working);
-    cJSON_AddItemToObject(vo, "group", verdict_group_json(ev, v));
+    cJSON_AddItemToObject(r, "verdict", vo);
 
     cJSON_AddItemToObject(r, "process_groups", hdx_json_pgroups(ev));
     cJSON_AddItemToObject(r, "waits_for", st ? graph_json(v->graph) : waits_for_json(v->graph));
@@ -1054,7 +1068,7 @@ static int export_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, e
 int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, const hdx_report_options *o,
                      const char *path)
 {
-    hdx_report_options text = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0};
+    hdx_report_options text = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0, NULL};
     if (!o)
         o = &text;
     int to_stdout = !path || !strcmp(path, "-");

@@ -20,6 +20,11 @@ struct cJSON;
  * tell. Caller frees with cJSON_Delete. NULL on ENOMEM. */
 struct cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v);
 
+/* The report's "verdict" object for ev and v (docs/formats.md "Reports": class, finding,
+ * facts, summary and remedy in words, culprits, confidence, group). Caller frees with
+ * cJSON_Delete. NULL on ENOMEM. */
+struct cJSON *hdx_report_verdict_json(const hdx_evidence *ev, const hdx_verdict *v);
+
 /*
  * Write s, text that a process controls (command lines, thread and function names, locals,
  * paths, and the summaries made of them), into a line of a text report: a newline, an
@@ -55,6 +60,8 @@ typedef struct hdx_report_options {
     enum hdx_report_format format;
     int tree;  /* text only: HDX_TREE_AUTO, 1 or 0 */
     int flags; /* json only: HDX_REPORT_FULL, HDX_REPORT_V1 */
+    const char *html; /* --html FILE: the HTML report's file, or NULL; hdx_report_write leaves it
+                         to the command (hdx_report_html_write, report/html.h) */
 } hdx_report_options;
 
 /* The format named s ("text", "json", "speedscope", "collapsed", "dot") into *out.
