@@ -30,6 +30,7 @@ typedef struct member {
     const hdx_process *p; /* NULL: missing */
     const hdx_thread *t;  /* its key thread, or NULL */
     int stack;            /* its class in "stacks", -1 */
+    int culprit;          /* 1: a culprit of the verdict */
     int coord[3];         /* its place in its TP, PP and DP group, -1 */
 } member;
 
@@ -45,14 +46,6 @@ static member *member_find(member *m, size_t n, int id)
     return bsearch(&key, m, n, sizeof *m, member_cmp);
 }
 
-static int has_id(const int *ids, size_t n, int id)
-{
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] == id)
-            return 1;
-    return 0;
-}
-
 /* The ranks: the graph's (missing ones included), else the rank processes, else every
  * process by pid (*by_pid 1). Sorted by id, each once. NULL with errno ENOMEM (or *n 0). */
 static member *members_of(const hdx_evidence *ev, const hdx_verdict *v, size_t *n, int *by_pid)
@@ -64,17 +57,17 @@ static member *members_of(const hdx_evidence *ev, const hdx_verdict *v, size_t *
         return NULL;
     *by_pid = 0;
     for (size_t i = 0; g && i < g->n_ranks; i++)
-        m[k++] = (member){g->ranks[i].rank, g->ranks[i].p, g->ranks[i].t, -1, {-1, -1, -1}};
+        m[k++] = (member){g->ranks[i].rank, g->ranks[i].p, g->ranks[i].t, -1, 0, {-1, -1, -1}};
     if (!k) {
         for (size_t i = 0; i < ev->n_procs; i++)
             if (ev->procs[i].is_rank_process && !ev->procs[i].set_aside)
-                m[k++] = (member){ev->procs[i].rank, &ev->procs[i], hdx_key_thread(&ev->procs[i]), -1, {-1, -1, -1}};
+                m[k++] = (member){ev->procs[i].rank, &ev->procs[i], hdx_key_thread(&ev->procs[i]), -1, 0, {-1, -1, -1}};
     }
     if (!k) {
         *by_pid = 1;
         for (size_t i = 0; i < ev->n_procs; i++)
             if (!ev->procs[i].set_aside)
-                m[k++] = (member){ev->procs[i].pid, &ev->procs[i], hdx_key_thread(&ev->procs[i]), -1, {-1, -1, -1}};
+                m[k++] = (member){ev->procs[i].pid, &ev->procs[i], hdx_key_thread(&ev->procs[i]), -1, 0, {-1, -1, -1}};
     }
     qsort(m, k, sizeof *m, member_cmp);
     size_t w = 0; /* the first process of a rank, as the graph takes it */
@@ -82,6 +75,13 @@ static member *members_of(const hdx_evidence *ev, const hdx_verdict *v, size_t *
         if (!w || m[w - 1].id != m[i].id)
             m[w++] = m[i];
     *n = w;
+    const int *cul = *by_pid ? v->culprit_pids : v->culprit_ranks;
+    size_t ncul = *by_pid ? v->n_culprit_pids : v->n_culprit_ranks;
+    for (size_t i = 0; i < ncul; i++) {
+        member *x = member_find(m, w, cul[i]);
+        if (x)
+            x->culprit = 1;
+    }
     return m;
 }
 
@@ -171,7 +171,7 @@ static int grid_known(const hdx_evidence *ev, member *m, size_t n, int by_pid, s
 
 /* The per-rank table, as columns of small numbers: id, what it waits for (an index into
  * "waits"), culprit, stack class, and the grid's coordinates when known. */
-static cJSON *ranks_json(const hdx_verdict *v, const member *m, size_t n, int by_pid, int grid, cJSON *waits)
+static cJSON *ranks_json(const member *m, size_t n, int grid, cJSON *waits)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON *id = cJSON_AddArrayToObject(o, "id"), *wait = cJSON_AddArrayToObject(o, "wait"),
@@ -186,8 +186,6 @@ static cJSON *ranks_json(const hdx_verdict *v, const member *m, size_t n, int by
         cJSON_Delete(o);
         return NULL;
     }
-    const int *cul = by_pid ? v->culprit_pids : v->culprit_ranks;
-    size_t ncul = by_pid ? v->n_culprit_pids : v->n_culprit_ranks;
     for (size_t i = 0; i < n; i++) {
         const char *w = member_wait(&m[i]);
         int wi = 0, nw = cJSON_GetArraySize(waits);
@@ -197,7 +195,7 @@ static cJSON *ranks_json(const hdx_verdict *v, const member *m, size_t n, int by
             cJSON_AddItemToArray(waits, cJSON_CreateString(w));
         cJSON_AddItemToArray(id, cJSON_CreateNumber(m[i].id));
         cJSON_AddItemToArray(wait, cJSON_CreateNumber(wi));
-        cJSON_AddItemToArray(culprit, cJSON_CreateNumber(has_id(cul, ncul, m[i].id)));
+        cJSON_AddItemToArray(culprit, cJSON_CreateNumber(m[i].culprit));
         cJSON_AddItemToArray(stack, cJSON_CreateNumber(m[i].stack));
         for (int r = 0; grid && r < 3; r++)
             cJSON_AddItemToArray(coord[r], cJSON_CreateNumber(m[i].coord[r]));
@@ -414,29 +412,45 @@ out:
     return o;
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* How many hosts ev's processes ran on (sorted, not compared pairwise: 16384 hosts), -1 on
+ * ENOMEM. */
+static long count_hosts(const hdx_evidence *ev)
+{
+    const char **h = malloc((ev->n_procs ? ev->n_procs : 1) * sizeof *h);
+    size_t n = 0;
+    long distinct = 0;
+    if (!h)
+        return -1;
+    for (size_t i = 0; i < ev->n_procs; i++)
+        if (ev->procs[i].host || ev->host)
+            h[n++] = ev->procs[i].host ? ev->procs[i].host : ev->host;
+    qsort(h, n, sizeof *h, str_cmp);
+    for (size_t i = 0; i < n; i++)
+        distinct += !i || strcmp(h[i - 1], h[i]);
+    free(h);
+    return distinct;
+}
+
 /* The page's data object. NULL on ENOMEM. */
 static cJSON *page_json(const hdx_evidence *ev, const hdx_verdict *v)
 {
     size_t n = 0, size[3];
     int by_pid = 0;
     member *m = members_of(ev, v, &n, &by_pid);
-    cJSON *o = cJSON_CreateObject(), *waits = cJSON_CreateArray(), *hosts = cJSON_CreateArray();
-    if (!m || !o || !waits || !hosts) {
+    cJSON *o = cJSON_CreateObject(), *waits = cJSON_CreateArray();
+    long hosts = count_hosts(ev);
+    if (!m || !o || !waits || hosts < 0) {
         free(m);
         cJSON_Delete(o);
         cJSON_Delete(waits);
-        cJSON_Delete(hosts);
         return NULL;
     }
-    for (size_t i = 0; i < ev->n_procs; i++) {
-        const char *h = ev->procs[i].host ? ev->procs[i].host : ev->host;
-        int k = 0, nh = cJSON_GetArraySize(hosts);
-        while (h && k < nh && strcmp(cJSON_GetStringValue(cJSON_GetArrayItem(hosts, k)), h))
-            k++;
-        if (h && k == nh)
-            cJSON_AddItemToArray(hosts, cJSON_CreateString(h));
-    }
-    cJSON_AddItemToObject(o, "hosts", hosts);
+    cJSON_AddNumberToObject(o, "hosts", (double)hosts);
     cJSON_AddItemToObject(o, "taken_at", hdx_json_time(ev->taken_ns, 0));
     cJSON_AddItemToObject(o, "verdict", hdx_report_verdict_json(ev, v));
     cJSON_AddBoolToObject(o, "by_pid", by_pid);
@@ -449,7 +463,7 @@ static cJSON *page_json(const hdx_evidence *ev, const hdx_verdict *v)
         cJSON_AddNumberToObject(go, "dp", (double)size[2]);
     }
     cJSON_AddItemToObject(o, "waits", waits);
-    cJSON_AddItemToObject(o, "ranks", ranks_json(v, m, n, by_pid, grid, waits));
+    cJSON_AddItemToObject(o, "ranks", ranks_json(m, n, grid, waits));
     cJSON_AddItemToObject(o, "tree", tree_json(ev, v, o));
     cJSON_AddItemToObject(o, "graph", graph_json(v->graph));
     cJSON *notes = cJSON_AddArrayToObject(o, "notes");
