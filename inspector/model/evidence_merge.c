@@ -142,7 +142,8 @@ int hdx_evidence_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
     }
 
     /* A report's job logs (src's ranks are each once: only dst's own are looked through). */
-    memcpy(dst->log_facts + dst->n_log_facts, src->log_facts, src->n_log_facts * sizeof *dst->log_facts);
+    if (src->n_log_facts) /* both arrays may be NULL */
+        memcpy(dst->log_facts + dst->n_log_facts, src->log_facts, src->n_log_facts * sizeof *dst->log_facts);
     dst->n_log_facts += src->n_log_facts;
     src->n_log_facts = 0;
     for (size_t i = 0, had = dst->n_log_ranks; i < src->n_log_ranks; i++) {

@@ -230,7 +230,8 @@ static cJSON *graph_json(const hdx_waitsfor *g)
             cJSON_Delete(o);
             return NULL;
         }
-        memcpy(absent, c->absent, c->n_absent * sizeof *absent);
+        if (c->n_absent) /* c->absent may be NULL */
+            memcpy(absent, c->absent, c->n_absent * sizeof *absent);
         cJSON_AddStringToObject(x, "kind", hdx_wf_kind_name(c->kind));
         cJSON_AddItemToObject(x, "op", hdx_json_str(c->op));
         cJSON_AddItemToObject(x, "group", hdx_json_str(c->pgroup >= 0 ? g->ev->pgroups[c->pgroup].name : NULL));
