@@ -67,7 +67,7 @@ static void usage(FILE *f)
             "  hangdx analyze --json -o report.json traces/\n"
             "  hangdx analyze --format speedscope -o hang.speedscope.json /tmp/hang-1234/\n"
             "  hangdx analyze --format collapsed snap-*.json | flamegraph.pl > hang.svg\n"
-            "  hangdx analyze --format dot snap-*.json | dot -Tsvg > hang.svg\n\n"
+            "  hangdx analyze --format dot snap-*.json | dot -Tsvg > waits-for.svg\n\n"
             "exit status: 0 report produced, 1 partial (a report from what could be read: a file\n"
             "of a snapshot directory, or a node of a --frames file, was left out; stderr and the\n"
             "notes say which), 2 failure (an input given by name could not be read), 64 usage error.\n");

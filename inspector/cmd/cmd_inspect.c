@@ -51,7 +51,8 @@ static void usage(FILE *f)
             "  hangdx inspect --slurm-job 1234       # every node of Slurm job 1234\n"
             "  hangdx inspect --slurm-job --json     # inside the job's allocation\n"
             "  hangdx inspect --json -o report.json $(pgrep -f pretrain.py)\n"
-            "  hangdx inspect -d traces/ --samples 4 --interval 500 4123\n\n"
+            "  hangdx inspect -d traces/ --samples 4 --interval 500 4123\n"
+            "  hangdx inspect --all --format speedscope -o hang.speedscope.json\n\n"
             "exit status: 0 report produced, 1 partial (some processes unreadable), 2 failure,\n"
             "64 usage error.\n");
 }

@@ -769,8 +769,9 @@ static void text_branch_head(FILE *f, const hdx_tree *t, const hdx_verdict *v, c
     }
 }
 
-/* The merged stack tree (report/tree.h): a branch's head, then its frames one a line, two
- * columns further in; a branch of one member on one line, its frames joined by " > ". */
+/* The merged stack tree (report/tree.h), each level four columns further in: a branch's head,
+ * then its frames one a line, four columns further in still; a branch of one member on one line,
+ * its frames joined by " > " (docs/design.md "The stack tree and the exports"). */
 static void text_tree(FILE *f, const hdx_tree *t, const hdx_verdict *v)
 {
     char label[512];
@@ -796,7 +797,8 @@ static void text_tree(FILE *f, const hdx_tree *t, const hdx_verdict *v)
         if (br->n_ends && br->n_children) {
             char ranges[256];
             hdx_format_ranges_of(br->ends, br->n_ends, ranges, sizeof ranges);
-            fprintf(f, "%*s[%s] %zu %s end here\n", in + 4, "", ranges, br->n_ends, hdx_tree_members_noun(t, br->n_ends));
+            fprintf(f, "%*s[%s] %zu %s end%s here\n", in + 4, "", ranges, br->n_ends, hdx_tree_members_noun(t, br->n_ends),
+                    br->n_ends == 1 ? "s" : "");
         }
     }
 }

@@ -1,6 +1,7 @@
 /*
  * The report: hangdx.report/2 JSON (and the earlier /1, on request; docs/formats.md
- * "Reports"), and the short text form (verdict first, then evidence, then the stacks grouped).
+ * "Reports"), and the short text form (verdict first, then evidence, the stack tree
+ * (report/tree.h), then the stacks grouped), or one of the exports of report/export.h.
  *
  * Stage rule: report may include model, classify. (docs/design.md "Stages")
  */

@@ -132,7 +132,8 @@ static int members_of(const builder *b, const size_t *groups, size_t n, int **ou
     for (size_t i = 0; i < n; i++) {
         size_t k;
         const int *src = group_members(b, groups[i], &k);
-        memcpy(m + w, src, k * sizeof *m);
+        if (k) /* a group of no rank has no array */
+            memcpy(m + w, src, k * sizeof *m);
         w += k;
     }
     qsort(m, w, sizeof *m, hdx_cmp_int);
@@ -148,7 +149,7 @@ static int members_of(const builder *b, const size_t *groups, size_t n, int **ou
 static size_t count_culprits(const builder *b, const int *m, size_t n)
 {
     size_t c = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; b->n_culprits && i < n; i++) /* bsearch wants an array, even of none */
         c += bsearch(&m[i], b->culprits, b->n_culprits, sizeof *m, hdx_cmp_int) != NULL;
     return c;
 }
@@ -277,7 +278,8 @@ int hdx_tree_path(const hdx_tree *t, size_t b, const hdx_frame ***out, size_t *n
     for (long at = (long)b; at >= 0; at = t->branches[at].parent) {
         const hdx_tree_branch *br = &t->branches[at];
         w -= br->n_frames;
-        memcpy(*out + w, br->frames, br->n_frames * sizeof *br->frames);
+        if (br->n_frames) /* memcpy wants an array, even of none */
+            memcpy(*out + w, br->frames, br->n_frames * sizeof *br->frames);
     }
     return 0;
 }

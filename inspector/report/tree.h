@@ -1,10 +1,10 @@
 /*
- * The merged stack tree of a job (docs/design.md "The stack tree"), as LLNL STAT draws it: the
- * key thread of each rank (classify/groups.h hdx_key_thread: the thread the classifier judged
- * by) gives one path of calls from its outermost frame in, and the paths are merged on their
- * common prefixes. Each branch of the tree is a run of frames that the same ranks share, with
- * those ranks; a branch ends where its ranks part (or where some of them stop). The text report,
- * the exports (report/export.h) and any later view read the same tree.
+ * The merged stack tree of a job (docs/design.md "The stack tree and the exports"), as LLNL
+ * STAT draws it: the key thread of each rank (classify/groups.h hdx_key_thread: the thread the
+ * classifier judged by) gives one path of calls from its outermost frame in, and the paths are
+ * merged on their common prefixes. Each branch of the tree is a run of frames that the same
+ * ranks share, with those ranks; a branch ends where its ranks part (or where some of them
+ * stop). The text report, the exports (report/export.h) and any later view read the same tree.
  *
  * Built from the stack groups (hdx_groups_make: one hashing pass over the processes) by
  * inserting each group's path into a trie whose children are found through one hash index

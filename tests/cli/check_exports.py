@@ -108,7 +108,7 @@ def check_speedscope(path):
 
 def tree_leaves(text):
     """The stacks of the text report's stack tree, ([frames from the root], count) each: every
-    leaf's path, and the path of each "[...] N ranks end here" line; and the root's count."""
+    leaf's path, and the path of each "[...] N ranks end here" (or "1 rank ends here") line; and the root's count."""
     lines = text.split("\n")
     try:
         at = next(i for i, l in enumerate(lines) if l.startswith("stack tree ("))
@@ -116,7 +116,7 @@ def tree_leaves(text):
         fail(["the text report has no stack tree"])
     noun = r"(?:ranks?|process(?:es)?)"
     head = re.compile(r"^( *)\[[^\]]*\] (\d+) " + noun + r"(?: \([^)]*\))?(?:: (.*))?$")
-    ends = re.compile(r"^ *\[[^\]]*\] (\d+) " + noun + " end here$")
+    ends = re.compile(r"^ *\[[^\]]*\] (\d+) " + noun + " ends? here$")
     path, seen, stacks = [], [], []  # path: the open branches [indent, frames, count, has children]
     for line in lines[at + 1:]:
         if not line.strip():

@@ -6,6 +6,7 @@
 
 #include "classify/classify.h"
 #include "model/util.h"
+#include "report/report.h"
 #include "report/tree.h"
 
 #include "check.h"
@@ -90,6 +91,51 @@ int main(void)
     }
     CHECK(!strcmp(hdx_tree_members_noun(&t, 1), "rank") && !strcmp(hdx_tree_members_noun(&t, 2), "ranks"));
     hdx_tree_free(&t);
+
+    /* The same tree in the text report (--tree): rank 8, which stops at train, as a line of its own. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    CHECK(hdx_report_text(mem, ev, &v, 1) == 0);
+    fclose(mem);
+    const char *tree = text ? strstr(text, "\nstack tree (") : NULL;
+    CHECK(tree && strstr(tree, "\n  [0-9] 10 ranks\n"
+                               "      <module> (train.py:10)\n"
+                               "      train (train.py:20)\n"
+                               "      [8] 1 rank ends here\n"
+                               "      [0-4,7] 6 ranks\n"
+                               "          train_step (train.py:30)\n"
+                               "          all_reduce (train.py:40)\n"
+                               "      [5,9] 2 ranks\n"
+                               "          barrier (train.py:30)\n"
+                               "      [6] 1 rank (culprit): skip_and_sleep (train.py:30)\n\n"),
+          "%s", tree ? tree : text);
+    free(text);
+    hdx_evidence_free(ev);
+
+    /* 8192 ranks in 4 pipeline stages of 2 ops each: 13 branches, siblings of one size by their
+     * lowest rank. */
+    static const char *const stage[] = {"stage_0", "stage_1", "stage_2", "stage_3"};
+    static const char *const op[] = {"op_0", "op_1"};
+    ev = hdx_evidence_new();
+    for (int r = 0; r < 8192; r++) {
+        const char *path[] = {"<module>", "train", stage[r / 2048], op[r % 2]};
+        proc(ev, 10000 + r, r, path, 4);
+    }
+    hdx_mark_rank_processes(ev);
+    culprit = 8191;
+    v = (hdx_verdict){.culprit_ranks = &culprit, .n_culprit_ranks = 1};
+    CHECK(hdx_tree_build(ev, &v, &t) == 0);
+    CHECK(t.n_branches == 13, "%zu branches", t.n_branches);
+    if (t.n_branches == 13) {
+        CHECK(!strcmp(branch_text(&t, 0, buf, sizeof buf), "[0-8191] 8192 level 0: <module> (train.py:10) train (train.py:20)"), "%s", buf);
+        CHECK(!strcmp(branch_text(&t, 10, buf, sizeof buf), "[6144-8191] 2048 level 1: stage_3 (train.py:30)"), "%s", buf);
+        const hdx_tree_branch *odd = &t.branches[12];
+        CHECK(odd->n_members == 1024 && odd->members[0] == 6145 && odd->members[1023] == 8191 &&
+              !strcmp(odd->frames[0]->function, "op_1") && odd->n_culprits == 1 && odd->n_ends == 1024);
+        CHECK(t.branches[11].members[0] == 6144 && !strcmp(t.branches[11].frames[0]->function, "op_0"));
+    }
+    hdx_tree_free(&t);
     hdx_evidence_free(ev);
 
     /* No rank process: the tree is by pid, the verdict's culprit pids counted. */
@@ -118,6 +164,6 @@ int main(void)
     CHECK(!strcmp(hdx_tree_frame_label(&f, buf, sizeof buf), "clock_nanosleep"), "%s", buf);
     if (failures)
         return 1;
-    printf("tree: 4 branches, ranks 0-4,7 / 5,9 / 6 under <module> > train, rank 8 ends at train\n");
+    printf("tree: 4 branches, ranks 0-4,7 / 5,9 / 6 under <module> > train, rank 8 ends at train; 8192 ranks in 13\n");
     return 0;
 }
