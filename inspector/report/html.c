@@ -46,11 +46,11 @@ static member *member_find(member *m, size_t n, int id)
     return bsearch(&key, m, n, sizeof *m, member_cmp);
 }
 
-/* The ranks: the graph's (missing ones included), else the rank processes, else every
+/* The ranks: g's (missing ones included; g may be NULL), else the rank processes, else every
  * process by pid (*by_pid 1). Sorted by id, each once. NULL with errno ENOMEM (or *n 0). */
-static member *members_of(const hdx_evidence *ev, const hdx_verdict *v, size_t *n, int *by_pid)
+static member *members_of(const hdx_evidence *ev, const hdx_verdict *v, const hdx_waitsfor *g, size_t *n,
+                          int *by_pid)
 {
-    const hdx_waitsfor *g = v->graph;
     size_t cap = (g ? g->n_ranks : 0) + ev->n_procs + 1, k = 0;
     member *m = calloc(cap, sizeof *m);
     if (!m)
@@ -436,12 +436,13 @@ static long count_hosts(const hdx_evidence *ev)
     return distinct;
 }
 
-/* The page's data object. NULL on ENOMEM. */
-static cJSON *page_json(const hdx_evidence *ev, const hdx_verdict *v)
+/* The page's data object: g is v's waits-for graph, or one built from ev for a verdict that
+ * did not need it (as the dot export does, report/export.h), or NULL. NULL on ENOMEM. */
+static cJSON *page_json(const hdx_evidence *ev, const hdx_verdict *v, const hdx_waitsfor *g)
 {
     size_t n = 0, size[3];
     int by_pid = 0;
-    member *m = members_of(ev, v, &n, &by_pid);
+    member *m = members_of(ev, v, g, &n, &by_pid);
     cJSON *o = cJSON_CreateObject(), *waits = cJSON_CreateArray();
     long hosts = count_hosts(ev);
     if (!m || !o || !waits || hosts < 0) {
@@ -465,7 +466,9 @@ static cJSON *page_json(const hdx_evidence *ev, const hdx_verdict *v)
     cJSON_AddItemToObject(o, "waits", waits);
     cJSON_AddItemToObject(o, "ranks", ranks_json(m, n, grid, waits));
     cJSON_AddItemToObject(o, "tree", tree_json(ev, v, o));
-    cJSON_AddItemToObject(o, "graph", graph_json(v->graph));
+    cJSON_AddItemToObject(o, "graph", graph_json(g));
+    /* the collectives taken on the world group: no group read */
+    cJSON_AddBoolToObject(o, "graph_guessed", g && g->n_ranks && (g->n_guessed || !ev->n_pgroups));
     cJSON *notes = cJSON_AddArrayToObject(o, "notes");
     for (size_t i = 0; notes && i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
@@ -491,7 +494,14 @@ static int put_script_data(FILE *f, const char *s)
 
 int hdx_report_html(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
 {
-    cJSON *o = page_json(ev, v);
+    hdx_waitsfor own;
+    memset(&own, 0, sizeof own);
+    if (!v->graph && hdx_waitsfor_build(ev, &own) < 0) {
+        hdx_waitsfor_free(&own);
+        return -ENOMEM;
+    }
+    cJSON *o = page_json(ev, v, v->graph ? v->graph : &own);
+    hdx_waitsfor_free(&own);
     char *s = o ? hdx_json_print(o, 0) : NULL;
     cJSON_Delete(o);
     if (!s)

@@ -28,7 +28,9 @@
 #define HDX_HTML_MAX_NODES 48
 
 /*
- * Write the HTML report of ev and v (classified from ev; v->graph may be NULL) to f. Text
+ * Write the HTML report of ev and v (classified from ev) to f. Without v->graph (a verdict
+ * that did not need it) the page's graph is built from ev, every collective on the world group
+ * where no group was read. Text
  * of the processes (function names, paths, the summary) goes into the page only as JSON
  * string data, which the page's script sets as text, never as markup; every '<' of the data
  * is written \u003c, so that nothing in it can end its script element. Returns 0, -ENOMEM,
