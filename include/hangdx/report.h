@@ -1,12 +1,13 @@
 /*
- * hangdx.report/1 — schema names, hang classes and exit codes that the
+ * hangdx.report/2 — schema names, hang classes and exit codes that the
  * inspector's commands, its tests and any reader of its JSON agree on.
- * The report layout itself is described in docs/design.md ("Formats").
+ * The report layout itself is described in docs/formats.md ("Reports").
  */
 #ifndef HANGDX_REPORT_H
 #define HANGDX_REPORT_H
 
-#define HDX_REPORT_SCHEMA "hangdx.report/1"
+#define HDX_REPORT_SCHEMA "hangdx.report/2"    /* what analyze, inspect and run --json write */
+#define HDX_REPORT_SCHEMA_V1 "hangdx.report/1" /* the earlier report: still read, and written on request */
 #define HDX_SNAPSHOT_SCHEMA "hangdx.snapshot/2"    /* what hangdx snapshot writes (inspector/snapshot.h) */
 #define HDX_SNAPSHOT_SCHEMA_V1 "hangdx.snapshot/1" /* the earlier format, still read */
 

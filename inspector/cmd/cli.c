@@ -65,6 +65,15 @@ int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_op
     case 'j': o->format = HDX_REPORT_JSON; return 1;
     case 'T': o->tree = 1; return 1;
     case 'U': o->tree = 0; return 1;
+    case 'L': o->flags |= HDX_REPORT_FULL; return 1;
+    case 'H': o->html = arg; return 1;
+    case 'S':
+        if (strcmp(arg, "1") && strcmp(arg, "2")) {
+            fprintf(stderr, "hangdx %s: --schema %s: give 1 (hangdx.report/1) or 2 (hangdx.report/2)\n", cmd, arg);
+            return -1;
+        }
+        o->flags = (o->flags & ~HDX_REPORT_V1) | (!strcmp(arg, "1") ? HDX_REPORT_V1 : 0);
+        return 1;
     case 'F':
         if (!hdx_report_format_parse(arg, &o->format))
             return 1;
@@ -72,6 +81,19 @@ int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_op
         return -1;
     default: return 0;
     }
+}
+
+int hdx_cli_report_check(const char *cmd, const hdx_report_options *o)
+{
+    if (o->flags && o->format != HDX_REPORT_JSON) {
+        fprintf(stderr, "hangdx %s: --full and --schema shape the JSON report: add --json\n", cmd);
+        return -1;
+    }
+    if ((o->flags & HDX_REPORT_FULL) && (o->flags & HDX_REPORT_V1)) {
+        fprintf(stderr, "hangdx %s: --full is of hangdx.report/2 (a /1 report always holds every frame)\n", cmd);
+        return -1;
+    }
+    return 0;
 }
 
 /* --slurm-job: its id from the one word left, or from SLURM_JOB_ID. 0 or -1 (printed). */

@@ -18,27 +18,43 @@
         {"all", no_argument, NULL, 'a'}, {"slurm-job", optional_argument, NULL, 'J'},                 \
         {"native-lines", no_argument, NULL, 'N'}
 
-/* The report options of inspect and analyze: --json, --format FMT, --tree, --no-tree. */
-#define HDX_CLI_REPORT_OPTIONS                                                              \
-    {"json", no_argument, NULL, 'j'}, {"format", required_argument, NULL, 'F'},               \
-        {"tree", no_argument, NULL, 'T'}, {"no-tree", no_argument, NULL, 'U'}
+/* The report options of inspect and analyze: --json, --full, --schema 1|2, --format FMT,
+ * --tree, --no-tree, --html FILE. */
+#define HDX_CLI_REPORT_OPTIONS                                                                \
+    {"json", no_argument, NULL, 'j'}, {"full", no_argument, NULL, 'L'},                       \
+        {"schema", required_argument, NULL, 'S'}, {"format", required_argument, NULL, 'F'},   \
+        {"tree", no_argument, NULL, 'T'}, {"no-tree", no_argument, NULL, 'U'},                \
+        {"html", required_argument, NULL, 'H'}
 
 /* Their lines of a command's --help. */
 #define HDX_CLI_REPORT_HELP                                                                          \
-    "  --json              print the hangdx.report/1 JSON object (the same as --format json)\n"      \
+    "  --json              print the hangdx.report/2 JSON object (the same as --format json):\n"     \
+    "                      the verdict, the waits-for graph, a table of the ranks, each distinct\n"  \
+    "                      stack once (with its ranks), and every process with its threads,\n"      \
+    "                      each thread naming its stack\n"                                          \
+    "  --full              with --json: every thread's frames in full in \"processes\"\n"           \
+    "                      (large: about 115 KB a rank of 10 threads of 40 frames)\n"               \
+    "  --schema 1          with --json: the earlier hangdx.report/1, for readers of it\n"           \
     "  --format FMT        text (the default), json, or an export of the stack tree:\n"             \
     "                      speedscope (speedscope's file format, one profile per set of ranks\n"    \
     "                      with the same stack), collapsed (folded stacks for flamegraph.pl),\n"   \
     "                      dot (Graphviz: the waits-for graph and the stack tree)\n"              \
     "  --tree, --no-tree   show (or not) the merged stack tree of the ranks' key threads in\n"    \
-    "                      the text report; by default it is shown for more than 8 ranks\n"
+    "                      the text report; by default it is shown for more than 8 ranks\n"    \
+    "  --html FILE         also write FILE, one HTML page that works offline: the verdict,\n"    \
+    "                      the waits-for graph, the ranks on the TP x PP x DP grid, the stack\n"  \
+    "                      tree, a rank's stack on a click\n"
 
 /*
- * Take getopt's c and optarg if they are a report option ('j', 'F', 'T', 'U') into *o. Returns
- * 1 when taken, 0 when c is not one of them, -1 for a format that is none (the message,
- * naming cmd, is printed).
+ * Take getopt's c and optarg if they are a report option ('j', 'L', 'S', 'F', 'T', 'U', 'H') into
+ * *o. Returns 1 when taken, 0 when c is not one of them, -1 for a format or schema that is
+ * none (the message, naming cmd, is printed).
  */
 int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_options *o);
+
+/* Once every option is taken: 0, or -1 (printed, naming cmd) when --full or --schema is given
+ * without a JSON report, or --full with --schema 1. */
+int hdx_cli_report_check(const char *cmd, const hdx_report_options *o);
 
 typedef struct hdx_cli_capture {
     const char *trace_dir;

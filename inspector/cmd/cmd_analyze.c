@@ -1,7 +1,7 @@
 /*
  * hangdx analyze: the verdict from captured evidence, after the job is gone.
  * Each input is recognised by its content: a trace directory (hangdx.trace/1),
- * a snapshot (hangdx.snapshot/2, or the earlier /1), a report (hangdx.report/1) or an ELF core
+ * a snapshot (hangdx.snapshot/2, or the earlier /1), a report (hangdx.report/2 or /1) or an ELF core
  * file of a hung rank (core.h), in any mix.
  * Every input adds to one evidence set (formats/inputs.h), which is then classified and
  * reported exactly as inspect does. Locks from snapshots and reports keep the state
@@ -20,16 +20,19 @@
 #include "gather/proc.h" /* hdx_proc_trace_host */
 #include "hangdx/report.h" /* exit statuses */
 #include "cmd/cli.h"
+#include "report/html.h"
 #include "report/report.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hangdx analyze [--json|--format FMT] [--tree|--no-tree] [-o FILE] INPUT...\n\n"
+            "usage: hangdx analyze [--json [--full] [--schema 1|2]|--format FMT] [--tree|--no-tree]\n"
+            "                      [-o FILE] INPUT...\n\n"
             "Give the verdict of a hang from what it left behind, after the job is gone. Each\n"
             "INPUT is recognised by its content:\n"
             "  - a snapshot file written by 'hangdx snapshot' (hangdx.snapshot/2 or /1), one per host;\n"
-            "  - a report written by 'hangdx inspect --json' (hangdx.report/1);\n"
+            "  - a report written by 'hangdx analyze --json' or 'inspect --json' (hangdx.report/2\n"
+            "    or /1);\n"
             "  - another tool's stack dump of a rank: py-spy dump (text or --json), gdb\n"
             "    'thread apply all bt' (and py-bt), eu-stack -p, or Python faulthandler output\n"
             "    (a job log whose lines carry [rankN]: prefixes holds several ranks; a dump\n"
@@ -79,7 +82,7 @@ int hdx_cmd_analyze(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     int c;
-    hdx_report_options ro = {HDX_REPORT_TEXT, HDX_TREE_AUTO};
+    hdx_report_options ro = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0, NULL};
     const char *out = NULL;
     optind = 1;
     while ((c = getopt_long(argc, argv, "jo:h", opts, NULL)) != -1) {
@@ -93,6 +96,10 @@ int hdx_cmd_analyze(int argc, char **argv)
         case 'h': usage(stdout); return HDX_EXIT_OK;
         default: usage(stderr); return HDX_EXIT_USAGE;
         }
+    }
+    if (hdx_cli_report_check("analyze", &ro)) {
+        usage(stderr);
+        return HDX_EXIT_USAGE;
     }
     if (optind >= argc) {
         fprintf(stderr, "hangdx analyze: no input given\n\n");
@@ -120,6 +127,10 @@ int hdx_cmd_analyze(int argc, char **argv)
         goto nomem;
     if ((r = hdx_report_write(ev, &v, &ro, out)) < 0) {
         fprintf(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));
+        goto out;
+    }
+    if (ro.html && (r = hdx_report_html_write(ev, &v, ro.html)) < 0) {
+        fprintf(stderr, "hangdx analyze: cannot write the HTML report to %s: %s\n", ro.html, strerror(-r));
         goto out;
     }
     status = res.n_left_out ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;

@@ -12,14 +12,15 @@
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "hangdx/report.h"
+#include "report/html.h"
 #include "report/report.h"
 
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: hangdx inspect [--json|--format FMT] [--tree|--no-tree] [-o FILE] [-d TRACEDIR]\n"
-            "                      [--samples N] [--interval MS]\n"
+            "usage: hangdx inspect [--json [--full] [--schema 1|2]|--format FMT] [--tree|--no-tree]\n"
+            "                      [-o FILE] [-d TRACEDIR] [--samples N] [--interval MS]\n"
             "                      [--build-timeout SEC] [--native-lines]\n"
             "                      (PID...|--all|--slurm-job [JOBID])\n\n"
             "Attach to each PID and its descendants, read their native and Python stacks and\n"
@@ -64,7 +65,7 @@ int hdx_cmd_inspect(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     int c, status = HDX_EXIT_USAGE;
-    hdx_report_options ro = {HDX_REPORT_TEXT, HDX_TREE_AUTO};
+    hdx_report_options ro = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0, NULL};
     const char *out = NULL;
     hdx_cli_capture o;
     hdx_cli_capture_init(&o);
@@ -85,7 +86,7 @@ int hdx_cmd_inspect(int argc, char **argv)
         default: usage(stderr); goto out;
         }
     }
-    if (hdx_cli_capture_pids("inspect", argc - optind, argv + optind, &o))
+    if (hdx_cli_report_check("inspect", &ro) || hdx_cli_capture_pids("inspect", argc - optind, argv + optind, &o))
         goto out;
     status = HDX_EXIT_FAILURE;
     int failures = 0;
@@ -99,6 +100,10 @@ int hdx_cmd_inspect(int argc, char **argv)
     int rc = hdx_report_write(ev, &v, &ro, out);
     if (rc) {
         fprintf(stderr, "hangdx inspect: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-rc));
+        goto out;
+    }
+    if (ro.html && (rc = hdx_report_html_write(ev, &v, ro.html))) {
+        fprintf(stderr, "hangdx inspect: cannot write the HTML report to %s: %s\n", ro.html, strerror(-rc));
         goto out;
     }
     status = hdx_cli_capture_status("inspect", ev, failures);

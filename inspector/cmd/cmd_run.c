@@ -473,7 +473,7 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
     if ((rc = hdx_report_write(ev, &v, NULL, tmp)) || (rename(tmp, txt) && (rc = -errno)))
         goto fail;
     snprintf(tmp, sizeof tmp, "%s/.report.json.tmp", dir);
-    if ((rc = hdx_report_write(ev, &v, &(hdx_report_options){HDX_REPORT_JSON, HDX_TREE_AUTO}, tmp)) || (rename(tmp, json) && (rc = -errno)))
+    if ((rc = hdx_report_write(ev, &v, &(hdx_report_options){HDX_REPORT_JSON, HDX_TREE_AUTO, 0, NULL}, tmp)) || (rename(tmp, json) && (rc = -errno)))
         goto fail;
     /* The summary points at what follows it in a report ("read the stack groups below"): on
      * stderr nothing follows, so it points at the report file instead. */

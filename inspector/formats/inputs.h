@@ -1,7 +1,7 @@
 /*
  * What `hangdx analyze` reads: any mix of files and directories that a hang left behind,
  * each recognised by its content and merged into one evidence set.
- *   - a snapshot (hangdx.snapshot/2 or /1) or a report (hangdx.report/1): snapshot.h;
+ *   - a snapshot (hangdx.snapshot/2 or /1) or a report (hangdx.report/2 or /1): snapshot.h;
  *   - a directory of snapshot files (*.json), as `hangdx snapshot --slurm-job -o DIR` writes;
  *   - a file of frames (frames.h): `hangdx snapshot --all --frames` of many nodes;
  *   - a trace directory of `hangdx run` (traces.h), with the report.json that

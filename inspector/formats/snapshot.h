@@ -2,8 +2,8 @@
  * hangdx.snapshot/2: the evidence of one host on disk (docs/design.md "Formats"),
  * written by `hangdx snapshot` and read back by `hangdx analyze`, which also
  * reads hangdx.snapshot/1 (the earlier format: users' saved files) and
- * hangdx.report/1 objects through the same loader (their processes and locks
- * carry nearly the same fields). cJSON for everything.
+ * hangdx.report/2 and /1 objects through the same loader (their processes and locks
+ * carry nearly the same fields; docs/formats.md "Reports"). cJSON for everything.
  *
  * The object (every key always present; unknown values are null):
  *   { "schema": "hangdx.snapshot/2", "host", "taken_at": RFC 3339 with ns,
@@ -56,7 +56,10 @@
  *   frame = { "kind", "function", "file", "line", "module", "offset": "0x..",
  *             "pc": "0x..", "locals": {name: value} | null }
  * and without "holder_host" and waiters' "host" (the snapshot's own host).
- * Reports (hangdx.report/1) write their processes' frames as these objects.
+ * Reports hangdx.report/1 (and /2 --full) write their processes' frames as these objects;
+ * a /2 report's thread names its stack class ("stack", an index into "stacks", each class's
+ * "frames" and "python_frames" indexes into the report's "frames" table, as /2's), and its
+ * "logs" carry the job logs' facts and ranks (evidence_json.h, hdx_logs_json).
  *
  * Frames read by the loader are pooled (evidence.h, hdx_frame.pooled): their
  * strings and locals are interned in the evidence's pool, one copy per input.
@@ -87,7 +90,7 @@ struct cJSON;
 enum hdx_snapshot_kind {
     HDX_INPUT_NOT_JSON = 0,  /* not a JSON object with a "schema" string */
     HDX_INPUT_SNAPSHOT,      /* hangdx.snapshot/2 or /1 */
-    HDX_INPUT_REPORT,        /* hangdx.report/1 */
+    HDX_INPUT_REPORT,        /* hangdx.report/2 or /1 */
     HDX_INPUT_OTHER_SCHEMA,  /* a JSON object with another or no "schema" in its first 4 KiB */
 };
 
@@ -133,7 +136,7 @@ enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path);
 /* ---- the reader (snapshot_read.c) -------------------------------------------- */
 
 /*
- * Parse a hangdx.snapshot/2 or /1, or a hangdx.report/1 object held in root
+ * Parse a hangdx.snapshot/2 or /1, or a hangdx.report/2 or /1 object held in root
  * (borrowed: nothing of it stays in ev), into an evidence of its own, and merge
  * that into ev (hdx_evidence_merge). `name` names the input in messages (a file
  * name; NULL: "input"). On error ev is left as it was, and *err (when err is not
@@ -147,8 +150,8 @@ enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path);
  *   -EEXIST           the merge found the same rank on two hosts, the same process
  *                     twice, or a process group with other ranks;
  *   -ENOMEM.
- * Missing optional fields are taken as unknown. A report's "verdict" and
- * "groups" are ignored: analyze classifies again.
+ * Missing optional fields are taken as unknown. A report's "verdict", "waits_for",
+ * "groups" and "ranks" are ignored: analyze classifies again.
  */
 int hdx_snapshot_from_json(const struct cJSON *root, const char *name, hdx_evidence *ev, char **err);
 

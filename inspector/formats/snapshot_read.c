@@ -1,5 +1,5 @@
 /*
- * The reader of hangdx.snapshot/2 and /1 and of hangdx.report/1 objects (snapshot.h): a
+ * The reader of hangdx.snapshot/2 and /1 and of hangdx.report/2 and /1 objects (snapshot.h): a
  * cJSON tree checked member by member into a fresh evidence, with a message naming where
  * it went wrong, and merged into the caller's.
  */
@@ -39,6 +39,8 @@ typedef struct rd {
     hdx_frame *table;     /* /2 "frames", pooled */
     size_t n_table;
     const char *host;     /* the input's one host, for waiters and holders that name none */
+    const cJSON **stacks; /* hangdx.report/2 "stacks": each class's object (borrowed from the tree) */
+    size_t n_stacks;
 } rd;
 
 static int fail(rd *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -452,6 +454,25 @@ static int read_tables(rd *r, const cJSON *root)
     return 0;
 }
 
+/* hangdx.report/2's "stacks" of root into r: each class an object (its "frames" and
+ * "python_frames" are read with the threads that name it). */
+static int read_stacks(rd *r, const cJSON *root)
+{
+    const cJSON *stacks = container(r, root, "stacks", 0), *c;
+    if (r->rc || !stacks)
+        return r->rc;
+    size_t n = (size_t)cJSON_GetArraySize(stacks);
+    if (n && !(r->stacks = hdx_pool_alloc(r->pool, n * sizeof *r->stacks)))
+        return fail(r, -ENOMEM, "out of memory");
+    cJSON_ArrayForEach(c, stacks)
+    {
+        if (!cJSON_IsObject(c))
+            return BAD(r, "stacks[%zu] should be an object", r->n_stacks);
+        r->stacks[r->n_stacks++] = c;
+    }
+    return 0;
+}
+
 /* A /2 thread's frames: indexes into the table, copied (their strings and locals shared). */
 static int read_frame_refs(rd *r, const cJSON *a, const char *key, hdx_frame **out, size_t *n, int keep_empty)
 {
@@ -548,16 +569,26 @@ static int read_thread(rd *r, const cJSON *o, hdx_process *p)
     t->wait_pg = get_str(r, o, "wait_pg");
     t->wait_seq = get_int(r, o, "wait_seq", 0, (1LL << 53), HDX_UNKNOWN);
     t->wait_sig = get_str(r, o, "wait_sig");
-    const cJSON *fr = container(r, o, "frames", 0);
+    /* A /2 report's thread names its stack's class, whose frames are indexes into "frames". */
+    const cJSON *cls = o, *sk = hdx_json_member(o, "stack");
+    int refs = r->v2;
+    if (sk) {
+        double d = cJSON_IsNumber(sk) ? sk->valuedouble : -1;
+        if (d != floor(d) || d < 0 || d >= (double)r->n_stacks)
+            return BAD(r, "\"stack\" should be an index into \"stacks\" (0 to %zu)", r->n_stacks ? r->n_stacks - 1 : 0);
+        cls = r->stacks[(size_t)d];
+        refs = 1;
+    }
+    const cJSON *fr = container(r, cls, "frames", 0);
     if (fr && !r->rc)
-        read_frames(r, fr, "frames", &t->frames, &t->n_frames, 0);
+        (refs ? read_frame_refs : read_frames)(r, fr, "frames", &t->frames, &t->n_frames, 0);
     else if (!fr && !hdx_json_member(o, "stack_error") && !r->rc)
         t->stack_error = -EIO; /* a report's "frames": null: the stack could not be read */
     int um = get_bool(r, o, "unmerged");
     t->unmerged = um == 1;
-    const cJSON *py = container(r, o, "python_frames", 0);
+    const cJSON *py = container(r, cls, "python_frames", 0);
     if (py && !r->rc)
-        read_frames(r, py, "python_frames", &t->py_frames, &t->n_py_frames, 1);
+        (refs ? read_frame_refs : read_frames)(r, py, "python_frames", &t->py_frames, &t->n_py_frames, 1);
     return r->rc;
 }
 
@@ -792,6 +823,167 @@ static int read_lock(rd *r, const cJSON *o, hdx_evidence *ev)
     return r->rc;
 }
 
+/* ---- hangdx.report/2 "logs" (evidence_json.h, hdx_logs_json) ------------------ */
+
+/* A heap copy of c, a string or null; what names it in a message. 0 or r->rc. */
+static int item_str(rd *r, const cJSON *c, const char *what, char **out)
+{
+    *out = NULL;
+    if (!c || cJSON_IsNull(c))
+        return 0;
+    if (!cJSON_IsString(c) || !c->valuestring)
+        return BAD(r, "%s should be a string or null", what);
+    if (!(*out = strdup(c->valuestring)))
+        return fail(r, -ENOMEM, "out of memory");
+    return 0;
+}
+
+/* A heap copy of logs.strings[c] (c a number or null). 0 or r->rc. */
+static int item_ref(rd *r, const cJSON *strings, const cJSON *c, const char *what, char **out)
+{
+    *out = NULL;
+    if (!c || cJSON_IsNull(c))
+        return 0;
+    double d = cJSON_IsNumber(c) ? c->valuedouble : -1;
+    const cJSON *e = d == floor(d) && d >= 0 && d < cJSON_GetArraySize(strings) ? cJSON_GetArrayItem(strings, (int)d) : NULL;
+    if (!e)
+        return BAD(r, "%s should be an index into logs.strings or null", what);
+    return item_str(r, e, what, out);
+}
+
+/* An integer item in [min, max], null (or absent) giving unknown. */
+static long long item_int(rd *r, const cJSON *c, const char *what, long long min, long long max, long long unknown)
+{
+    if (!c || cJSON_IsNull(c))
+        return unknown;
+    if (!cJSON_IsNumber(c) || c->valuedouble != floor(c->valuedouble) || c->valuedouble < (double)min ||
+        c->valuedouble > (double)max) {
+        BAD(r, "%s should be an integer from %lld to %lld", what, min, max);
+        return unknown;
+    }
+    return (long long)c->valuedouble;
+}
+
+static int read_log_fact(rd *r, const cJSON *strings, const cJSON *a, hdx_evidence *ev)
+{
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 14)
+        return BAD(r, "a log fact should be [pattern, proves, class, strength, rank, group_rank, pg, default_pg, "
+                      "in_traceback, traceback, file, line, text, fields]");
+    hdx_log_fact *f = hdx_append((void **)&ev->log_facts, &ev->n_log_facts, sizeof *f);
+    if (!f)
+        return fail(r, -ENOMEM, "out of memory");
+    memset(f, 0, sizeof *f);
+    const cJSON *c = a->child;
+    if (item_ref(r, strings, c, "pattern", &f->pattern) || item_ref(r, strings, c = c->next, "proves", &f->proves) ||
+        item_ref(r, strings, c = c->next, "class", &f->cls))
+        return r->rc;
+    f->strength = item_int(r, c = c->next, "strength", 0, 1, 0) ? HDX_LOG_STRONG : HDX_LOG_WEAK;
+    f->rank = (int)item_int(r, c = c->next, "rank", 0, 1 << 24, HDX_UNKNOWN);
+    f->group_rank = (int)item_int(r, c = c->next, "group_rank", 0, 1 << 24, HDX_UNKNOWN);
+    if (item_ref(r, strings, c = c->next, "pg", &f->pg))
+        return r->rc;
+    c = c->next;
+    f->default_pg = cJSON_IsBool(c) ? cJSON_IsTrue(c) : HDX_UNKNOWN;
+    c = c->next;
+    f->in_traceback = cJSON_IsTrue(c);
+    f->traceback = (int)item_int(r, c = c->next, "traceback", 0, INT_MAX, 0);
+    if (item_ref(r, strings, c = c->next, "file", &f->file))
+        return r->rc;
+    f->line = (long)item_int(r, c = c->next, "line", 0, LONG_MAX / 2, 0);
+    if (item_str(r, c = c->next, "text", &f->text))
+        return r->rc;
+    if (!f->pattern || !f->proves || !f->file || !f->text) /* as every fact a log gives has them */
+        return BAD(r, "a log fact needs its pattern, proves, file and text");
+    c = c->next;
+    if (!cJSON_IsObject(c))
+        return BAD(r, "a log fact's fields should be an object");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, c)
+    {
+        hdx_log_field *x = hdx_append((void **)&f->fields, &f->n_fields, sizeof *x);
+        if (!x)
+            return fail(r, -ENOMEM, "out of memory");
+        memset(x, 0, sizeof *x);
+        if (!(x->name = strdup(e->string ? e->string : "")))
+            return fail(r, -ENOMEM, "out of memory");
+        if (item_str(r, e, "a field", &x->value))
+            return r->rc;
+        if (!x->value)
+            return BAD(r, "a log fact's field \"%.64s\" should be a string", x->name);
+    }
+    return r->rc;
+}
+
+static int read_log_rank(rd *r, const cJSON *strings, const cJSON *o, hdx_evidence *ev)
+{
+    if (!cJSON_IsObject(o))
+        return BAD(r, "a log rank should be an object");
+    hdx_log_rank *x = hdx_append((void **)&ev->log_ranks, &ev->n_log_ranks, sizeof *x);
+    if (!x)
+        return fail(r, -ENOMEM, "out of memory");
+    memset(x, 0, sizeof *x);
+    x->rank = (int)get_int(r, o, "rank", 0, 1 << 24, HDX_UNKNOWN);
+    x->last_line_no = (long)get_int(r, o, "line", 0, LONG_MAX / 2, 0);
+    x->last_line = get_str(r, o, "last_line");
+    x->last_time = get_str(r, o, "last_time");
+    x->exit_cause = get_str(r, o, "exit_cause");
+    x->root_cause = get_bool(r, o, "root_cause") == 1;
+    x->rank_from = get_str(r, o, "rank_from");
+    if (r->rc || item_ref(r, strings, hdx_json_member(o, "file"), "file", &x->file) ||
+        item_ref(r, strings, hdx_json_member(o, "last_pattern"), "last_pattern", &x->last_pattern))
+        return r->rc;
+    if (x->rank == HDX_UNKNOWN)
+        return BAD(r, "a log rank needs its \"rank\"");
+    const cJSON *seqs = container(r, o, "seqs", 0), *a;
+    cJSON_ArrayForEach(a, seqs)
+    {
+        if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 7)
+            return BAD(r, "a seq should be [pg, group_rank, unplaced, timed_out, enqueued, completed, op]");
+        hdx_log_seq *q = hdx_append((void **)&x->seqs, &x->n_seqs, sizeof *q);
+        if (!q)
+            return fail(r, -ENOMEM, "out of memory");
+        memset(q, 0, sizeof *q);
+        const cJSON *c = a->child;
+        if (item_str(r, c, "pg", &q->pg))
+            return r->rc;
+        q->group_rank = (int)item_int(r, c = c->next, "group_rank", 0, 1 << 24, HDX_UNKNOWN);
+        q->unplaced = cJSON_IsTrue(c = c->next);
+        q->timed_out = item_int(r, c = c->next, "timed_out", 0, 1LL << 53, HDX_UNKNOWN);
+        q->enqueued = item_int(r, c = c->next, "enqueued", 0, 1LL << 53, HDX_UNKNOWN);
+        q->completed = item_int(r, c = c->next, "completed", 0, 1LL << 53, HDX_UNKNOWN);
+        if (item_str(r, c = c->next, "op", &q->op))
+            return r->rc;
+    }
+    return r->rc;
+}
+
+/* A /2 report's "logs" into ev's log_facts and log_ranks. Absent: none. 0 or r->rc. */
+static int read_logs(rd *r, const cJSON *root, hdx_evidence *ev)
+{
+    const cJSON *logs = container(r, root, "logs", 1);
+    if (r->rc || !logs)
+        return r->rc;
+    const cJSON *strings = container(r, logs, "strings", 0), *facts = container(r, logs, "facts", 0),
+                *ranks = container(r, logs, "ranks", 0), *c;
+    size_t i = 0;
+    cJSON_ArrayForEach(c, facts)
+    {
+        size_t old = enter(r, "logs.facts[%zu]", i++);
+        if (r->rc || read_log_fact(r, strings, c, ev))
+            return r->rc;
+        leave(r, old);
+    }
+    i = 0;
+    cJSON_ArrayForEach(c, ranks)
+    {
+        size_t old = enter(r, "logs.ranks[%zu]", i++);
+        if (r->rc || read_log_rank(r, strings, c, ev))
+            return r->rc;
+        leave(r, old);
+    }
+    return r->rc;
+}
+
 /* The top-level object into a fresh evidence *out. */
 /* One of "process_groups": {"name", "desc", "role", "ranks", "default"}. */
 static int read_pgroup(rd *r, const cJSON *o, hdx_evidence *ev)
@@ -834,12 +1026,14 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
     const cJSON *schema = cJSON_GetObjectItemCaseSensitive(root, "schema");
     if (!schema || !cJSON_IsString(schema))
         return BAD(r, "not a hangdx snapshot or report (no \"schema\"); 'hangdx snapshot -o FILE PID' writes one");
-    int report = !strcmp(schema->valuestring, HDX_REPORT_SCHEMA);
+    int report2 = !strcmp(schema->valuestring, HDX_REPORT_SCHEMA);
+    int report = report2 || !strcmp(schema->valuestring, HDX_REPORT_SCHEMA_V1);
     r->v2 = !strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA);
     if (!report && !r->v2 && strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA_V1) != 0)
         return fail(r, -EPROTONOSUPPORT,
-                    "schema %.64s is not supported (this hangdx reads %s, %s and %s; a newer hangdx may read it)",
-                    schema->valuestring, HDX_SNAPSHOT_SCHEMA, HDX_SNAPSHOT_SCHEMA_V1, HDX_REPORT_SCHEMA);
+                    "schema %.64s is not supported (this hangdx reads %s, %s, %s and %s; a newer hangdx may read it)",
+                    schema->valuestring, HDX_SNAPSHOT_SCHEMA, HDX_SNAPSHOT_SCHEMA_V1, HDX_REPORT_SCHEMA,
+                    HDX_REPORT_SCHEMA_V1);
     if (!ev->pool && !(ev->pool = hdx_pool_new()))
         return fail(r, -ENOMEM, "out of memory");
     r->pool = ev->pool;
@@ -848,11 +1042,12 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
         const cJSON *hosts = container(r, root, "hosts", 0);
         if (hosts && cJSON_GetArraySize(hosts) == 1 && cJSON_IsString(hosts->child))
             host = hosts->child->valuestring;
-    } else {
-        const cJSON *h = hdx_json_member(root, "host");
+    }
+    if (!report || report2) { /* a /1 report has none of these: the evidence's defaults stand */
+        const cJSON *h = report2 ? NULL : hdx_json_member(root, "host");
         if (h && !cJSON_IsString(h))
             return BAD(r, "\"host\" should be a string");
-        host = h ? h->valuestring : NULL;
+        host = h ? h->valuestring : host;
         ev->samples = (int)get_int(r, root, "samples", 0, 1000000, 0);
         ev->interval_ms = (int)get_int(r, root, "interval_ms", 0, INT_MAX, 0);
         ev->build_timeout_s = get_int(r, root, "build_timeout_s", 0, (long long)EXACT_MAX, 1800);
@@ -861,7 +1056,9 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
         return fail(r, -ENOMEM, "out of memory");
     r->host = host;
     ev->taken_ns = get_time(r, root, "taken_at");
-    if (r->v2 && read_tables(r, root))
+    if ((r->v2 || report2) && read_tables(r, root))
+        return r->rc;
+    if (report2 && (read_stacks(r, root) || read_logs(r, root, ev)))
         return r->rc;
 
     const cJSON *procs = container(r, root, "processes", 0);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hangdx/fnv.h"
 #include "hangdx/report.h"
 #include "hangdx/trace.h"
 #include "model/index.h"
@@ -62,6 +63,9 @@ typedef struct ftab {
     size_t kn;
     hdx_index fidx; /* fkey_hash -> the frame's index in keys */
     int failed;
+    int no_pc; /* hangdx.report/2: frames without their absolute pc (each process's own under
+                  ASLR: a job's equal stacks would not be one class) */
+    struct hdx_stack_table *stacks; /* hangdx.report/2: threads name their stack's class */
 } ftab;
 
 /* The index of s in "strings", added when new; -1 for NULL (null), -2 on ENOMEM. */
@@ -121,7 +125,7 @@ static cJSON *index_or_null(long i)
 static long ftab_frame(ftab *t, const hdx_frame *f)
 {
     struct fkey k = {.kind = f->kind == HDX_FRAME_PYTHON, .line = f->line > 0 ? f->line : 0,
-                     .offset = f->offset, .pc = f->pc};
+                     .offset = f->offset, .pc = t->no_pc ? 0 : f->pc};
     if ((k.function = ftab_string(t, f->function)) < -1 || (k.file = ftab_string(t, f->file)) < -1 ||
         (k.module = ftab_string(t, f->module)) < -1)
         return -1;
@@ -159,7 +163,7 @@ static long ftab_frame(ftab *t, const hdx_frame *f)
     cJSON_AddItemToArray(e, cJSON_CreateNumber(k.line));
     cJSON_AddItemToArray(e, index_or_null(k.module));
     cJSON_AddItemToArray(e, exact_or_hex(k.offset));
-    cJSON_AddItemToArray(e, exact_or_hex(k.pc));
+    cJSON_AddItemToArray(e, t->no_pc ? cJSON_CreateNull() : exact_or_hex(k.pc));
     cJSON_AddItemToArray(e, locals ? locals : cJSON_CreateNull());
     if (cJSON_GetArraySize(e) != 8) {
         cJSON_Delete(e);
@@ -206,7 +210,10 @@ static void ftab_clear(ftab *t)
     hdx_index_free(&t->fidx);
 }
 
-static cJSON *thread_json(const hdx_thread *t, ftab *tab, hdx_frame_text_cache *c)
+static long stack_class(struct hdx_stack_table *s, const hdx_thread *t, int rank, int count);
+
+/* A thread of a process of rank `rank` (HDX_UNKNOWN: none). */
+static cJSON *thread_json(const hdx_thread *t, int rank, ftab *tab, hdx_frame_text_cache *c)
 {
     cJSON *e = cJSON_CreateObject();
     if (!e)
@@ -237,6 +244,14 @@ static cJSON *thread_json(const hdx_thread *t, ftab *tab, hdx_frame_text_cache *
     cJSON_AddItemToObject(e, "wait_seq", t->wait_seq != HDX_UNKNOWN ? cJSON_CreateNumber((double)t->wait_seq)
                                                                     : cJSON_CreateNull());
     cJSON_AddItemToObject(e, "wait_sig", hdx_json_str(t->wait_sig));
+    if (tab && tab->stacks) {
+        long k = stack_class(tab->stacks, t, rank, 1);
+        if (k < 0)
+            tab->failed = 1;
+        cJSON_AddNumberToObject(e, "stack", (double)k);
+        cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
+        return e;
+    }
     cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(tab, c, t->frames, t->n_frames)
                                                                      : cJSON_CreateNull());
     cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
@@ -284,13 +299,318 @@ static cJSON *process_json(const hdx_process *p, ftab *tab, hdx_frame_text_cache
     cJSON_AddItemToObject(o, "python", hdx_json_str(p->python));
     cJSON *threads = cJSON_AddArrayToObject(o, "threads");
     for (size_t i = 0; threads && i < p->n_threads; i++)
-        cJSON_AddItemToArray(threads, thread_json(&p->threads[i], tab, c));
+        cJSON_AddItemToArray(threads, thread_json(&p->threads[i], p->rank, tab, c));
     return o;
 }
 
 cJSON *hdx_snapshot_process_json(const hdx_process *p)
 {
     return process_json(p, NULL, NULL);
+}
+
+/* ---- stack classes (hangdx.report/2) ------------------------------------------ */
+
+struct hdx_stack_table {
+    ftab tab;
+    cJSON *stacks; /* "stacks": one object per class, its "frames" and "python_frames" set */
+    struct sclass {
+        const char *key; /* the printed index arrays "frames|python_frames" (tab's pool) */
+        int *ranks;      /* ranks of the processes with a thread in it, in order met (repeats) */
+        size_t n_ranks, n_threads;
+    } *classes;
+    size_t n;
+    hdx_index idx; /* fnv of key -> index in classes */
+    /* Threads met, by their frames' pointers: a snapshot's frames share their names and
+     * locals (pooled), so the threads of one host with equal stacks are found without
+     * building their key (the 8192 ranks of BENCHMARKS.md "Reports that scale": the writer
+     * took 2.8 s of CPU building every thread's key, 0.9 s so). */
+    struct smet {
+        const hdx_thread *t; /* borrowed from the evidence */
+        long cls;
+    } *met;
+    size_t n_met;
+    hdx_index met_idx; /* met_hash -> index in met */
+    int given;     /* the tables went to a report (hdx_stack_table_take): not ours to free */
+};
+
+hdx_stack_table *hdx_stack_table_new(void)
+{
+    hdx_stack_table *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->tab.pool = hdx_pool_new();
+    s->tab.strings = cJSON_CreateArray();
+    s->tab.frames = cJSON_CreateArray();
+    s->stacks = cJSON_CreateArray();
+    s->tab.no_pc = 1;
+    s->tab.stacks = s;
+    if (!s->tab.pool || !s->tab.strings || !s->tab.frames || !s->stacks) {
+        hdx_stack_table_free(s);
+        errno = ENOMEM;
+        return NULL;
+    }
+    return s;
+}
+
+void hdx_stack_table_free(hdx_stack_table *s)
+{
+    if (!s)
+        return;
+    if (!s->given) {
+        cJSON_Delete(s->tab.strings);
+        cJSON_Delete(s->tab.frames);
+        cJSON_Delete(s->stacks);
+    }
+    for (size_t i = 0; i < s->n; i++)
+        free(s->classes[i].ranks);
+    free(s->classes);
+    hdx_index_free(&s->idx);
+    free(s->met);
+    hdx_index_free(&s->met_idx);
+    ftab_clear(&s->tab);
+    free(s);
+}
+
+/* What a class's key depends on but for the text behind the pointers: the frames' kinds,
+ * lines, offsets, names and locals (the pointers), not their pc; and whether each list is
+ * null. */
+static uint64_t met_hash(const hdx_thread *t)
+{
+    uint64_t h = hdx_hash_mix((uint64_t)t->n_frames << 1 ^ (uint64_t)t->n_py_frames << 32 ^
+                              (uint64_t)(!t->frames && t->stack_error) ^ (uint64_t)!t->py_frames << 63);
+    for (int list = 0; list < 2; list++) {
+        const hdx_frame *f = list ? t->py_frames : t->frames;
+        for (size_t i = 0, n = list ? t->n_py_frames : t->n_frames; i < n; i++) {
+            h = hdx_hash_mix(h ^ ((uint64_t)f[i].kind * 31 + (uint64_t)(unsigned)f[i].line));
+            h = hdx_hash_mix(h ^ (uintptr_t)f[i].function ^ (uint64_t)(uintptr_t)f[i].file << 7);
+            h = hdx_hash_mix(h ^ (uintptr_t)f[i].module ^ f[i].offset);
+            h = hdx_hash_mix(h ^ (uintptr_t)f[i].locals ^ (uint64_t)f[i].n_locals << 48);
+        }
+    }
+    return h;
+}
+
+static int met_same_frames(const hdx_frame *a, const hdx_frame *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].kind != b[i].kind || a[i].line != b[i].line || a[i].function != b[i].function ||
+            a[i].file != b[i].file || a[i].module != b[i].module || a[i].offset != b[i].offset ||
+            a[i].locals != b[i].locals || a[i].n_locals != b[i].n_locals)
+            return 0;
+    return 1;
+}
+
+/* a and b have the same key for certain: equal pointers are equal texts. */
+static int met_same(const hdx_thread *a, const hdx_thread *b)
+{
+    return a->n_frames == b->n_frames && a->n_py_frames == b->n_py_frames &&
+           (!a->frames && a->stack_error) == (!b->frames && b->stack_error) && !a->py_frames == !b->py_frames &&
+           met_same_frames(a->frames, b->frames, a->n_frames) &&
+           met_same_frames(a->py_frames, b->py_frames, a->n_py_frames);
+}
+
+static long stack_class_of(hdx_stack_table *s, const hdx_thread *t);
+
+/* The class of t's stack, added when new; count: t is one more of its threads, and rank
+ * (HDX_UNKNOWN: none) among its ranks. -1 on ENOMEM. */
+static long stack_class(hdx_stack_table *s, const hdx_thread *t, int rank, int count)
+{
+    uint64_t h = met_hash(t);
+    size_t cur = 0, i;
+    long at = -1;
+    while (at < 0 && (i = hdx_index_find(&s->met_idx, h, &cur)) != HDX_INDEX_NONE)
+        if (met_same(s->met[i].t, t))
+            at = s->met[i].cls;
+    if (at < 0) {
+        struct smet *m = hdx_index_reserve(&s->met_idx, s->n_met + 1) < 0 ? NULL
+                         : (at = stack_class_of(s, t)) < 0 ? NULL
+                                                           : hdx_append((void **)&s->met, &s->n_met, sizeof *m);
+        if (!m)
+            return -1;
+        m->t = t;
+        m->cls = at;
+        hdx_index_insert(&s->met_idx, h, s->n_met - 1);
+    }
+    struct sclass *c = &s->classes[at];
+    c->n_threads += count != 0;
+    if (count && rank >= 0 && (!c->n_ranks || c->ranks[c->n_ranks - 1] != rank)) { /* a process's threads come together */
+        int *slot = hdx_append((void **)&c->ranks, &c->n_ranks, sizeof *slot);
+        if (!slot)
+            return -1;
+        *slot = rank;
+    }
+    return at;
+}
+
+/* The class of t's stack by its key, added when new; -1 on ENOMEM. The key is the text of
+ * the thread's index arrays: equal stacks are equal frames of the table, in the same order. */
+static long stack_class_of(hdx_stack_table *s, const hdx_thread *t)
+{
+    ftab *tab = &s->tab;
+    cJSON *fr = t->frames || !t->stack_error ? frames_json(tab, NULL, t->frames, t->n_frames) : cJSON_CreateNull();
+    cJSON *py = t->py_frames ? frames_json(tab, NULL, t->py_frames, t->n_py_frames) : cJSON_CreateNull();
+    char *a = fr && py && !tab->failed ? hdx_json_print(fr, 0) : NULL, *b = a ? hdx_json_print(py, 0) : NULL;
+    char *key = b ? hdx_asprintf("%s|%s", a, b) : NULL;
+    free(a);
+    free(b);
+    long at = -1;
+    if (!key)
+        goto out;
+    uint64_t h = hdx_fnv1a(key, strlen(key), HDX_FNV1A_OFFSET_BASIS);
+    size_t cur = 0, i;
+    while ((i = hdx_index_find(&s->idx, h, &cur)) != HDX_INDEX_NONE)
+        if (!strcmp(s->classes[i].key, key)) {
+            at = (long)i;
+            break;
+        }
+    if (at < 0) {
+        cJSON *o = NULL;
+        struct sclass *c = NULL;
+        const char *k = hdx_pool_intern(tab->pool, key, strlen(key));
+        if (!k || hdx_index_reserve(&s->idx, s->n + 1) < 0 || !(o = cJSON_CreateObject()) ||
+            !(c = hdx_append((void **)&s->classes, &s->n, sizeof *c))) {
+            cJSON_Delete(o);
+            goto out;
+        }
+        memset(c, 0, sizeof *c);
+        c->key = k;
+        cJSON_AddItemToObject(o, "frames", fr);
+        cJSON_AddItemToObject(o, "python_frames", py);
+        fr = py = NULL;
+        cJSON_AddItemToArray(s->stacks, o);
+        at = (long)s->n - 1;
+        hdx_index_insert(&s->idx, h, (size_t)at);
+    }
+out:
+    free(key);
+    cJSON_Delete(fr);
+    cJSON_Delete(py);
+    return at;
+}
+
+long hdx_stack_table_class(hdx_stack_table *s, const hdx_thread *t, int rank, int count)
+{
+    return s && t && !s->given ? stack_class(s, t, rank, count) : -1;
+}
+
+cJSON *hdx_stack_table_process_json(hdx_stack_table *s, const hdx_process *p)
+{
+    if (!s || s->given)
+        return NULL;
+    cJSON *o = process_json(p, &s->tab, NULL);
+    if (s->tab.failed) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+int hdx_stack_table_take(hdx_stack_table *s, cJSON *o)
+{
+    if (!s || s->given || s->tab.failed)
+        return -ENOMEM;
+    cJSON *c = s->stacks->child;
+    for (size_t i = 0; c && i < s->n; i++, c = c->next) {
+        cJSON *r = hdx_json_ranges(s->classes[i].ranks, s->classes[i].n_ranks);
+        if (!r)
+            return -ENOMEM;
+        cJSON_AddItemToObject(c, "ranks", r);
+        cJSON_AddNumberToObject(c, "threads", (double)s->classes[i].n_threads);
+    }
+    s->given = 1;
+    cJSON_AddItemToObject(o, "strings", s->tab.strings);
+    cJSON_AddItemToObject(o, "frames", s->tab.frames);
+    cJSON_AddItemToObject(o, "stacks", s->stacks);
+    return 0;
+}
+
+/* ---- job logs (hangdx.report/2) ------------------------------------------------ */
+
+static cJSON *string_ref(ftab *t, const char *s)
+{
+    long i = ftab_string(t, s);
+    if (i < -1)
+        t->failed = 1;
+    return index_or_null(i);
+}
+
+static cJSON *log_fact_json(ftab *t, const hdx_log_fact *f)
+{
+    cJSON *a = cJSON_CreateArray(), *fields = cJSON_CreateObject();
+    if (!a || !fields) {
+        cJSON_Delete(a);
+        cJSON_Delete(fields);
+        return NULL;
+    }
+    /* [pattern, proves, class, strength, rank, group_rank, pg, default_pg, in_traceback,
+     *  traceback, file, line, text, fields] */
+    cJSON_AddItemToArray(a, string_ref(t, f->pattern));
+    cJSON_AddItemToArray(a, string_ref(t, f->proves));
+    cJSON_AddItemToArray(a, string_ref(t, f->cls));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(f->strength));
+    cJSON_AddItemToArray(a, hdx_json_int(f->rank));
+    cJSON_AddItemToArray(a, hdx_json_int(f->group_rank));
+    cJSON_AddItemToArray(a, string_ref(t, f->pg));
+    cJSON_AddItemToArray(a, hdx_json_bool(f->default_pg));
+    cJSON_AddItemToArray(a, cJSON_CreateBool(f->in_traceback));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(f->traceback));
+    cJSON_AddItemToArray(a, string_ref(t, f->file));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber((double)f->line));
+    cJSON_AddItemToArray(a, hdx_json_str(f->text));
+    for (size_t i = 0; i < f->n_fields; i++)
+        cJSON_AddItemToObject(fields, f->fields[i].name ? f->fields[i].name : "", hdx_json_str(f->fields[i].value));
+    cJSON_AddItemToArray(a, fields);
+    return a;
+}
+
+static cJSON *log_rank_json(ftab *t, const hdx_log_rank *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddNumberToObject(o, "rank", r->rank);
+    cJSON_AddItemToObject(o, "file", string_ref(t, r->file));
+    cJSON_AddNumberToObject(o, "line", (double)r->last_line_no);
+    cJSON_AddItemToObject(o, "last_line", hdx_json_str(r->last_line));
+    cJSON_AddItemToObject(o, "last_time", hdx_json_str(r->last_time));
+    cJSON_AddItemToObject(o, "last_pattern", string_ref(t, r->last_pattern));
+    cJSON *seqs = cJSON_AddArrayToObject(o, "seqs");
+    for (size_t i = 0; seqs && i < r->n_seqs; i++) {
+        const hdx_log_seq *q = &r->seqs[i];
+        cJSON *a = cJSON_CreateArray(); /* [pg, group_rank, unplaced, timed_out, enqueued, completed, op] */
+        cJSON_AddItemToArray(a, hdx_json_str(q->pg));
+        cJSON_AddItemToArray(a, hdx_json_int(q->group_rank));
+        cJSON_AddItemToArray(a, cJSON_CreateBool(q->unplaced));
+        cJSON_AddItemToArray(a, hdx_json_int(q->timed_out));
+        cJSON_AddItemToArray(a, hdx_json_int(q->enqueued));
+        cJSON_AddItemToArray(a, hdx_json_int(q->completed));
+        cJSON_AddItemToArray(a, hdx_json_str(q->op));
+        cJSON_AddItemToArray(seqs, a);
+    }
+    cJSON_AddItemToObject(o, "exit_cause", hdx_json_str(r->exit_cause));
+    cJSON_AddBoolToObject(o, "root_cause", r->root_cause);
+    cJSON_AddItemToObject(o, "rank_from", hdx_json_str(r->rank_from));
+    return o;
+}
+
+cJSON *hdx_logs_json(const hdx_evidence *ev)
+{
+    ftab t = {.pool = hdx_pool_new()};
+    cJSON *o = cJSON_CreateObject();
+    t.strings = cJSON_AddArrayToObject(o, "strings");
+    cJSON *facts = cJSON_AddArrayToObject(o, "facts"), *ranks = cJSON_AddArrayToObject(o, "ranks");
+    for (size_t i = 0; facts && i < ev->n_log_facts; i++)
+        cJSON_AddItemToArray(facts, log_fact_json(&t, &ev->log_facts[i]));
+    for (size_t i = 0; ranks && i < ev->n_log_ranks; i++)
+        cJSON_AddItemToArray(ranks, log_rank_json(&t, &ev->log_ranks[i]));
+    if (!t.pool || !ranks || t.failed || cJSON_GetArraySize(facts) != (int)ev->n_log_facts ||
+        cJSON_GetArraySize(ranks) != (int)ev->n_log_ranks) {
+        cJSON_Delete(o);
+        o = NULL;
+        errno = ENOMEM;
+    }
+    ftab_clear(&t);
+    return o;
 }
 
 /* ---- frames printed once (reports of many ranks) ------------------------------ */

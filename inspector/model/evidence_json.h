@@ -34,6 +34,47 @@ hdx_frame_text_cache *hdx_frame_text_cache_new(void); /* NULL on ENOMEM */
 void hdx_frame_text_cache_free(hdx_frame_text_cache *c); /* accepts NULL */
 struct cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_text_cache *c);
 
+/*
+ * The stack classes of hangdx.report/2 (docs/formats.md "Reports"): each distinct thread
+ * stack once, with the ranks whose processes have a thread in it, and the "strings" and
+ * "frames" tables (as hangdx.snapshot/2's, but every frame's pc null: under ASLR each
+ * process has its own pcs, and equal stacks of a job would not be one class).
+ *  - hdx_stack_table_new: an empty table; free it with hdx_stack_table_free (accepts NULL).
+ *    NULL with errno ENOMEM.
+ *  - hdx_stack_table_class: the index of t's class (t borrowed, and kept: its frames must
+ *    not change while s lives; its frames and python_frames, equal frame for equal frame,
+ *    but for their pc), added when new; with count, t is one more
+ *    thread of it, and rank (HDX_UNKNOWN: a process of no rank) one of its ranks (count 0:
+ *    only the index). -1 on ENOMEM.
+ *  - hdx_stack_table_process_json: p as hdx_snapshot_process_json writes it, each thread's
+ *    "frames" and "python_frames" replaced by "stack", its class's index (the threads are
+ *    counted and ranked as by hdx_stack_table_class). Caller frees with cJSON_Delete. NULL
+ *    on ENOMEM.
+ *  - hdx_stack_table_take: add "strings", "frames" and "stacks" (each class
+ *    {"frames", "python_frames", "ranks": hdx_json_ranges, "threads": count}) to the object o;
+ *    the table gives them up (o owns them) and takes no more threads. 0 or -ENOMEM (then o
+ *    may hold part of them).
+ */
+typedef struct hdx_stack_table hdx_stack_table;
+hdx_stack_table *hdx_stack_table_new(void);
+void hdx_stack_table_free(hdx_stack_table *s);
+long hdx_stack_table_class(hdx_stack_table *s, const hdx_thread *t, int rank, int count);
+struct cJSON *hdx_stack_table_process_json(hdx_stack_table *s, const hdx_process *p);
+int hdx_stack_table_take(hdx_stack_table *s, struct cJSON *o);
+
+/*
+ * What the job logs told (ev->log_facts and ev->log_ranks, model/evidence.h) as
+ * hangdx.report/2's "logs" (docs/formats.md "Reports"), so that analyze of a report judges the
+ * logs again: {"strings": [...], "facts": [[pattern, proves, class, strength, rank, group_rank,
+ * pg, default_pg, in_traceback, traceback, file, line, text, {field: value}]...], "ranks":
+ * [{"rank", "file", "line", "last_line", "last_time", "last_pattern", "seqs": [[pg,
+ * group_rank, unplaced, timed_out, enqueued, completed, op]...], "exit_cause", "root_cause",
+ * "rank_from"}...]}; pattern, proves, class, pg and file (a fact's), file and last_pattern (a
+ * rank's) are indexes into "strings", or null. Caller frees with cJSON_Delete. NULL (errno
+ * ENOMEM) on failure.
+ */
+struct cJSON *hdx_logs_json(const hdx_evidence *ev);
+
 /* One lock (docs/design.md's lock object, with exists, mtime and source) judged j (state,
  * kind, holder: classify's hdx_lock_judge; NULL: as l records them), as in a report's
  * "locks" and `hangdx locks --json`. l and j are borrowed. Caller frees with cJSON_Delete.

@@ -98,7 +98,9 @@ int hdx_evidence_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
     if (reserve((void **)&dst->procs, dst->n_procs, src->n_procs, sizeof *dst->procs) ||
         reserve((void **)&dst->locks, dst->n_locks, src->n_locks, sizeof *dst->locks) ||
         reserve((void **)&dst->notes, dst->n_notes, src->n_notes, sizeof *dst->notes) ||
-        reserve((void **)&dst->pgroups, dst->n_pgroups, new_groups, sizeof *dst->pgroups))
+        reserve((void **)&dst->pgroups, dst->n_pgroups, new_groups, sizeof *dst->pgroups) ||
+        reserve((void **)&dst->log_facts, dst->n_log_facts, src->n_log_facts, sizeof *dst->log_facts) ||
+        reserve((void **)&dst->log_ranks, dst->n_log_ranks, src->n_log_ranks, sizeof *dst->log_ranks))
         return -ENOMEM;
     for (size_t i = 0; i < src->n_locks; i++) {
         hdx_lock *d = src->locks[i].path ? hdx_evidence_find_lock(dst, src->locks[i].path) : NULL;
@@ -137,6 +139,18 @@ int hdx_evidence_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
                     src->build_timeout_s < dst->build_timeout_s ? src->build_timeout_s : dst->build_timeout_s;
             }
         }
+    }
+
+    /* A report's job logs (src's ranks are each once: only dst's own are looked through). */
+    if (src->n_log_facts) /* both arrays may be NULL */
+        memcpy(dst->log_facts + dst->n_log_facts, src->log_facts, src->n_log_facts * sizeof *dst->log_facts);
+    dst->n_log_facts += src->n_log_facts;
+    src->n_log_facts = 0;
+    for (size_t i = 0, had = dst->n_log_ranks; i < src->n_log_ranks; i++) {
+        if (had && hdx_evidence_log_rank(dst, src->log_ranks[i].rank))
+            continue; /* hdx_evidence_free(src) clears it */
+        dst->log_ranks[dst->n_log_ranks++] = src->log_ranks[i];
+        memset(&src->log_ranks[i], 0, sizeof src->log_ranks[i]);
     }
 
     for (size_t i = 0; i < src->n_procs; i++) {

@@ -25,6 +25,8 @@
  *  - process groups with the same name are one; the same name with other ranks
  *    is an error (-EEXIST);
  *  - notes are joined, each once;
+ *  - job logs' facts are appended, and their ranks (hdx_log_rank), but for a rank that
+ *    dst's logs tell of already: dst's stays;
  *  - an empty dst (no processes, locks, samples or host) takes src's host,
  *    time and sampling settings; otherwise host stays only when both agree,
  *    taken_at is the earliest, and samples, interval_ms and build_timeout_s

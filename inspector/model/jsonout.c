@@ -156,6 +156,26 @@ cJSON *hdx_json_frames(const hdx_frame *frames, size_t n)
     return a;
 }
 
+cJSON *hdx_json_ranges(int *vals, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    if (n)
+        qsort(vals, n, sizeof *vals, hdx_cmp_int);
+    for (size_t i = 0; a && i < n;) {
+        size_t j = i;
+        while (j + 1 < n && vals[j + 1] - vals[j] <= 1) /* repeats and neighbours join the range */
+            j++;
+        const int pair[2] = {vals[i], vals[j]};
+        cJSON *r = cJSON_CreateIntArray(pair, 2);
+        if (!r) {
+            cJSON_Delete(a);
+            return NULL;
+        }
+        cJSON_AddItemToArray(a, r);
+        i = j + 1;
+    }
+    return a;
+}
 
 char *hdx_json_print(const cJSON *j, int formatted)
 {

@@ -35,6 +35,10 @@ struct cJSON *hdx_json_locals(const hdx_frame *f);
 struct cJSON *hdx_json_pgroups(const hdx_evidence *ev);
 /* An array of n frames, innermost first. */
 struct cJSON *hdx_json_frames(const hdx_frame *frames, size_t n);
+/* A set of integers (ranks) as ranges, hangdx.report/2's form (docs/formats.md "Reports"):
+ * [[first, last], ...] ascending, [[5, 5]] for one; vals[0..n) may be in any order and
+ * repeat (they are sorted in place: vals is the caller's, changed). NULL on ENOMEM. */
+struct cJSON *hdx_json_ranges(int *vals, size_t n);
 
 /*
  * j as JSON text (cJSON_Print when formatted, else cJSON_PrintUnformatted), valid UTF-8 as

@@ -1,4 +1,4 @@
-/* The report: hangdx.report/1 JSON and the short text form. */
+/* The report: hangdx.report/2 JSON (and /1, on request) and the short text form. */
 #include "report/report.h"
 
 #include <cjson/cJSON.h>
@@ -178,6 +178,111 @@ static cJSON *waits_for_json(const hdx_waitsfor *g)
     return a;
 }
 
+/* The /2 form of the graph (docs/formats.md "Reports"): the nodes of the waiting and culprit
+ * ranks as columns, each call with the members it waits for, the point-to-point operations
+ * and the build-lock waits. g NULL: the same, empty. */
+static cJSON *graph_json(const hdx_waitsfor *g)
+{
+    cJSON *o = cJSON_CreateObject(), *nodes = cJSON_AddObjectToObject(o, "ranks");
+    cJSON *rank = cJSON_AddArrayToObject(nodes, "rank"), *kind = cJSON_AddArrayToObject(nodes, "kind"),
+          *op = cJSON_AddArrayToObject(nodes, "op"), *group = cJSON_AddArrayToObject(nodes, "group"),
+          *call = cJSON_AddArrayToObject(nodes, "call"), *culprit = cJSON_AddArrayToObject(nodes, "culprit"),
+          *state = cJSON_AddArrayToObject(nodes, "state"), *depth = cJSON_AddArrayToObject(nodes, "depth");
+    cJSON *calls = cJSON_AddArrayToObject(o, "calls"), *p2p = cJSON_AddArrayToObject(o, "p2p"),
+          *holders = cJSON_AddArrayToObject(o, "lock_holders");
+    if (!depth || !holders) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    for (size_t i = 0; g && i < g->n_ranks; i++) {
+        const hdx_wf_rank *r = &g->ranks[i];
+        if (r->kind == HDX_WF_NONE && !r->culprit)
+            continue;
+        cJSON_AddItemToArray(rank, cJSON_CreateNumber(r->rank));
+        cJSON_AddItemToArray(kind, cJSON_CreateString(hdx_wf_kind_name(r->kind)));
+        cJSON_AddItemToArray(op, hdx_json_str(r->op));
+        cJSON_AddItemToArray(group, hdx_json_str(r->pgroup >= 0 ? g->ev->pgroups[r->pgroup].name : NULL));
+        cJSON_AddItemToArray(call, hdx_json_int(r->call));
+        cJSON_AddItemToArray(culprit, cJSON_CreateBool(r->culprit));
+        cJSON_AddItemToArray(state, r->culprit ? cJSON_CreateString(hdx_wf_state_name(r->state)) : cJSON_CreateNull());
+        cJSON_AddItemToArray(depth, hdx_json_int(r->depth));
+        for (size_t k = 0; k < r->n_ops; k++) {
+            cJSON *x = cJSON_CreateArray();
+            cJSON_AddItemToArray(x, cJSON_CreateNumber(r->rank));
+            cJSON_AddItemToArray(x, cJSON_CreateString(r->ops[k].send ? "send" : "recv"));
+            cJSON_AddItemToArray(x, hdx_json_int(r->ops[k].peer));
+            cJSON_AddItemToArray(x, hdx_json_int(r->ops[k].tag));
+            cJSON_AddItemToArray(x, cJSON_CreateBool(r->ops[k].matched));
+            cJSON_AddItemToArray(p2p, x);
+        }
+        if (r->kind == HDX_WF_BUILD_LOCK && r->lock_holder != HDX_UNKNOWN) {
+            const int pair[2] = {r->rank, r->lock_holder};
+            cJSON_AddItemToArray(holders, cJSON_CreateIntArray(pair, 2));
+        }
+    }
+    for (size_t i = 0; g && i < g->n_calls; i++) {
+        const hdx_wf_call *c = &g->calls[i];
+        cJSON *x = cJSON_CreateObject();
+        int *absent = malloc((c->n_absent ? c->n_absent : 1) * sizeof *absent);
+        if (!x || !absent) {
+            free(absent);
+            cJSON_Delete(x);
+            cJSON_Delete(o);
+            return NULL;
+        }
+        if (c->n_absent) /* c->absent may be NULL */
+            memcpy(absent, c->absent, c->n_absent * sizeof *absent);
+        cJSON_AddStringToObject(x, "kind", hdx_wf_kind_name(c->kind));
+        cJSON_AddItemToObject(x, "op", hdx_json_str(c->op));
+        cJSON_AddItemToObject(x, "group", hdx_json_str(c->pgroup >= 0 ? g->ev->pgroups[c->pgroup].name : NULL));
+        cJSON_AddItemToObject(x, "seq", hdx_json_int(c->seq));
+        cJSON_AddNumberToObject(x, "in", (double)c->n_in);
+        cJSON_AddItemToObject(x, "absent", hdx_json_ranges(absent, c->n_absent));
+        cJSON_AddNumberToObject(x, "mismatch", (double)c->n_mismatch);
+        cJSON_AddItemToArray(calls, x);
+        free(absent);
+    }
+    return o;
+}
+
+/* The stack groups (groups.h). st NULL: /1's, each with its pids and its stack as frame
+ * objects; st given: /2's, ranks as ranges, the stack its class in st and diverges_at an
+ * index in it, no pids (the "ranks" table names each process's class). */
+static cJSON *groups_json(const hdx_evidence *ev, hdx_stack_table *st)
+{
+    cJSON *groups = cJSON_CreateArray();
+    hdx_group *g = NULL;
+    size_t ng = 0;
+    if (groups && hdx_groups_make(ev, &g, &ng) == 0) {
+        for (size_t i = 0; i < ng; i++) {
+            cJSON *o = cJSON_CreateObject();
+            const hdx_thread *key = g[i].key;
+            if (st) {
+                cJSON_AddItemToObject(o, "ranks", hdx_json_ranges(g[i].ranks, g[i].n_ranks));
+            } else {
+                char ranks[256];
+                hdx_format_ranges(g[i].ranks, g[i].n_ranks, ranks, sizeof ranks);
+                cJSON_AddItemToObject(o, "ranks", g[i].n_ranks ? cJSON_CreateString(ranks) : cJSON_CreateNull());
+                cJSON_AddItemToObject(o, "pids", int_array(g[i].pids, g[i].n_pids));
+            }
+            cJSON_AddNumberToObject(o, "count", (double)g[i].n_pids);
+            cJSON_AddItemToObject(o, "wait", hdx_json_str(key->wait));
+            if (st) {
+                cJSON_AddItemToObject(o, "diverges_at", hdx_json_int(g[i].diverges_at));
+                cJSON_AddItemToObject(o, "stack", hdx_json_int(hdx_stack_table_class(st, key, HDX_UNKNOWN, 0)));
+            } else {
+                cJSON_AddItemToObject(o, "diverges_at", g[i].diverges_at >= 0
+                                                            ? hdx_json_frame(&key->frames[g[i].diverges_at])
+                                                            : cJSON_CreateNull());
+                cJSON_AddItemToObject(o, "stack", hdx_json_frames(key->frames, key->n_frames));
+            }
+            cJSON_AddItemToArray(groups, o);
+        }
+    }
+    hdx_groups_free(g, ng);
+    return groups;
+}
+
 /* The verdict's facts as one object: a number, a string or an array of ints each. */
 static cJSON *facts_json(const hdx_verdict *v)
 {
@@ -191,45 +296,58 @@ static cJSON *facts_json(const hdx_verdict *v)
     return o;
 }
 
-static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with_procs)
+/* Each host once, in the order met, and in host_ix[i] (when not NULL) the index of process i's
+ * host among them (-1: none). NULL on ENOMEM. */
+static cJSON *hosts_json(const hdx_evidence *ev, int *host_ix)
 {
-    cJSON *r = cJSON_CreateObject();
-    if (!r)
-        return NULL;
-    cJSON_AddStringToObject(r, "schema", HDX_REPORT_SCHEMA);
-    cJSON *hosts = cJSON_AddArrayToObject(r, "hosts");
-    /* Each host once, in the order met. A host's processes usually come together, so the
-     * previous process's host is checked first; the list of hosts seen is a plain array
-     * (cJSON_GetArrayItem walks the list: quadratic in the hosts for each process). */
+    cJSON *hosts = cJSON_CreateArray();
+    /* A host's processes usually come together, so the previous process's host is checked
+     * first; the list of hosts seen is a plain array (cJSON_GetArrayItem walks the list:
+     * quadratic in the hosts for each process). */
     const char **seen_hosts = malloc((ev->n_procs ? ev->n_procs : 1) * sizeof *seen_hosts);
     size_t n_seen = 0;
-    if (!seen_hosts) {
-        cJSON_Delete(r);
+    if (!seen_hosts || !hosts) {
+        free(seen_hosts);
+        cJSON_Delete(hosts);
         return NULL;
     }
+    long last = -1; /* the previous process's host */
     for (size_t i = 0; i < ev->n_procs; i++) {
         const char *h = ev->procs[i].host;
-        if (!h || (i > 0 && ev->procs[i - 1].host && !strcmp(ev->procs[i - 1].host, h)))
-            continue;
-        int seen = 0;
-        for (size_t j = 0; !seen && j < n_seen; j++)
-            seen = !strcmp(seen_hosts[j], h);
-        if (!seen) {
-            seen_hosts[n_seen++] = h;
-            cJSON_AddItemToArray(hosts, cJSON_CreateString(h));
+        long at = -1;
+        if (h && last >= 0 && !strcmp(seen_hosts[last], h)) {
+            at = last;
+        } else if (h) {
+            size_t j = 0;
+            while (j < n_seen && strcmp(seen_hosts[j], h))
+                j++;
+            if (j == n_seen) {
+                seen_hosts[n_seen++] = h;
+                cJSON_AddItemToArray(hosts, cJSON_CreateString(h));
+            }
+            at = (long)j;
         }
+        last = at;
+        if (host_ix)
+            host_ix[i] = (int)at;
     }
     free(seen_hosts);
     if (!cJSON_GetArraySize(hosts) && ev->host)
         cJSON_AddItemToArray(hosts, cJSON_CreateString(ev->host));
-    cJSON_AddItemToObject(r, "taken_at", hdx_json_time(ev->taken_ns, 0));
+    return hosts;
+}
 
+cJSON *hdx_report_verdict_json(const hdx_evidence *ev, const hdx_verdict *v)
+{
     char *summary, *remedy;
-    if (hdx_verdict_words(ev, v, &summary, &remedy)) {
-        cJSON_Delete(r);
+    if (hdx_verdict_words(ev, v, &summary, &remedy))
+        return NULL;
+    cJSON *vo = cJSON_CreateObject();
+    if (!vo) {
+        free(summary);
+        free(remedy);
         return NULL;
     }
-    cJSON *vo = cJSON_AddObjectToObject(r, "verdict");
     cJSON_AddStringToObject(vo, "class", hdx_class_name(v->cls));
     cJSON_AddStringToObject(vo, "finding", hdx_finding_name(v->finding));
     cJSON_AddItemToObject(vo, "facts", facts_json(v));
@@ -246,9 +364,45 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
     cJSON_AddStringToObject(vo, "confidence", confidence_names[v->confidence]);
     cJSON_AddBoolToObject(vo, "culprit_working", v->culprit_working);
     cJSON_AddItemToObject(vo, "group", verdict_group_json(ev, v));
+    return vo;
+}
+
+/*
+ * The report's object. st NULL: hangdx.report/1, its "processes" empty unless with_procs
+ * (hdx_report_write prints them one by one, so that a job of thousands of ranks is never one
+ * tree). st given: the head of hangdx.report/2, whose "groups" name their classes in st and
+ * whose "processes", the last key, stays empty (report2_write prints them, then the tables);
+ * host_ix (ev->n_procs entries) gets each process's index in "hosts".
+ */
+static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with_procs, hdx_stack_table *st,
+                          int *host_ix)
+{
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return NULL;
+    cJSON_AddStringToObject(r, "schema", st ? HDX_REPORT_SCHEMA : HDX_REPORT_SCHEMA_V1);
+    cJSON *hosts = hosts_json(ev, host_ix);
+    if (!hosts) {
+        cJSON_Delete(r);
+        return NULL;
+    }
+    cJSON_AddItemToObject(r, "hosts", hosts);
+    cJSON_AddItemToObject(r, "taken_at", hdx_json_time(ev->taken_ns, 0));
+    if (st) { /* what analyze of the report judges with, as a snapshot gives them */
+        cJSON_AddNumberToObject(r, "samples", ev->samples);
+        cJSON_AddNumberToObject(r, "interval_ms", ev->interval_ms);
+        cJSON_AddNumberToObject(r, "build_timeout_s", (double)ev->build_timeout_s);
+    }
+
+    cJSON *vo = hdx_report_verdict_json(ev, v);
+    if (!vo) {
+        cJSON_Delete(r);
+        return NULL;
+    }
+    cJSON_AddItemToObject(r, "verdict", vo);
 
     cJSON_AddItemToObject(r, "process_groups", hdx_json_pgroups(ev));
-    cJSON_AddItemToObject(r, "waits_for", waits_for_json(v->graph));
+    cJSON_AddItemToObject(r, "waits_for", st ? graph_json(v->graph) : waits_for_json(v->graph));
 
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; i < ev->n_locks; i++) {
@@ -256,30 +410,14 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
         cJSON_AddItemToArray(locks, hdx_snapshot_lock_json(&ev->locks[i], judged(ev, v, i, &tmp)));
     }
 
-    cJSON *groups = cJSON_AddArrayToObject(r, "groups");
-    hdx_group *g = NULL;
-    size_t ng = 0;
-    if (hdx_groups_make(ev, &g, &ng) == 0) {
-        for (size_t i = 0; i < ng; i++) {
-            cJSON *o = cJSON_CreateObject();
-            char ranks[256];
-            hdx_format_ranges(g[i].ranks, g[i].n_ranks, ranks, sizeof ranks);
-            cJSON_AddItemToObject(o, "ranks", g[i].n_ranks ? cJSON_CreateString(ranks) : cJSON_CreateNull());
-            cJSON_AddItemToObject(o, "pids", int_array(g[i].pids, g[i].n_pids));
-            cJSON_AddNumberToObject(o, "count", (double)g[i].n_pids);
-            cJSON_AddItemToObject(o, "wait", hdx_json_str(g[i].key->wait));
-            cJSON_AddItemToObject(o, "diverges_at", g[i].diverges_at >= 0
-                                                        ? hdx_json_frame(&g[i].key->frames[g[i].diverges_at])
-                                                        : cJSON_CreateNull());
-            cJSON_AddItemToObject(o, "stack", hdx_json_frames(g[i].key->frames, g[i].key->n_frames));
-            cJSON_AddItemToArray(groups, o);
-        }
-    }
-    hdx_groups_free(g, ng);
-
-    cJSON *procs = cJSON_AddArrayToObject(r, "processes");
-    for (size_t i = 0; with_procs && i < ev->n_procs; i++)
-        cJSON_AddItemToArray(procs, with_part(ev, &ev->procs[i], hdx_snapshot_process_json(&ev->procs[i])));
+    cJSON_AddItemToObject(r, "groups", groups_json(ev, st));
+    if (st)
+        cJSON_AddItemToObject(r, "logs", hdx_logs_json(ev));
+    else
+        cJSON_AddArrayToObject(r, "processes");
+    for (size_t i = 0; with_procs && !st && i < ev->n_procs; i++)
+        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, "processes"),
+                             with_part(ev, &ev->procs[i], hdx_snapshot_process_json(&ev->procs[i])));
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
     for (size_t i = 0; i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
@@ -291,12 +429,14 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
         cJSON_AddItemToArray(notes, cJSON_CreateString(alone));
     free(alone);
     lock_notes_json(notes, ev, v);
+    if (st)
+        cJSON_AddArrayToObject(r, "processes");
     return r;
 }
 
 cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v)
 {
-    return report_json(ev, v, 1);
+    return report_json(ev, v, 1, NULL, NULL);
 }
 
 /* Where the empty "processes" array of report_json(.., 0) is in its cJSON_Print text:
@@ -334,7 +474,7 @@ static int put_indented(FILE *f, const char *s)
  * process at a time: the whole tree of 8192 ranks' stacks took ~5 GB. 0 or -errno. */
 static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
 {
-    cJSON *r = report_json(ev, v, 0);
+    cJSON *r = report_json(ev, v, 0, NULL, NULL);
     char *s = r ? hdx_json_print(r, 1) : NULL;
     cJSON_Delete(r);
     if (!s)
@@ -369,6 +509,80 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     if (!rc && fprintf(f, "%s\n", s + head) < 0)
         rc = -EIO;
     free(s);
+    return rc;
+}
+
+/* One column of the "ranks" table. */
+static cJSON *column(cJSON *table, const char *name)
+{
+    return cJSON_AddArrayToObject(table, name);
+}
+
+/* hangdx.report/2 (docs/formats.md "Reports"): the head (verdict ... notes), then the
+ * processes one by one, each thread naming its stack's class (full: as in /1, its frames as
+ * objects), then the "ranks" table and the stack tables. 0 or -errno. */
+static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, int full)
+{
+    hdx_stack_table *st = hdx_stack_table_new();
+    int *host_ix = malloc((ev->n_procs ? ev->n_procs : 1) * sizeof *host_ix);
+    cJSON *head = st && host_ix ? report_json(ev, v, 0, st, host_ix) : NULL, *tail = cJSON_CreateObject();
+    char *s = head ? hdx_json_print(head, 1) : NULL, *t = NULL;
+    hdx_frame_text_cache *cache = full ? hdx_frame_text_cache_new() : NULL;
+    int rc = s && tail && (!full || cache) ? 0 : -ENOMEM;
+    cJSON *ranks = cJSON_AddObjectToObject(tail, "ranks");
+    cJSON *pid = column(ranks, "pid"), *host = column(ranks, "host"), *rank = column(ranks, "rank"),
+          *part = column(ranks, "part"), *state = column(ranks, "state"), *wait = column(ranks, "wait"),
+          *op = column(ranks, "op"), *group = column(ranks, "group"), *stack = column(ranks, "stack");
+    char *at = s ? strstr(s, PROCS_EMPTY) : NULL;
+    if (!rc && (!stack || !at)) /* at: "processes" is the head's last key */
+        rc = -ENOMEM;
+    size_t len = at ? (size_t)(at - s) + strlen(PROCS_EMPTY) - 1 : 0; /* up to and with the '[' */
+    if (!rc && fwrite(s, 1, len, f) != len)
+        rc = -EIO;
+    for (size_t i = 0; !rc && i < ev->n_procs; i++) {
+        const hdx_process *p = &ev->procs[i];
+        const hdx_thread *key = hdx_key_thread(p);
+        cJSON *o = with_part(ev, p, full ? hdx_snapshot_process_json_printed(p, cache)
+                                         : hdx_stack_table_process_json(st, p));
+        long k = -1;
+        if (key && full)
+            k = hdx_stack_table_class(st, key, p->rank, 1);
+        else if (key && o) /* the number its thread object was given */
+            k = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "threads"), (int)(key - p->threads)), "stack"));
+        char *ps = o ? hdx_json_print(o, full) : NULL;
+        cJSON_Delete(o);
+        const hdx_wf_rank *node = p->is_rank_process && v->graph ? hdx_waitsfor_rank(v->graph, p->rank) : NULL;
+        if (node && node->p != p)
+            node = NULL;
+        if (!ps || (key && k < 0))
+            rc = -ENOMEM;
+        else if (full ? (i && fputs(", ", f) < 0) || put_indented(f, ps) < 0
+                      : fputs(i ? ",\n\t\t" : "\n\t\t", f) < 0 || fputs(ps, f) < 0)
+            rc = -EIO;
+        free(ps);
+        cJSON_AddItemToArray(pid, hdx_json_int(p->pid));
+        cJSON_AddItemToArray(host, hdx_json_int(host_ix[i]));
+        cJSON_AddItemToArray(rank, hdx_json_int(p->rank));
+        cJSON_AddItemToArray(part, hdx_json_str(hdx_process_part(ev, p)));
+        cJSON_AddItemToArray(state, hdx_json_char(p->state));
+        cJSON_AddItemToArray(wait, hdx_json_str(key ? key->wait : NULL));
+        cJSON_AddItemToArray(op, hdx_json_str(key ? key->wait_op : NULL));
+        cJSON_AddItemToArray(group, hdx_json_str(node && node->pgroup >= 0 ? ev->pgroups[node->pgroup].name : NULL));
+        cJSON_AddItemToArray(stack, hdx_json_int(k));
+    }
+    if (!rc && (hdx_stack_table_take(st, tail) < 0 || !(t = hdx_json_print(tail, 1))))
+        rc = -ENOMEM;
+    /* t is "{\n\t\"ranks\": ...\n}": its members follow the processes' array */
+    if (!rc && fprintf(f, "%s],%s\n", full ? "" : "\n\t", t + 1) < 0)
+        rc = -EIO;
+    free(t);
+    free(s);
+    cJSON_Delete(tail);
+    cJSON_Delete(head);
+    hdx_frame_text_cache_free(cache);
+    hdx_stack_table_free(st);
+    free(host_ix);
     return rc;
 }
 
@@ -857,7 +1071,7 @@ static int export_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, e
 int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, const hdx_report_options *o,
                      const char *path)
 {
-    hdx_report_options text = {HDX_REPORT_TEXT, HDX_TREE_AUTO};
+    hdx_report_options text = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0, NULL};
     if (!o)
         o = &text;
     int to_stdout = !path || !strcmp(path, "-");
@@ -865,8 +1079,10 @@ int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, const hdx_rep
     if (!f)
         return -errno;
     int rc = 0;
-    if (o->format == HDX_REPORT_JSON)
+    if (o->format == HDX_REPORT_JSON && (o->flags & HDX_REPORT_V1))
         rc = report_json_write(f, ev, v);
+    else if (o->format == HDX_REPORT_JSON)
+        rc = report2_write(f, ev, v, (o->flags & HDX_REPORT_FULL) != 0);
     else if (o->format == HDX_REPORT_TEXT)
         rc = hdx_report_text(f, ev, v, o->tree);
     else

@@ -22,12 +22,12 @@ check "two hosts' snapshots: exit 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
 check "one job: 4 processes, ranks 0-3, 2 hosts, one group of 4" $PY - "$out" <<'PYEOF'
 import json, sys
 doc = json.loads(sys.argv[1])
-assert doc["schema"] == "hangdx.report/1", doc
+assert doc["schema"] == "hangdx.report/2", doc
 assert sorted(doc["hosts"]) == ["node-a", "node-b"], doc["hosts"]
 ps = doc["processes"]
 assert sorted(p["rank"] for p in ps) == [0, 1, 2, 3], ps
 assert {(p["host"], p["rank"]) for p in ps} == {("node-a", 0), ("node-a", 1), ("node-b", 2), ("node-b", 3)}
-assert doc["groups"] and doc["groups"][0]["ranks"] == "0-3", doc["groups"]
+assert doc["groups"] and doc["groups"][0]["ranks"] == [[0, 3]], doc["groups"]
 assert "note from node-a" in doc["notes"] and "note from node-b" in doc["notes"], doc["notes"]
 assert not any("no stacks" in n for n in doc["notes"]), doc["notes"]
 assert doc["taken_at"].startswith("2026-11-29T18:40:27"), doc["taken_at"]

@@ -41,7 +41,7 @@ check "analyze exits 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
 check "analyze gives build_lock, stale, created by the dead rank 0, rank 1 waiting" $PY - "$out" "$T" "$r0" "$r1" "$left" <<'PYEOF'
 import json, sys
 doc = json.loads(sys.argv[1]); T = sys.argv[2]; r0 = int(sys.argv[3]); r1 = int(sys.argv[4]); left = int(sys.argv[5])
-assert doc["schema"] == "hangdx.report/1", doc
+assert doc["schema"] == "hangdx.report/2", doc
 v = doc["verdict"]
 assert v["class"] == "build_lock", v
 assert f"{T}/fused_kernels/build/lock" in v["summary"] + (v.get("remedy") or ""), v

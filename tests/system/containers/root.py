@@ -50,6 +50,8 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import report_frames  # noqa: E402  (each thread's frames, from a report of either version)
 
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -667,7 +669,7 @@ def hangdx(*args, timeout=120, quiet=False):
 def hangdx_json(*args, timeout=120):
     r = hangdx(*args, timeout=timeout)
     try:
-        obj = json.loads(r.stdout)
+        obj = report_frames.loads(r.stdout)
     except ValueError as e:
         log(f"  stdout is not JSON ({e}): {r.stdout[:3000]}")
         return {"_exit": r.returncode, "_stdout": r.stdout}

@@ -32,6 +32,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "dump"))
+sys.path.insert(0, os.path.join(HERE, "..", ".."))
+import report_frames  # noqa: E402  (each thread's frames, from a report of either version)
 import test_dump as td  # noqa: E402  (start_park, expected, check_python, ...)
 
 HANGDX = os.environ.get("HANGDX")
@@ -43,8 +45,8 @@ def analyze(*inputs, ok=True):
     if not ok:
         return r
     check(r.returncode == 0, "hangdx analyze %s: exit %d, stderr: %s" % (" ".join(inputs), r.returncode, r.stderr.strip()))
-    d = json.loads(r.stdout)
-    check(d.get("schema") == "hangdx.report/1", "schema %r" % d.get("schema"))
+    d = report_frames.loads(r.stdout)
+    check(d.get("schema") == "hangdx.report/2", "schema %r" % d.get("schema"))
     check(len(d["processes"]) == 1, "%d processes from one core" % len(d["processes"]))
     return d
 

@@ -19,7 +19,6 @@ After every hangdx run the target's threads must be neither traced
 (TracerPid 0) nor stopped (state t or T), from /proc/PID/task/*/status.
 Exit 0 passed, 1 failed, 77 skipped (with a line saying why).
 """
-import json
 import os
 import re
 import signal
@@ -27,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import report_frames  # noqa: E402  (each thread's frames, from a report of either version)
 
 HANGDX = os.environ.get("HANGDX")
 TARGET = os.environ.get("HOSTILE_TARGET")
@@ -206,7 +207,7 @@ def case_exits(tmp):
         check(r.returncode == 1, "inspect of a process that exited midway: status %d, want 1 (partial); "
               "stderr:\n%s" % (r.returncode, r.stderr))
         check(exited_message(p.pid) in r.stderr, "stderr says the process exited: %r" % r.stderr)
-        rep = json.loads(r.stdout)
+        rep = report_frames.loads(r.stdout)
         check(any(exited_message(p.pid) in n for n in rep["notes"]), "the report's notes say so: %s" % rep["notes"])
         procs = [q for q in rep["processes"] if q["pid"] == p.pid]
         check(procs and procs[0]["threads"], "the report keeps what was read before it exited")
@@ -229,7 +230,7 @@ def case_exits(tmp):
               "stderr:\n%s" % (" ".join(cmd), r.returncode, r.stderr))
         check(exited_message(t.pid) in r.stderr, "%s: stderr says the process exited: %r" % (" ".join(cmd), r.stderr))
         if cmd[-1] == "--json":
-            rep = json.loads(r.stdout)
+            rep = report_frames.loads(r.stdout)
             check(any(exited_message(t.pid) in n for n in rep["notes"]), "the report's notes say so: %s" % rep["notes"])
             procs = [q for q in rep["processes"] if q["pid"] == t.pid]
             check(procs and procs[0]["threads"], "the report keeps what was read before it exited")
@@ -289,12 +290,12 @@ def case_churn(tmp):
             if k % 4 == 3:
                 r = hangdx("inspect", "--json", "--samples", "2", "--interval", "50", p.pid)
                 check(r.returncode == 0, "inspect during thread churn: status %d; stderr:\n%s" % (r.returncode, r.stderr))
-                rep = json.loads(r.stdout)
+                rep = report_frames.loads(r.stdout)
                 n = len(rep["processes"][0]["threads"])
             else:
                 r = hangdx("dump", "--json", p.pid)
                 check(r.returncode == 0, "dump during thread churn: status %d; stderr:\n%s" % (r.returncode, r.stderr))
-                d = json.loads(r.stdout)
+                d = report_frames.loads(r.stdout)
                 threads = d["processes"][0]["threads"]
                 n = len(threads)
                 main = [t for t in threads if t["tid"] == p.pid]
@@ -329,7 +330,7 @@ def case_dstate(tmp):
         took = time.monotonic() - t0
         check(took < 10, "dump with a thread in D took %.1f s" % took)
         check(r.returncode == 0, "dump with a thread in D: status %d; stderr:\n%s" % (r.returncode, r.stderr))
-        d = json.loads(r.stdout)
+        d = report_frames.loads(r.stdout)
         proc = [q for q in d["processes"] if q["pid"] == p.pid][0]
         t = [t for t in proc["threads"] if t["tid"] == vforker][0]
         check(t["state"] == "D", "dump reports the thread's state D: %s" % t["state"])
@@ -396,7 +397,7 @@ def case_tracer(tmp):
                   % (cmd[0], r.returncode, r.stderr))
             msg = traced_message(p.pid, st.pid, "strace")
             check(msg in r.stderr, "%s says %r on stderr: %r" % (cmd[0], msg, r.stderr))
-            rep = json.loads(r.stdout)
+            rep = report_frames.loads(r.stdout)
             check(any(msg in n for n in rep["notes"]), "%s notes say %r: %s" % (cmd[0], msg, rep["notes"]))
             check(not any("resource busy" in n for n in rep["notes"]), "no errno text for a person: %s" % rep["notes"])
             proc = [q for q in rep["processes"] if q["pid"] == p.pid][0]
@@ -610,7 +611,7 @@ def case_perms(tmp):
                      "run hangdx as that user or as root",
                      "/proc/%d: environ, exe, cwd, fd, syscall, wchan, maps and mem are not readable" % p.pid):
             check(want in err, "stderr says %r: %r" % (want, err))
-        rep = json.loads(r.stdout)
+        rep = report_frames.loads(r.stdout)
         proc = rep["processes"][0]
         check(proc["pid"] == p.pid and proc["cmdline"] == [TARGET, "compute"], "cmdline from /proc: %s" % proc["cmdline"])
         check(proc["state"] == "S", "process state from /proc: %s" % proc["state"])
@@ -680,7 +681,7 @@ def case_frozen(tmp):
         time.sleep(0.5)
         r = hangdx("inspect", "--json", procs[0].pid, procs[1].pid)
         check(r.returncode == 0, "inspect of a frozen job: status %d; stderr:\n%s" % (r.returncode, r.stderr))
-        rep = json.loads(r.stdout)
+        rep = report_frames.loads(r.stdout)
         v = rep["verdict"]
         log("frozen: %s: %s | remedy: %s" % (v["class"], v["summary"], v["remedy"]))
         check(v["class"] == "not_hung", "a frozen job is not hung: class %s" % v["class"])
@@ -719,7 +720,7 @@ def case_parent(tmp):
         r = hangdx("inspect", "--json", "--all", user=NOBODY)
         check(r.returncode == 0, "inspect --all as the rank's user: status %d (root's runuser above it must not make "
               "it partial); stderr:\n%s" % (r.returncode, r.stderr))
-        rep = json.loads(r.stdout)
+        rep = report_frames.loads(r.stdout)
         ranks = [(q["pid"], q.get("part")) for q in rep["processes"] if q.get("rank") is not None]
         log("inspect --all as uid %d: %s" % (NOBODY, ranks))
         check((rank, "rank") in ranks, "the rank %d is the rank: %s" % (rank, ranks))
@@ -775,7 +776,7 @@ def case_env(tmp):
                                                          ("db_password", "from-a-config-file")]:
                 check(val not in r.stdout and val not in r.stderr, "%s leaks %s's value" % (name, var))
         for name in ("snapshot", "inspect --json"):
-            proc = [q for q in json.loads(outs[name])["processes"] if q["pid"] == p.pid][0]
+            proc = [q for q in report_frames.loads(outs[name])["processes"] if q["pid"] == p.pid][0]
             check(proc["env"] == ENV_ALLOWED, "%s keeps the allowed variables: %s" % (name, proc["env"]))
             check(proc["rank"] == 3 and proc["world_size"] == 4, "%s rank 3 of 4" % name)
             check(proc["cmdline"] == [PY, script, "--hf-token", "<redacted: value of $SECRET_TOKEN>", "--password",
@@ -784,7 +785,7 @@ def case_env(tmp):
                   "%s: the command line's secrets are redacted, the rest kept: %s" % (name, proc["cmdline"]))
         # the locals that held the secrets are there, their values redacted
         d = outs["dump --locals --json"]
-        frames = [f for q in json.loads(d)["processes"] for t in q["threads"] for f in t["frames"]
+        frames = [f for q in report_frames.loads(d)["processes"] for t in q["threads"] for f in t["frames"]
                   if f.get("function") == "poll"]
         check(frames, "dump shows the poll frame")
         loc = frames[0]["locals"]

@@ -18,11 +18,12 @@ thread and puts it back to sleep; a thread read without a stop does not run at a
 those the target makes on its own (its rate over 2 s before the runs), and the EINTRs the
 target counted, each per run.
 """
-import json
 import os
 import subprocess
 import sys
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import report_frames  # noqa: E402  (each thread's frames, from a report of either version)
 
 ROUNDS = 60
 HANGDX = os.environ.get("HANGDX")
@@ -131,7 +132,7 @@ def measure(n, target, pids):
             t0 = time.monotonic()
             r = subprocess.run([HANGDX] + cmd + [str(p) for p in pids], capture_output=True, text=True)
             walls.append(time.monotonic() - t0)
-            procs = [q for q in json.loads(r.stdout)["processes"] if q["pid"] in pids]
+            procs = [q for q in report_frames.loads(r.stdout)["processes"] if q["pid"] in pids]
             stops.append(sum(q["n_stopped"] for q in procs) if all("n_stopped" in q for q in procs) else None)
         wakeups = max(0.0, switches(pids) - before - idle * (time.monotonic() - t_before)) / 2 / n
         eintr = "-"
@@ -169,10 +170,10 @@ def main():
                 what = "%s #%d" % (" ".join(cmd), k + 1)
                 check(r.returncode == 0, "%s: status %d; stderr:\n%s" % (what, r.returncode, r.stderr))
                 if k in (0, ROUNDS - 1) or k % 10 == 5:
-                    check_report(json.loads(r.stdout), pid, tids, what)
+                    check_report(report_frames.loads(r.stdout), pid, tids, what)
                 else:
                     # every run: nothing stopped
-                    doc = json.loads(r.stdout)
+                    doc = report_frames.loads(r.stdout)
                     p = [q for q in doc["processes"] if q["pid"] == pid][0]
                     check(p.get("n_stopped") == 0, "%s: %s threads stopped" % (what, p.get("n_stopped")))
                 bad = [(t, s) for t, s in task_status(pid).items() if s[1] != 0 or s[0] in "tT"]

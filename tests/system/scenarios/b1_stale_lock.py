@@ -32,7 +32,7 @@ def body(sc):
         return
     rep = sc.hangdx_json("inspect", "--json", pid)
     v = verdict(rep)
-    check(rep.get("schema") == "hangdx.report/1", "schema hangdx.report/1", rep.get("schema"))
+    check(rep.get("schema") == "hangdx.report/2", "schema hangdx.report/2", rep.get("schema"))
     check(v.get("class") == "build_lock", "verdict.class == build_lock", v)
     lk = find_lock(rep, lock_path)
     check(lk is not None, f"a lock with path {lock_path}", rep.get("locks"))

@@ -31,7 +31,7 @@ SIGTERM = "--sigterm" in sys.argv[1:]
 
 def check_report(sc, rep, what, lock_path, pid0, pid1, live):
     v = verdict(rep)
-    check(rep.get("schema") == "hangdx.report/1", f"{what}: schema hangdx.report/1", rep.get("schema"))
+    check(rep.get("schema") == "hangdx.report/2", f"{what}: schema hangdx.report/2", rep.get("schema"))
     check(v.get("class") == "build_lock", f"{what}: verdict.class == build_lock", v)
     lk = find_lock(rep, lock_path)
     check(lk is not None, f"{what}: a lock with path {lock_path}",

@@ -37,7 +37,6 @@ Bounds are generous (a report within 60 s); nothing here times a step tightly. T
 frozen_busy relies on: the test ends the spin within SEC (10 s) of the first verdict, so that
 no second check comes.
 """
-import json
 import os
 import shutil
 import signal
@@ -45,6 +44,8 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import report_frames  # noqa: E402  (each thread's frames, from a report of either version)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("HDX_SOURCE_DIR") or os.path.join(HERE, "..", "..", "..")
@@ -148,7 +149,7 @@ def read_report(d, timeout=60.0):
     path = os.path.join(d, "report.json")
     wait_for(lambda: os.path.exists(path), f"{path} to appear", timeout, 0.2)
     with open(path) as f:
-        rep = json.load(f)
+        rep = report_frames.loads(f.read())
     check(os.path.exists(os.path.join(d, "report.txt")), "report.txt is there too")
     return rep
 
@@ -237,7 +238,7 @@ def case_collective(tmp):
         check(not session_members(job.sid), "nothing of the job is left", session_members(job.sid))
         # after the job: analyze of the directory takes the report run wrote into it
         a = subprocess.run([hangdx_bin(), "analyze", "--json", d], capture_output=True, text=True, timeout=60)
-        av = json.loads(a.stdout).get("verdict", {}) if a.returncode in (0, 1) and a.stdout else {}
+        av = report_frames.loads(a.stdout).get("verdict", {}) if a.returncode in (0, 1) and a.stdout else {}
         check(av.get("class") == "collective_wait" and av.get("culprit_ranks") == [2],
               "analyze DIR after the job: collective_wait, culprit [2] (from DIR/report.json)", a.stdout[-500:] + a.stderr)
     finally:
@@ -367,7 +368,7 @@ def case_gpu_stuck_fixture(tmp):
     snap = os.path.join(NCCL_FIXTURES, "gpu_stuck.snapshot.json")
     r = subprocess.run([hangdx_bin(), "analyze", "--json", snap], capture_output=True, text=True, timeout=60)
     check(r.returncode in (0, 1), "hangdx analyze ran", f"{r.returncode}\n{r.stderr}")
-    rep = json.loads(r.stdout)
+    rep = report_frames.loads(r.stdout)
     v = rep.get("verdict") or {}
     check(v.get("class") == "collective_wait", "a rank spinning in cuStreamSynchronize: collective_wait", v)
     check(v.get("culprit_ranks") == [], "no culprit rank (none is missing)", v)
