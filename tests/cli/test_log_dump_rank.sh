@@ -72,8 +72,10 @@ EOF2
 "$HANGDX" analyze --json "$T/pyspy-in-log.log" >"$T/out" 2>"$T/err"; rc=$?
 check "py-spy dump inside a log, then an indented log line: exit 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
 check "  the dump's thread whole: 4 frames, FileBaton.wait innermost, build_lock" $PY - "$T/out" <<'PYEOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["HDX_SOURCE_DIR"], "tests"))
+import report_frames
+d = report_frames.loads(open(sys.argv[1]).read())
 ps = d["processes"]
 assert [p["pid"] for p in ps] == [46930], ps
 t = ps[0]["threads"][0]
