@@ -325,22 +325,35 @@ static int fill(vm *m, cJSON *c, size_t from, int pairs)
     return rc;
 }
 
+/* The bytes after a little-endian count of n_len bytes (the strings, LONG1/LONG4), *n of them;
+ * NULL with *rc set when the pickle ends before them. */
+static const unsigned char *take_counted(vm *m, size_t n_len, size_t *n, int *rc)
+{
+    const unsigned char *p = take(m, n_len, rc);
+    if (!p)
+        return NULL;
+    uint64_t c = le(p, n_len);
+    if (c > m->len - m->at) {
+        *rc = fail(m, -EBADMSG, "%s claims %llu bytes, %zu are left: the pickle is cut short",
+                   hdx_pickle_opcode_name(m->op), (unsigned long long)c, m->len - m->at);
+        return NULL;
+    }
+    *n = (size_t)c;
+    return take(m, *n, rc);
+}
+
 static int op_string(vm *m, size_t n_len)
 {
     int rc = 0;
-    const unsigned char *p = take(m, n_len, &rc);
-    if (!p)
+    size_t n;
+    const unsigned char *b = take_counted(m, n_len, &n, &rc);
+    if (!b)
         return rc;
-    uint64_t n = le(p, n_len);
-    if (n > m->len - m->at)
-        return fail(m, -EBADMSG, "%s claims %llu bytes, %zu are left: the pickle is cut short",
-                    hdx_pickle_opcode_name(m->op), (unsigned long long)n, m->len - m->at);
-    char *s = malloc((size_t)n + 1);
+    char *s = malloc(n + 1);
     if (!s)
         return -ENOMEM;
-    memcpy(s, m->d + m->at, (size_t)n);
+    memcpy(s, b, n);
     s[n] = 0;
-    m->at += (size_t)n;
     cJSON *item = cJSON_CreateString(s);
     free(s);
     return push(m, item);
@@ -350,24 +363,19 @@ static int op_string(vm *m, size_t n_len)
 static int op_long(vm *m, size_t n_len)
 {
     int rc = 0;
-    const unsigned char *p = take(m, n_len, &rc);
-    if (!p)
+    size_t n;
+    const unsigned char *b = take_counted(m, n_len, &n, &rc);
+    if (!b)
         return rc;
-    uint64_t n = le(p, n_len);
-    if (n > m->len - m->at)
-        return fail(m, -EBADMSG, "%s claims %llu bytes, %zu are left: the pickle is cut short",
-                    hdx_pickle_opcode_name(m->op), (unsigned long long)n, m->len - m->at);
-    const unsigned char *b = m->d + m->at;
-    m->at += (size_t)n;
     double v = 0;
     if (n && n <= 8) {
-        uint64_t u = le(b, (size_t)n);
+        uint64_t u = le(b, n);
         if (n < 8 && (b[n - 1] & 0x80))
             u |= ~0ull << (8 * n); /* sign-extend */
         v = (double)(int64_t)u;
     } else if (n) { /* beyond 64 bits: its magnitude, as a double */
         int neg = b[n - 1] & 0x80;
-        for (size_t i = (size_t)n; i-- > 0;)
+        for (size_t i = n; i-- > 0;)
             v = v * 256 + (neg ? (unsigned char)~b[i] : b[i]);
         if (neg)
             v = -(v + 1);
