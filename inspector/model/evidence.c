@@ -13,6 +13,7 @@
 #include "hangdx/trace.h"
 
 static void hdx_evidence_index_free(hdx_evidence *ev);
+static void pgroup_index_free(hdx_evidence *ev);
 
 hdx_evidence *hdx_evidence_new(void)
 {
@@ -144,6 +145,7 @@ void hdx_evidence_free(hdx_evidence *ev)
     for (size_t i = 0; i < ev->n_pgroups; i++)
         hdx_pgroup_clear(&ev->pgroups[i]);
     free(ev->pgroups);
+    pgroup_index_free(ev);
     hdx_evidence_index_free(ev);
     hdx_pool_free(ev->pool);
     free(ev);
@@ -225,9 +227,56 @@ void hdx_pgroup_clear(hdx_pgroup *g)
     memset(g, 0, sizeof *g);
 }
 
+/* ---- the process-group index ---- */
+
+/* The names of pgroups[0, n) by their hash; groups after n are looked for by a scan. A merge
+ * that joins a host's groups looks up each of them: without it, the lookups of 16 384 hosts'
+ * groups in the job's would be quadratic (BENCHMARKS.md, "Reports that scale"). */
+struct hdx_pgroup_index {
+    size_t n;
+    hdx_index names;
+};
+
+static uint64_t name_hash(const char *name) { return hdx_fnv1a(name, strlen(name), HDX_FNV1A_OFFSET_BASIS); }
+
+static void pgroup_index_free(hdx_evidence *ev)
+{
+    if (ev->pgroup_index)
+        hdx_index_free(&ev->pgroup_index->names);
+    free(ev->pgroup_index);
+    ev->pgroup_index = NULL;
+}
+
+void hdx_evidence_index_pgroups(hdx_evidence *ev)
+{
+    struct hdx_pgroup_index *x = ev->pgroup_index;
+    if (!x && !(x = ev->pgroup_index = calloc(1, sizeof *x)))
+        return;
+    if (x->n > ev->n_pgroups) { /* groups were taken away (a merge moved them): anew */
+        hdx_index_clear(&x->names);
+        x->n = 0;
+    }
+    for (; x->n < ev->n_pgroups; x->n++)
+        if (hdx_index_insert(&x->names, name_hash(ev->pgroups[x->n].name), x->n)) {
+            pgroup_index_free(ev); /* lookups scan */
+            return;
+        }
+}
+
 const hdx_pgroup *hdx_evidence_find_pgroup(const hdx_evidence *ev, const char *name)
 {
-    for (size_t i = 0; name && i < ev->n_pgroups; i++)
+    if (!name)
+        return NULL;
+    const struct hdx_pgroup_index *x = ev->pgroup_index;
+    size_t from = 0;
+    if (x && x->n <= ev->n_pgroups) {
+        size_t cur = 0, i;
+        while ((i = hdx_index_find(&x->names, name_hash(name), &cur)) != HDX_INDEX_NONE)
+            if (!strcmp(ev->pgroups[i].name, name))
+                return &ev->pgroups[i];
+        from = x->n;
+    }
+    for (size_t i = from; i < ev->n_pgroups; i++)
         if (!strcmp(ev->pgroups[i].name, name))
             return &ev->pgroups[i];
     return NULL;
@@ -261,6 +310,7 @@ int hdx_evidence_add_pgroup(hdx_evidence *ev, const char *name, const int *ranks
         if (n)
             memcpy(g->ranks, ranks, n * sizeof *ranks);
         g->n_ranks = n;
+        hdx_evidence_index_pgroups(ev);
     }
     g->is_default |= is_default;
     return fill_str(&g->desc, desc) || fill_str(&g->role, is_default ? NULL : role) ? -ENOMEM : 0;

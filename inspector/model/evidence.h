@@ -367,6 +367,9 @@ typedef struct hdx_evidence {
     size_t n_pgroups;
     /* Lookups of processes by (host, pid), pid and rank (hdx_evidence_index); private. */
     struct hdx_proc_index *proc_index;
+    /* Lookups of pgroups by name (hdx_evidence_find_pgroup), kept by hdx_evidence_add_pgroup
+     * and hdx_evidence_merge; private. */
+    struct hdx_pgroup_index *pgroup_index;
     /* Strings and arrays that frames of this evidence borrow (frames with `pooled` set):
      * interned names and locals of loaded snapshots; private (formats/snapshot_read.c). */
     struct hdx_pool *pool;
@@ -398,8 +401,14 @@ hdx_waiter *hdx_lock_add_waiter(hdx_lock *l);
 int hdx_evidence_add_pgroup(hdx_evidence *ev, const char *name, const int *ranks, size_t n, const char *desc,
                             const char *role, int is_default);
 
-/* The group named `name` (borrowed), or NULL. Linear in the groups. */
+/* The group named `name` (borrowed), or NULL. Expected O(1) through ev's index of the groups'
+ * names for the groups it covers; a scan of those added since (hdx_evidence_index_pgroups). */
 const hdx_pgroup *hdx_evidence_find_pgroup(const hdx_evidence *ev, const char *name);
+
+/* Bring ev's index of its groups' names up to date with ev->pgroups, for
+ * hdx_evidence_find_pgroup; hdx_evidence_add_pgroup and hdx_evidence_merge call it. Without
+ * memory the index goes and lookups scan: never an error. */
+void hdx_evidence_index_pgroups(hdx_evidence *ev);
 
 /* Release what a group owns (not the struct itself). */
 void hdx_pgroup_clear(hdx_pgroup *g);

@@ -273,6 +273,7 @@ int hdx_evidence_merge(hdx_evidence *dst, hdx_evidence *src, char **err)
         hdx_pgroup_clear(s);
     }
     src->n_pgroups = 0;
+    hdx_evidence_index_pgroups(dst);
 
     for (size_t i = 0; i < src->n_notes; i++) {
         int dup = 0;
