@@ -1015,9 +1015,9 @@ static int read_lines(reader *rd, line_in *li)
             if (slurm && !rd->noted_role++)
                 hdx_evidence_note(rd->ev, "%s: Slurm's task-id prefixes (srun --label, \"%d: \") taken as global "
                                   "ranks", rd->path, rank);
-            else if (!slurm && strncmp(line + 1, "rank", 4) && !rd->noted_role++)
+            else if (!slurm && strncmp(line + at - word, "rank", 4) && !rd->noted_role++)
                 hdx_evidence_note(rd->ev, "%s: torchrun's [%.*s%d]: prefixes taken as global ranks (on one node "
-                                  "they are also the local ranks)", rd->path, (int)word, line + 1, rank);
+                                  "they are also the local ranks)", rd->path, (int)word, line + at - word, rank);
         } else if (rd->file_rank >= 0) {
             rank = rd->file_rank;
             from = rd->file_rank_from;

@@ -218,10 +218,18 @@ size_t hdx_launcher_prefix(const char *s, size_t *word_len, size_t *digits_at, s
     size_t end = at + d; /* s[end]: ']' of the bracket form, ':' of Slurm's */
     if (!d || (s[0] == '[' ? !w || s[end] != ']' || s[end + 1] != ':' : s[end] != ':' || s[end + 1] != ' '))
         return 0;
+    size_t len = s[0] == '[' ? end + 2 : end + 1;
+    size_t iw, iat, id, in = s[0] == '[' ? 0 : hdx_launcher_prefix(s + len + 1, &iw, &iat, &id);
+    if (in && iw) { /* srun --label around torchrun ("0: [rank3]:"): the inner prefix names the rank */
+        *word_len = iw;
+        *digits_at = len + 1 + iat;
+        *n_digits = id;
+        return len + 1 + in;
+    }
     *word_len = w;
     *digits_at = at;
     *n_digits = d;
-    return s[0] == '[' ? end + 2 : end + 1;
+    return len;
 }
 
 /* 1 when s starts with n digits. */

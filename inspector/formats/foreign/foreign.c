@@ -49,7 +49,7 @@ static size_t line_prefix(const char *s, int *rank, int *local)
     int n = len ? take_int(&p) : -1;
     if (n < 0)
         return 0;
-    if (wl == 0 || (wl == 4 && !strncmp(s + 1, "rank", 4)))
+    if (wl == 0 || (wl == 4 && !strncmp(s + at - wl, "rank", 4)))
         *rank = n;
     else
         *local = n;
