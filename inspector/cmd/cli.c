@@ -148,12 +148,12 @@ int hdx_cli_capture_pids(const char *cmd, int argc, char **argv, hdx_cli_capture
     return 0;
 }
 
-int hdx_cli_check_output(const char *cmd, const char *what, const char *path)
+int hdx_cli_check_output(const char *cmd, const char *what, const char *flag, const char *path)
 {
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         fprintf(stderr, "hangdx %s: cannot write the %s to %s: it is a directory — give a file in it, "
-                        "e.g. -o %s/%s-$(hostname).json\n", cmd, what, path, path, what);
+                        "e.g. %s %s/%s-$(hostname).json\n", cmd, what, path, flag, path, what);
         return -1;
     }
     char *tmp = hdx_asprintf("%s.tmp.%d", path, (int)getpid());
@@ -168,12 +168,38 @@ int hdx_cli_check_output(const char *cmd, const char *what, const char *path)
     free(tmp);
     if (!e)
         return 0;
-    fprintf(stderr, "hangdx %s: cannot write the %s to %s: %s — %s; nothing was captured\n", cmd, what, path,
+    fprintf(stderr, "hangdx %s: cannot write the %s to %s: %s — %s%s FILE; nothing was done\n", cmd, what, path,
             strerror(e),
-            e == ENOENT ? "its directory does not exist: create it, or choose another -o FILE"
-            : e == EACCES || e == EROFS ? "it or its directory is not writable: choose another -o FILE"
-                                        : "choose another -o FILE");
+            e == ENOENT ? "its directory does not exist: create it, or choose another "
+            : e == EACCES || e == EROFS ? "it or its directory is not writable: choose another "
+                                        : "choose another ", flag);
     return -1;
+}
+
+/* 1 when paths a and b name one file: by device and inode where a exists, else as strings. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0)
+        return !strcmp(a, b);
+    return stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int hdx_cli_check_not_input(const char *cmd, const char *flag, const char *path, char *const *inputs, size_t n,
+                            const char *other)
+{
+    for (size_t i = 0; i < n; i++)
+        if (same_file(path, inputs[i])) {
+            fprintf(stderr, "hangdx %s: %s %s is an input (%s): the report would overwrite it; give another %s FILE\n",
+                    cmd, flag, path, inputs[i], flag);
+            return -1;
+        }
+    if (other && same_file(path, other)) {
+        fprintf(stderr, "hangdx %s: -o and --html both name %s: one would overwrite the other; give two files\n",
+                cmd, path);
+        return -1;
+    }
+    return 0;
 }
 
 int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture *o, int *failures)

@@ -137,11 +137,20 @@ int hdx_cli_write_frames(const hdx_evidence *ev);
 int hdx_cli_capture_status(const char *cmd, const hdx_evidence *ev, int failures);
 
 /*
- * Can command cmd write its `what` ("snapshot", "report") to path, before it captures
- * anything? A file made and removed beside path (a snapshot is renamed over path; a
+ * Can command cmd write its `what` ("snapshot", "report") to path (given by option flag, "-o"
+ * or "--html"), before it reads or captures anything? A file made and removed beside path (a snapshot is renamed over path; a
  * report is written in place, so an existing path must be writable too). 0, or -1 with
  * the message printed (a directory, a missing or read-only directory, a read-only file).
  */
-int hdx_cli_check_output(const char *cmd, const char *what, const char *path);
+int hdx_cli_check_output(const char *cmd, const char *what, const char *flag, const char *path);
+
+/*
+ * Is the output path (flag: the option that names it, "-o" or "--html") one of the n
+ * inputs, or the other output other (NULL: none)? The same file by device and inode where
+ * path exists, the same string where it does not. 0, or -1 with the message printed: writing
+ * would overwrite what the command reads (or its other output), so nothing may be written.
+ */
+int hdx_cli_check_not_input(const char *cmd, const char *flag, const char *path, char *const *inputs, size_t n,
+                            const char *other);
 
 #endif

@@ -106,6 +106,14 @@ int hdx_cmd_analyze(int argc, char **argv)
         usage(stderr);
         return HDX_EXIT_USAGE;
     }
+    char *const *inputs = argv + optind;
+    size_t n_inputs = (size_t)(argc - optind);
+    if ((out && hdx_cli_check_not_input("analyze", "-o", out, inputs, n_inputs, ro.html)) ||
+        (ro.html && hdx_cli_check_not_input("analyze", "--html", ro.html, inputs, n_inputs, NULL)))
+        return HDX_EXIT_USAGE;
+    if ((out && hdx_cli_check_output("analyze", "report", "-o", out)) ||
+        (ro.html && hdx_cli_check_output("analyze", "HTML report", "--html", ro.html)))
+        return HDX_EXIT_FAILURE;
 
     int status = HDX_EXIT_FAILURE, r;
     char *err = NULL;
@@ -116,7 +124,7 @@ int hdx_cmd_analyze(int argc, char **argv)
     hdx_evidence *ev = hdx_evidence_new();
     if (!ev)
         goto nomem;
-    r = hdx_load_inputs(argv + optind, (size_t)(argc - optind), &lo, ev, &res, &err);
+    r = hdx_load_inputs(inputs, n_inputs, &lo, ev, &res, &err);
     for (size_t i = 0; i < res.n_left_out; i++)
         fprintf(stderr, "hangdx analyze: %s\n", res.left_out[i]);
     if (r < 0)

@@ -90,7 +90,8 @@ int hdx_cmd_inspect(int argc, char **argv)
         goto out;
     status = HDX_EXIT_FAILURE;
     int failures = 0;
-    if (out && strcmp(out, "-") != 0 && hdx_cli_check_output("inspect", "report", out))
+    if ((out && strcmp(out, "-") != 0 && hdx_cli_check_output("inspect", "report", "-o", out)) ||
+        (ro.html && hdx_cli_check_output("inspect", "HTML report", "--html", ro.html)))
         goto out;
     if (!(ev = hdx_evidence_new()) ||
         (o.slurm ? hdx_cli_slurm_merged("inspect", &o, ev, &failures)
