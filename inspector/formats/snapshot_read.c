@@ -938,6 +938,8 @@ static int read_log_fact(rd *r, const cJSON *strings, const cJSON *a, hdx_eviden
     f->line = (long)item_int(r, c = c->next, "line", 0, LONG_MAX / 2, 0);
     if (item_str(r, c = c->next, "text", &f->text))
         return r->rc;
+    if (!f->pattern || !f->proves || !f->file || !f->text) /* as every fact a log gives has them */
+        return BAD(r, "a log fact needs its pattern, proves, file and text");
     c = c->next;
     if (!cJSON_IsObject(c))
         return BAD(r, "a log fact's fields should be an object");
@@ -952,6 +954,8 @@ static int read_log_fact(rd *r, const cJSON *strings, const cJSON *a, hdx_eviden
             return fail(r, -ENOMEM, "out of memory");
         if (item_str(r, e, "a field", &x->value))
             return r->rc;
+        if (!x->value)
+            return BAD(r, "a log fact's field \"%.64s\" should be a string", x->name);
     }
     return r->rc;
 }

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: a hangdx.snapshot/1 or hangdx.report/1 text
+ * libFuzzer target: a hangdx.snapshot/2 or /1 or hangdx.report/2 or /1 text
  * (hdx_snapshot_load_text) into a fresh evidence, then classified and
  * rendered as a report: the classifier must survive any loaded evidence.
  */

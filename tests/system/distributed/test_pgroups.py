@@ -138,7 +138,20 @@ def check_tp_groups(name, report, spec):
 def show_waits(name, report, spec):
     """The waits-for graph of the case beside the report's (for the reader)."""
     got = {}
-    for w in (report or {}).get("waits_for") or []:
+    graph = (report or {}).get("waits_for") or []
+    if isinstance(graph, dict):  # hangdx.report/2: columns, and whom each call waits for (docs/formats.md "Reports")
+        nodes, calls = graph.get("ranks") or {}, graph.get("calls") or []
+        peers = {}
+        for rank, _op, peer, _tag, matched in graph.get("p2p") or []:
+            if not matched and peer is not None:
+                peers.setdefault(rank, []).append(peer)
+        for rank, holder in graph.get("lock_holders") or []:
+            peers.setdefault(rank, []).append(holder)
+        for i, r in enumerate(nodes.get("rank") or []):
+            c = nodes["call"][i]
+            absent = [x for a, b in calls[c]["absent"] for x in range(a, b + 1)] if c is not None else []
+            got[r] = (sorted(absent + peers.get(r, [])), nodes["kind"][i], nodes["op"][i], nodes["group"][i])
+    for w in graph if isinstance(graph, list) else []:  # hangdx.report/1
         if isinstance(w, dict) and "rank" in w:
             got[w["rank"]] = (sorted(w.get("waits_for") or []), w.get("kind"), w.get("op"), w.get("group"))
     for r in sorted(set(spec["waits"]) | set(got)):
