@@ -10,6 +10,7 @@
 #define HDX_REPORT_SCHEMA_V1 "hangdx.report/1" /* the earlier report: still read, and written on request */
 #define HDX_SNAPSHOT_SCHEMA "hangdx.snapshot/2"    /* what hangdx snapshot writes (inspector/snapshot.h) */
 #define HDX_SNAPSHOT_SCHEMA_V1 "hangdx.snapshot/1" /* the earlier format, still read */
+#define HDX_SNAPSHOT_SCHEMA_REDUCED "hangdx.snapshot/3" /* a node's snapshot with its stacks by class: snapshot --frames */
 
 /* Exit codes of every hangdx command (docs/design.md, "Exit status"). */
 #define HDX_EXIT_OK 0       /* a report was produced, whatever the verdict */

@@ -125,7 +125,7 @@ int hdx_cli_slurm_merged(const char *cmd, const hdx_cli_capture *o, hdx_evidence
 int hdx_cli_slurm_snapshots(const char *cmd, const hdx_cli_capture *o, const char *dir, int frames);
 
 /*
- * snapshot --frames: write ev as hangdx.snapshot/1 to stdout in frames
+ * snapshot --frames: write ev as hangdx.snapshot/3 (reduced: its stacks by class) to stdout in frames
  * (slurm.h) named "<host>/<pid>", for a collector that reads them back out of
  * srun's (or another launcher's) mixed output. 0 or a negative errno.
  */

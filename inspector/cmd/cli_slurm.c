@@ -21,7 +21,7 @@
 
 int hdx_cli_write_frames(const hdx_evidence *ev)
 {
-    cJSON *j = hdx_snapshot_json(ev);
+    cJSON *j = hdx_snapshot_json_reduced(ev); /* the collector's input grows with the distinct stacks */
     if (!j)
         return -ENOMEM;
     char *s = hdx_json_print(j, 0);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "hangdx/fnv.h"
 #include "model/util.h"
 
 int hdx_frames_write(FILE *f, const char *id, const char *text, size_t len)
@@ -25,9 +26,13 @@ int hdx_frames_write(FILE *f, const char *id, const char *text, size_t len)
 
 static hdx_frames_doc *doc_of(hdx_frames *fr, const char *id, size_t idlen)
 {
-    for (size_t i = 0; i < fr->n; i++)
+    uint64_t h = hdx_fnv1a(id, idlen, HDX_FNV1A_OFFSET_BASIS);
+    size_t cur = 0, i;
+    while ((i = hdx_index_find(&fr->by_id, h, &cur)) != HDX_INDEX_NONE)
         if (strlen(fr->docs[i].id) == idlen && !memcmp(fr->docs[i].id, id, idlen))
             return &fr->docs[i];
+    if (hdx_index_reserve(&fr->by_id, fr->n + 1) < 0) /* then the insert below cannot fail */
+        return NULL;
     hdx_frames_doc *d = hdx_append((void **)&fr->docs, &fr->n, sizeof *d);
     if (!d)
         return NULL;
@@ -37,6 +42,7 @@ static hdx_frames_doc *doc_of(hdx_frames *fr, const char *id, size_t idlen)
         fr->n--;
         return NULL;
     }
+    hdx_index_insert(&fr->by_id, h, fr->n - 1);
     return d;
 }
 
@@ -115,6 +121,7 @@ void hdx_frames_clear(hdx_frames *fr)
     free(fr->docs);
     fr->docs = NULL;
     fr->n = 0;
+    hdx_index_free(&fr->by_id);
 }
 
 int hdx_frames_sniff(const char *path)

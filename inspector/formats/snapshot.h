@@ -61,6 +61,13 @@
  * "frames" and "python_frames" indexes into the report's "frames" table, as /2's), and its
  * "logs" carry the job logs' facts and ranks (evidence_json.h, hdx_logs_json).
  *
+ * hangdx.snapshot/3, what `snapshot --frames` sends the Slurm collector
+ * (hdx_snapshot_json_reduced; docs/formats.md "Snapshots"), is /2 with each thread's stack
+ * named by its class ("stack": an index into "stacks", as a /2 report's; pc null), and each
+ * process and thread a row: an array of its /2 object's values in the order of
+ * "process_keys" and "thread_keys". The loader expands it into the same evidence as /2's
+ * (but the pcs).
+ *
  * Frames read by the loader are pooled (evidence.h, hdx_frame.pooled): their
  * strings and locals are interned in the evidence's pool, one copy per input.
  *
@@ -89,7 +96,7 @@ struct cJSON;
 /* What a JSON text is, from its "schema". */
 enum hdx_snapshot_kind {
     HDX_INPUT_NOT_JSON = 0,  /* not a JSON object with a "schema" string */
-    HDX_INPUT_SNAPSHOT,      /* hangdx.snapshot/2 or /1 */
+    HDX_INPUT_SNAPSHOT,      /* hangdx.snapshot/3, /2 or /1 */
     HDX_INPUT_REPORT,        /* hangdx.report/2 or /1 */
     HDX_INPUT_OTHER_SCHEMA,  /* a JSON object with another or no "schema" in its first 4 KiB */
 };
@@ -136,7 +143,7 @@ enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path);
 /* ---- the reader (snapshot_read.c) -------------------------------------------- */
 
 /*
- * Parse a hangdx.snapshot/2 or /1, or a hangdx.report/2 or /1 object held in root
+ * Parse a hangdx.snapshot/3, /2 or /1, or a hangdx.report/2 or /1 object held in root
  * (borrowed: nothing of it stays in ev), into an evidence of its own, and merge
  * that into ev (hdx_evidence_merge). `name` names the input in messages (a file
  * name; NULL: "input"). On error ev is left as it was, and *err (when err is not

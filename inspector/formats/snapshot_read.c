@@ -1,5 +1,5 @@
 /*
- * The reader of hangdx.snapshot/2 and /1 and of hangdx.report/2 and /1 objects (snapshot.h): a
+ * The reader of hangdx.snapshot/3, /2 and /1 and of hangdx.report/2 and /1 objects (snapshot.h): a
  * cJSON tree checked member by member into a fresh evidence, with a message naming where
  * it went wrong, and merged into the caller's.
  */
@@ -39,8 +39,9 @@ typedef struct rd {
     hdx_frame *table;     /* /2 "frames", pooled */
     size_t n_table;
     const char *host;     /* the input's one host, for waiters and holders that name none */
-    const cJSON **stacks; /* hangdx.report/2 "stacks": each class's object (borrowed from the tree) */
+    const cJSON **stacks; /* hangdx.report/2 and snapshot/3 "stacks": each class's object (borrowed from the tree) */
     size_t n_stacks;
+    const cJSON *process_keys, *thread_keys; /* hangdx.snapshot/3: the keys of its rows; else NULL */
 } rd;
 
 static int fail(rd *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -530,6 +531,47 @@ static long syscall_from_name(const char *name)
     return HDX_SYSCALL_UNKNOWN;
 }
 
+/* hangdx.snapshot/3's "process_keys" or "thread_keys" of root: an array of strings. */
+static const cJSON *row_keys(rd *r, const cJSON *root, const char *key)
+{
+    const cJSON *keys = container(r, root, key, 0), *c;
+    if (!keys && !r->rc)
+        BAD(r, "no \"%s\": truncated or not a snapshot", key);
+    cJSON_ArrayForEach(c, keys)
+        if (!cJSON_IsString(c) || !c->valuestring) {
+            BAD(r, "\"%s\" should hold strings", key);
+            return NULL;
+        }
+    return r->rc ? NULL : keys;
+}
+
+/*
+ * A /3 row (an array of values in the order of keys) as the object that /2 writes, of
+ * references to the row's values: what read_process and read_thread read. Other inputs: o
+ * itself (keys NULL). The caller frees a view (*view, NULL when o is returned) with
+ * cJSON_Delete; the row stays as it was. NULL with r->rc set on a bad row or ENOMEM.
+ */
+static const cJSON *as_object(rd *r, const cJSON *keys, const cJSON *o, const char *what, cJSON **view)
+{
+    *view = NULL;
+    if (!keys)
+        return o;
+    if (!cJSON_IsArray(o) || cJSON_GetArraySize(o) != cJSON_GetArraySize(keys)) {
+        BAD(r, "a %s should be an array of %d values", what, cJSON_GetArraySize(keys));
+        return NULL;
+    }
+    cJSON *v = cJSON_CreateObject();
+    const cJSON *k = keys->child, *c = o->child;
+    for (; v && k; k = k->next, c = c->next)
+        if (!cJSON_AddItemReferenceToObject(v, k->valuestring, (cJSON *)c)) {
+            cJSON_Delete(v);
+            v = NULL;
+        }
+    if (!v)
+        fail(r, -ENOMEM, "out of memory");
+    return *view = v;
+}
+
 static int read_thread(rd *r, const cJSON *o, hdx_process *p)
 {
     if (!cJSON_IsObject(o))
@@ -661,7 +703,11 @@ static int read_process(rd *r, const cJSON *o, const char *host, hdx_evidence *e
         cJSON_ArrayForEach(c, threads)
         {
             size_t old = enter(r, ".threads[%zu]", i++);
-            read_thread(r, c, p);
+            cJSON *view;
+            const cJSON *t = as_object(r, r->thread_keys, c, "thread", &view);
+            if (t)
+                read_thread(r, t, p);
+            cJSON_Delete(view);
             if (r->rc)
                 break;
             leave(r, old);
@@ -1028,12 +1074,14 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
         return BAD(r, "not a hangdx snapshot or report (no \"schema\"); 'hangdx snapshot -o FILE PID' writes one");
     int report2 = !strcmp(schema->valuestring, HDX_REPORT_SCHEMA);
     int report = report2 || !strcmp(schema->valuestring, HDX_REPORT_SCHEMA_V1);
-    r->v2 = !strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA);
+    int reduced = !strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA_REDUCED);
+    r->v2 = reduced || !strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA);
     if (!report && !r->v2 && strcmp(schema->valuestring, HDX_SNAPSHOT_SCHEMA_V1) != 0)
         return fail(r, -EPROTONOSUPPORT,
-                    "schema %.64s is not supported (this hangdx reads %s, %s, %s and %s; a newer hangdx may read it)",
-                    schema->valuestring, HDX_SNAPSHOT_SCHEMA, HDX_SNAPSHOT_SCHEMA_V1, HDX_REPORT_SCHEMA,
-                    HDX_REPORT_SCHEMA_V1);
+                    "schema %.64s is not supported (this hangdx reads %s, %s, %s, %s and %s; a newer hangdx may "
+                    "read it)",
+                    schema->valuestring, HDX_SNAPSHOT_SCHEMA_REDUCED, HDX_SNAPSHOT_SCHEMA, HDX_SNAPSHOT_SCHEMA_V1,
+                    HDX_REPORT_SCHEMA, HDX_REPORT_SCHEMA_V1);
     if (!ev->pool && !(ev->pool = hdx_pool_new()))
         return fail(r, -ENOMEM, "out of memory");
     r->pool = ev->pool;
@@ -1058,7 +1106,12 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
     ev->taken_ns = get_time(r, root, "taken_at");
     if ((r->v2 || report2) && read_tables(r, root))
         return r->rc;
-    if (report2 && (read_stacks(r, root) || read_logs(r, root, ev)))
+    if ((report2 || reduced) && read_stacks(r, root))
+        return r->rc;
+    if (report2 && read_logs(r, root, ev))
+        return r->rc;
+    if (reduced && (!(r->process_keys = row_keys(r, root, "process_keys")) ||
+                    !(r->thread_keys = row_keys(r, root, "thread_keys"))))
         return r->rc;
 
     const cJSON *procs = container(r, root, "processes", 0);
@@ -1080,7 +1133,11 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
     cJSON_ArrayForEach(c, procs)
     {
         size_t old = enter(r, "processes[%zu]", i++);
-        if (r->rc || read_process(r, c, host, ev))
+        cJSON *view = NULL;
+        const cJSON *p = r->rc ? NULL : as_object(r, r->process_keys, c, "process", &view);
+        int bad = !p || read_process(r, p, host, ev);
+        cJSON_Delete(view);
+        if (bad)
             return r->rc;
         leave(r, old);
     }

@@ -44,11 +44,12 @@ enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path)
     if (*s != '"')
         return HDX_INPUT_NOT_JSON;
     s++;
-    size_t ls = strlen(HDX_SNAPSHOT_SCHEMA), l1 = strlen(HDX_SNAPSHOT_SCHEMA_V1), lr = strlen(HDX_REPORT_SCHEMA);
-    if ((!strncmp(s, HDX_SNAPSHOT_SCHEMA, ls) && s[ls] == '"') || (!strncmp(s, HDX_SNAPSHOT_SCHEMA_V1, l1) && s[l1] == '"'))
+    size_t ls = strlen(HDX_SNAPSHOT_SCHEMA), lr = strlen(HDX_REPORT_SCHEMA); /* the names of a kind are as long */
+    if ((!strncmp(s, HDX_SNAPSHOT_SCHEMA, ls) && s[ls] == '"') || (!strncmp(s, HDX_SNAPSHOT_SCHEMA_V1, ls) && s[ls] == '"') ||
+        (!strncmp(s, HDX_SNAPSHOT_SCHEMA_REDUCED, ls) && s[ls] == '"'))
         return HDX_INPUT_SNAPSHOT;
     if ((!strncmp(s, HDX_REPORT_SCHEMA, lr) && s[lr] == '"') ||
-        (!strncmp(s, HDX_REPORT_SCHEMA_V1, lr) && s[lr] == '"')) /* the two names are as long */
+        (!strncmp(s, HDX_REPORT_SCHEMA_V1, lr) && s[lr] == '"'))
         return HDX_INPUT_REPORT;
     return HDX_INPUT_OTHER_SCHEMA;
 }

@@ -845,29 +845,90 @@ cJSON *hdx_snapshot_lock_json(const hdx_lock *l, const hdx_lock_judgement *j)
     return l ? lock_json(l, j, NULL, 0) : NULL;
 }
 
-cJSON *hdx_snapshot_json(const hdx_evidence *ev)
+/* ---- hangdx.snapshot/3: a node's snapshot with its stacks by class ------------ */
+
+/* o (an object, which is emptied) as a row: an array of its values in the order of its
+ * keys, which are those of keys (an array of strings; when empty, o's keys are written to
+ * it). NULL on ENOMEM, or when o's keys are not those of keys (the writer's objects always
+ * have every key, in one order). */
+static cJSON *row_of(cJSON *o, cJSON *keys)
+{
+    cJSON *row = cJSON_CreateArray();
+    int fill = cJSON_GetArraySize(keys) == 0;
+    const cJSON *k = keys->child;
+    while (row && o->child) {
+        cJSON *v = cJSON_DetachItemViaPointer(o, o->child);
+        if (fill ? !cJSON_AddItemToArray(keys, cJSON_CreateString(v->string))
+                 : !k || !v->string || strcmp(k->valuestring, v->string) != 0) {
+            cJSON_Delete(v);
+            cJSON_Delete(row);
+            return NULL;
+        }
+        k = k ? k->next : NULL;
+        cJSON_AddItemToArray(row, v);
+    }
+    if (row && !fill && k) { /* fewer values than keys */
+        cJSON_Delete(row);
+        return NULL;
+    }
+    return row;
+}
+
+/* A process of the stack table s as a /3 row, its threads rows too. NULL on ENOMEM. */
+static cJSON *process_row(hdx_stack_table *s, const hdx_process *p, cJSON *pkeys, cJSON *tkeys)
+{
+    cJSON *o = hdx_stack_table_process_json(s, p), *row = NULL;
+    cJSON *threads = o ? cJSON_GetObjectItemCaseSensitive(o, "threads") : NULL, *rows = cJSON_CreateArray();
+    if (!threads || !rows)
+        goto out;
+    for (cJSON *t = threads->child; t; t = t->next) {
+        cJSON *r = row_of(t, tkeys);
+        if (!r)
+            goto out;
+        cJSON_AddItemToArray(rows, r);
+    }
+    cJSON_ReplaceItemInObjectCaseSensitive(o, "threads", rows);
+    rows = NULL;
+    row = row_of(o, pkeys);
+out:
+    cJSON_Delete(rows);
+    cJSON_Delete(o);
+    return row;
+}
+
+/* hangdx.snapshot/2 (reduced 0) or /3 (reduced 1) of ev. */
+static cJSON *snapshot_json(const hdx_evidence *ev, int reduced)
 {
     if (!ev) {
         errno = EINVAL;
         return NULL;
     }
-    ftab tab = {.pool = hdx_pool_new()};
-    cJSON *r = cJSON_CreateObject();
-    if (!r)
+    ftab tab = {.pool = reduced ? NULL : hdx_pool_new()};
+    hdx_stack_table *st = reduced ? hdx_stack_table_new() : NULL;
+    cJSON *r = cJSON_CreateObject(), *pkeys = NULL, *tkeys = NULL;
+    if (!r || (reduced ? !st : !tab.pool))
         goto nomem;
-    cJSON_AddStringToObject(r, "schema", HDX_SNAPSHOT_SCHEMA);
+    cJSON_AddStringToObject(r, "schema", reduced ? HDX_SNAPSHOT_SCHEMA_REDUCED : HDX_SNAPSHOT_SCHEMA);
     cJSON_AddItemToObject(r, "host", hdx_json_str(ev->host));
     cJSON_AddItemToObject(r, "taken_at", hdx_json_time(ev->taken_ns, 1));
     cJSON_AddNumberToObject(r, "samples", ev->samples);
     cJSON_AddNumberToObject(r, "interval_ms", ev->interval_ms);
     cJSON_AddNumberToObject(r, "build_timeout_s", (double)ev->build_timeout_s);
-    tab.strings = cJSON_AddArrayToObject(r, "strings");
-    tab.frames = cJSON_AddArrayToObject(r, "frames");
-    if (!tab.pool || !tab.strings || !tab.frames)
-        goto nomem;
+    if (reduced) {
+        pkeys = cJSON_AddArrayToObject(r, "process_keys");
+        tkeys = cJSON_AddArrayToObject(r, "thread_keys");
+        if (!pkeys || !tkeys)
+            goto nomem;
+    } else {
+        tab.strings = cJSON_AddArrayToObject(r, "strings");
+        tab.frames = cJSON_AddArrayToObject(r, "frames");
+        if (!tab.strings || !tab.frames)
+            goto nomem;
+    }
     cJSON *procs = cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; procs && i < ev->n_procs; i++)
-        cJSON_AddItemToArray(procs, process_json(&ev->procs[i], &tab, NULL));
+        cJSON_AddItemToArray(procs, reduced ? process_row(st, &ev->procs[i], pkeys, tkeys)
+                                            : process_json(&ev->procs[i], &tab, NULL));
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; locks && i < ev->n_locks; i++)
         cJSON_AddItemToArray(locks, lock_json(&ev->locks[i], NULL, ev->host, 1));
@@ -878,13 +939,25 @@ cJSON *hdx_snapshot_json(const hdx_evidence *ev)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i] ? ev->notes[i] : ""));
     if (tab.failed || !procs || !locks || !notes || !pgroups || cJSON_GetArraySize(procs) != (int)ev->n_procs ||
         cJSON_GetArraySize(locks) != (int)ev->n_locks || cJSON_GetArraySize(notes) != (int)ev->n_notes ||
-        cJSON_GetArraySize(r) != 12)
+        (reduced && hdx_stack_table_take(st, r) < 0) || cJSON_GetArraySize(r) != (reduced ? 15 : 12))
         goto nomem;
     ftab_clear(&tab);
+    hdx_stack_table_free(st);
     return r;
 nomem:
     ftab_clear(&tab);
+    hdx_stack_table_free(st);
     cJSON_Delete(r);
     errno = ENOMEM;
     return NULL;
+}
+
+cJSON *hdx_snapshot_json(const hdx_evidence *ev)
+{
+    return snapshot_json(ev, 0);
+}
+
+cJSON *hdx_snapshot_json_reduced(const hdx_evidence *ev)
+{
+    return snapshot_json(ev, 1);
 }

@@ -1,5 +1,5 @@
 /*
- * Evidence to JSON: the objects of hangdx.snapshot/2 (formats/snapshot.h describes the
+ * Evidence to JSON: the objects of hangdx.snapshot/2 and /3 (formats/snapshot.h describes the
  * format, and writes and reads the file) that a report's "processes" and "locks" carry
  * too, so that analyze of a report decides as the snapshot would. cJSON; no I/O.
  * Environment variables outside HDX_TRACE_ENV_NAMES are never written. A holder or
@@ -88,5 +88,17 @@ struct cJSON *hdx_snapshot_lock_json(const hdx_lock *l, const hdx_lock_judgement
  * frees it with cJSON_Delete. NULL (errno ENOMEM) on failure.
  */
 struct cJSON *hdx_snapshot_json(const hdx_evidence *ev);
+
+/*
+ * The whole of ev as a hangdx.snapshot/3 object (docs/formats.md "Snapshots"): what a node
+ * sends the Slurm collector, which grows with the node's distinct stacks, not with its
+ * threads times their frames. As hdx_snapshot_json, but each thread names its stack's class
+ * ("stack", as hangdx.report/2's: hdx_stack_table above, every frame's pc null), the classes
+ * are in "stacks" with the "strings" and "frames" tables, and each process and thread is a
+ * row: an array of the values of its /2 object, in the order of "process_keys" and
+ * "thread_keys". The caller frees it with cJSON_Delete. NULL (errno ENOMEM, or EINVAL for ev
+ * NULL) on failure.
+ */
+struct cJSON *hdx_snapshot_json_reduced(const hdx_evidence *ev);
 
 #endif

@@ -113,6 +113,37 @@ int main(void)
     hdx_frames_clear(&fr);
     free_lines(le, ne);
 
+    /* Many nodes' lines mixed, round robin, as srun passes them on: each id finds its own
+     * document (through the index of ids), in the order its first line came. */
+    enum { NODES = 3000 };
+    char *texts[NODES], **ls[NODES];
+    size_t ns[NODES], most = 0;
+    for (int k = 0; k < NODES; k++) {
+        char id[32];
+        snprintf(id, sizeof id, "node%04d/%d", k, 100 + k);
+        texts[k] = text_of(300 + (size_t)k % 1100, (char)('a' + k % 20));
+        ls[k] = lines_of(id, texts[k], &ns[k]);
+        most = ns[k] > most ? ns[k] : most;
+    }
+    for (size_t i = 0; i < most; i++)
+        for (int k = 0; k < NODES; k++)
+            if (i < ns[k])
+                feed(&fr, "7: ", ls[k][i]);
+    CHECK(fr.n == NODES);
+    int whole = 0;
+    for (int k = 0; k < NODES && (size_t)k < fr.n; k++) {
+        char id[32];
+        snprintf(id, sizeof id, "node%04d/%d", k, 100 + k);
+        whole += !strcmp(fr.docs[k].id, id) && fr.docs[k].complete && !strcmp(fr.docs[k].text, texts[k]);
+    }
+    CHECK(whole == NODES);
+    hdx_frames_clear(&fr);
+    CHECK(fr.n == 0 && fr.by_id.count == 0);
+    for (int k = 0; k < NODES; k++) {
+        free_lines(ls[k], ns[k]);
+        free(texts[k]);
+    }
+
     /* What cannot be framed. */
     FILE *devnull = fopen("/dev/null", "w");
     CHECK(hdx_frames_write(devnull, "a b", "{}", 2) == -EINVAL);

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "classify/classify.h"
+#include "classify/groups.h"
+#include "formats/frames.h"
 #include "model/evidence.h"
 #include "report/report.h"
 #include "report/words.h"
@@ -275,14 +277,15 @@ static int dbl_eq(double a, double b)
     return (isnan(a) && isnan(b)) || a == b;
 }
 
-static int frames_eq(const hdx_frame *a, size_t na, const hdx_frame *b, size_t nb)
+/* pc: compare the frames' pc too (hangdx.snapshot/3 writes none). */
+static int frames_eq(const hdx_frame *a, size_t na, const hdx_frame *b, size_t nb, int pc)
 {
     if (na != nb || !a != !b)
         return 0;
     for (size_t i = 0; i < na; i++) {
         const hdx_frame *x = &a[i], *y = &b[i];
         if (x->kind != y->kind || !streq(x->function, y->function) || !streq(x->file, y->file) ||
-            x->line != y->line || !streq(x->module, y->module) || x->offset != y->offset || x->pc != y->pc ||
+            x->line != y->line || !streq(x->module, y->module) || x->offset != y->offset || (pc && x->pc != y->pc) ||
             x->n_locals != y->n_locals || !x->locals != !y->locals)
             return 0;
         for (size_t k = 0; k < x->n_locals; k++) {
@@ -302,8 +305,9 @@ static int frames_eq(const hdx_frame *a, size_t na, const hdx_frame *b, size_t n
     return 1;
 }
 
-/* Every field of a and b equal; env of a compared on the allowed names only. */
-static void check_same(const hdx_evidence *a, const hdx_evidence *b)
+/* Every field of a and b equal (but the frames' pc, without pc); env of a compared on the
+ * allowed names only. */
+static void check_same_but(const hdx_evidence *a, const hdx_evidence *b, int pc)
 {
     CHECK(streq(a->host, b->host));
     CHECK(a->taken_ns == b->taken_ns);
@@ -346,8 +350,8 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
             CHECK(streq(t->wait_op, u->wait_op) && t->wait_peer == u->wait_peer && t->wait_frame == u->wait_frame);
             CHECK(streq(t->wait_pg, u->wait_pg) && t->wait_seq == u->wait_seq && streq(t->wait_sig, u->wait_sig));
             CHECK(t->unmerged == u->unmerged);
-            CHECK(frames_eq(t->frames, t->n_frames, u->frames, u->n_frames));
-            CHECK(frames_eq(t->py_frames, t->n_py_frames, u->py_frames, u->n_py_frames));
+            CHECK(frames_eq(t->frames, t->n_frames, u->frames, u->n_frames, pc));
+            CHECK(frames_eq(t->py_frames, t->n_py_frames, u->py_frames, u->n_py_frames, pc));
         }
     }
     CHECK(a->n_locks == b->n_locks);
@@ -401,6 +405,11 @@ static void check_same(const hdx_evidence *a, const hdx_evidence *b)
         CHECK(g->is_default == h->is_default && g->n_ranks == h->n_ranks);
         CHECK(g->n_ranks == h->n_ranks && !memcmp(g->ranks, h->ranks, g->n_ranks * sizeof *g->ranks));
     }
+}
+
+static void check_same(const hdx_evidence *a, const hdx_evidence *b)
+{
+    check_same_but(a, b, 1);
 }
 
 static char *to_text(const hdx_evidence *ev)
@@ -490,8 +499,17 @@ static void expect_error(const char *text, int want_rc, const char *w1, const ch
 
 static void test_bad_inputs(void)
 {
-    expect_error("{\"schema\":\"hangdx.snapshot/3\",\"processes\":[]}", -EPROTONOSUPPORT, "hangdx.snapshot/3",
+    expect_error("{\"schema\":\"hangdx.snapshot/4\",\"processes\":[]}", -EPROTONOSUPPORT, "hangdx.snapshot/4",
                  "not supported");
+    /* hangdx.snapshot/3's rows: keys given, each row as long as its keys, a stack in range. */
+    expect_error("{\"schema\":\"hangdx.snapshot/3\",\"processes\":[]}", -EBADMSG, "no \"process_keys\"", NULL);
+    expect_error("{\"schema\":\"hangdx.snapshot/3\",\"process_keys\":[\"pid\",1],\"thread_keys\":[],"
+                 "\"processes\":[]}", -EBADMSG, "\"process_keys\" should hold strings", NULL);
+    expect_error("{\"schema\":\"hangdx.snapshot/3\",\"process_keys\":[\"pid\",\"threads\"],\"thread_keys\":[\"tid\"],"
+                 "\"processes\":[[1]]}", -EBADMSG, "processes[0]", "should be an array of 2 values");
+    expect_error("{\"schema\":\"hangdx.snapshot/3\",\"process_keys\":[\"pid\",\"threads\"],"
+                 "\"thread_keys\":[\"tid\",\"stack\"],\"processes\":[[1,[[2,0]]]],\"stacks\":[]}",
+                 -EBADMSG, "processes[0].threads[0]", "\"stack\" should be an index");
     /* hangdx.snapshot/2's tables: every index in range, every entry well formed. */
 #define V2(tables, threads)                                                                                        \
     "{\"schema\":\"hangdx.snapshot/2\",\"host\":\"h\"," tables ",\"processes\":[{\"pid\":1,\"threads\":[" threads "]}]}"
@@ -966,6 +984,149 @@ static void test_v1_to_v2(void)
     }
 }
 
+/* The verdict of ev as text: class, culprit ranks and the group's name and ranks. */
+static void judged(hdx_evidence *ev, char *buf, size_t size)
+{
+    hdx_verdict v;
+    memset(&v, 0, sizeof v);
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_classify(ev, &v) == 0);
+    size_t used = (size_t)snprintf(buf, size, "%s culprits", hdx_class_name(v.cls));
+    for (size_t i = 0; i < v.n_culprit_ranks && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, " %d", v.culprit_ranks[i]);
+    const hdx_pgroup *g = v.group ? hdx_evidence_find_pgroup(ev, v.group) : NULL;
+    if (used < size)
+        used += (size_t)snprintf(buf + used, size - used, "; group %s", v.group ? v.group : "none");
+    for (size_t i = 0; g && i < g->n_ranks && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, " %d", g->ranks[i]);
+    hdx_verdict_clear(&v);
+}
+
+/* The stack groups of ev (groups.h) as text: each group's ranks, pids and key stack. */
+static char *stack_groups(const hdx_evidence *ev)
+{
+    hdx_group *g = NULL;
+    size_t n = 0, len = 0;
+    char *out = NULL;
+    FILE *f = open_memstream(&out, &len);
+    CHECK(f && hdx_groups_make(ev, &g, &n) == 0);
+    for (size_t i = 0; f && i < n; i++) {
+        fprintf(f, "group %zu: ranks", i);
+        for (size_t k = 0; k < g[i].n_ranks; k++)
+            fprintf(f, " %d", g[i].ranks[k]);
+        fprintf(f, "; pids");
+        for (size_t k = 0; k < g[i].n_pids; k++)
+            fprintf(f, " %d", g[i].pids[k]);
+        fprintf(f, "; diverges at %ld; stack", g[i].diverges_at);
+        for (size_t k = 0; k < g[i].key->n_frames; k++) {
+            const hdx_frame *fr = &g[i].key->frames[k];
+            fprintf(f, " %s@%s:%d", fr->function ? fr->function : "?", fr->file ? fr->file : fr->module ? fr->module : "?",
+                    fr->line);
+        }
+        fputc('\n', f);
+    }
+    hdx_groups_free(g, n);
+    if (f)
+        fclose(f);
+    return out;
+}
+
+/* The /3 text of ev carried as frames and taken apart again, as the Slurm collector does
+ * (cli_slurm.c: hdx_frames_write on the node, hdx_frames_feed and hdx_snapshot_load_text);
+ * *bytes: the /3 text's size. */
+static hdx_evidence *through_frames(const hdx_evidence *ev, size_t *bytes)
+{
+    cJSON *j = hdx_snapshot_json_reduced(ev);
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL, *lines = NULL, *err = NULL;
+    cJSON_Delete(j);
+    CHECK(text && strstr(text, "\"schema\":\"hangdx.snapshot/3\""));
+    *bytes = text ? strlen(text) : 0;
+    size_t len = 0;
+    FILE *f = open_memstream(&lines, &len);
+    CHECK(f && text && hdx_frames_write(f, "node7/1", text, strlen(text)) == 0);
+    if (f)
+        fclose(f);
+    hdx_frames fr = {0};
+    for (char *line = lines, *nl; line && (nl = strchr(line, '\n')); line = nl + 1)
+        CHECK(hdx_frames_feed(&fr, line, (size_t)(nl - line)) == 0);
+    CHECK(fr.n == 1 && fr.docs[0].complete && fr.docs[0].len == *bytes);
+    hdx_evidence *back = hdx_evidence_new();
+    back->taken_ns = HDX_UNKNOWN;
+    back->build_timeout_s = 0;
+    int rc = fr.n == 1 ? hdx_snapshot_load_text(fr.docs[0].text, fr.docs[0].len, fr.docs[0].id, back, &err) : -EIO;
+    CHECK(rc == 0);
+    if (rc)
+        fprintf(stderr, "/3 through frames: %s\n", err ? err : strerror(-rc));
+    hdx_frames_clear(&fr);
+    free(err);
+    free(lines);
+    free(text);
+    return back;
+}
+
+/* Real snapshots and reports written as hangdx.snapshot/3 (docs/formats.md "Snapshots"), the
+ * node's part of --slurm-job, and read back through frames: the same evidence but the pcs,
+ * the same verdict (class, culprits, group and its ranks) and the same stack groups as from
+ * /2, and fewer bytes than /2. */
+static void test_reduced(void)
+{
+    /* Every field of the hand-built evidence (locks, waiters, groups, locals) but the pcs. */
+    hdx_evidence *ev = full_evidence();
+    size_t n = 0;
+    hdx_evidence *back = through_frames(ev, &n);
+    check_same_but(ev, back, 0);
+    hdx_evidence_free(ev);
+    hdx_evidence_free(back);
+
+    static const char *const files[] = {
+        "scripts/benchmarks/bench-data/gloo_collective_skip.snapshot.json",
+        "tests/fixtures/evidence/gloo_barrier_skip.json",
+        "tests/fixtures/evidence/gloo_batch_p2p.json",
+        "tests/fixtures/evidence/gloo_both_recv.json",
+        "tests/fixtures/evidence/gloo_both_send.json",
+        "tests/fixtures/evidence/gloo_collective_skip.json",
+        "tests/fixtures/evidence/gloo_computing.json",
+        "tests/fixtures/evidence/gloo_lock_behind_barrier.json",
+        "tests/fixtures/evidence/gloo_rendezvous_missing.json",
+        "tests/fixtures/evidence/gloo_ring_irecv.json",
+        "tests/fixtures/evidence/gloo_send_no_recv.json",
+        "tests/fixtures/evidence/gloo_uneven.json",
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[1024], *err = NULL, want[512], got[512];
+        snprintf(path, sizeof path, "%s/%s", HDX_SOURCE_DIR, files[i]);
+        hdx_evidence *in = hdx_evidence_new(), *full = hdx_evidence_new();
+        in->taken_ns = full->taken_ns = HDX_UNKNOWN;
+        in->build_timeout_s = full->build_timeout_s = 0;
+        int rc = hdx_snapshot_load(path, in, &err);
+        CHECK(rc == 0);
+        cJSON *j = rc ? NULL : hdx_snapshot_json(in);
+        char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+        cJSON_Delete(j);
+        CHECK(text && hdx_snapshot_load_text(text, strlen(text), "v2.json", full, &err) == 0);
+        size_t bytes = 0;
+        hdx_evidence *reduced = rc ? NULL : through_frames(full, &bytes);
+        if (rc || !text || !reduced) {
+            fprintf(stderr, "%s: %s\n", files[i], err ? err : "not read");
+        } else {
+            check_same_but(full, reduced, 0);
+            CHECK(bytes < strlen(text));
+            char *gw = stack_groups(full), *gg = stack_groups(reduced);
+            CHECK(gw && gg && !strcmp(gw, gg) && strstr(gw, "group 0: ranks"));
+            judged(full, want, sizeof want);
+            judged(reduced, got, sizeof got);
+            CHECK(!strcmp(want, got));
+            printf("%s: /2 (%zu bytes) and /3 (%zu bytes) say %s\n", files[i], strlen(text), bytes, got);
+            free(gw);
+            free(gg);
+        }
+        free(text);
+        free(err);
+        hdx_evidence_free(in);
+        hdx_evidence_free(full);
+        hdx_evidence_free(reduced);
+    }
+}
+
 int main(void)
 {
     test_model_unchanged();
@@ -973,6 +1134,7 @@ int main(void)
     test_round_trip();
     test_bad_inputs();
     test_v1_to_v2();
+    test_reduced();
     test_same_pid_on_two_hosts();
     test_torchrun_under_srun();
     test_multi_host();
