@@ -59,12 +59,34 @@ int hdx_cli_capture_option(const char *cmd, int c, const char *arg, hdx_cli_capt
     }
 }
 
+/* 1 (printed) when an earlier option set a setting to cur, another value than v and than its
+ * default dflt: "--json --format dot", "--tree --no-tree". */
+static int conflict(const char *cmd, int cur, int dflt, int v, const char *what)
+{
+    if (cur == dflt || cur == v)
+        return 0;
+    fprintf(stderr, "hangdx %s: two options ask for different %s: give one\n", cmd, what);
+    return 1;
+}
+
+#define FORMATS "report formats (--json, --format)"
+#define TREES "stack trees (--tree, --no-tree)"
+
 int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_options *o)
 {
+    enum hdx_report_format format;
     switch (c) {
-    case 'j': o->format = HDX_REPORT_JSON; return 1;
-    case 'T': o->tree = 1; return 1;
-    case 'U': o->tree = 0; return 1;
+    case 'j':
+        if (conflict(cmd, o->format, HDX_REPORT_TEXT, HDX_REPORT_JSON, FORMATS))
+            return -1;
+        o->format = HDX_REPORT_JSON;
+        return 1;
+    case 'T':
+    case 'U':
+        if (conflict(cmd, o->tree, HDX_TREE_AUTO, c == 'T', TREES))
+            return -1;
+        o->tree = c == 'T';
+        return 1;
     case 'L': o->flags |= HDX_REPORT_FULL; return 1;
     case 'H': o->html = arg; return 1;
     case 'S':
@@ -75,8 +97,12 @@ int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_op
         o->flags = (o->flags & ~HDX_REPORT_V1) | (!strcmp(arg, "1") ? HDX_REPORT_V1 : 0);
         return 1;
     case 'F':
-        if (!hdx_report_format_parse(arg, &o->format))
+        if (!hdx_report_format_parse(arg, &format)) {
+            if (conflict(cmd, o->format, HDX_REPORT_TEXT, format, FORMATS))
+                return -1;
+            o->format = format;
             return 1;
+        }
         fprintf(stderr, "hangdx %s: --format wants text, json, speedscope, collapsed or dot, not '%s'\n", cmd, arg);
         return -1;
     default: return 0;

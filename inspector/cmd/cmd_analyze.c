@@ -27,7 +27,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: hangdx analyze [--json [--full] [--schema 1|2]|--format FMT] [--tree|--no-tree]\n"
-            "                      [-o FILE] INPUT...\n\n"
+            "                      [--html FILE] [-o FILE] INPUT...\n\n"
             "Give the verdict of a hang from what it left behind, after the job is gone. Each\n"
             "INPUT is recognised by its content:\n"
             "  - a snapshot file written by 'hangdx snapshot' (hangdx.snapshot/2 or /1), one per host;\n"

@@ -20,7 +20,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: hangdx inspect [--json [--full] [--schema 1|2]|--format FMT] [--tree|--no-tree]\n"
-            "                      [-o FILE] [-d TRACEDIR] [--samples N] [--interval MS]\n"
+            "                      [--html FILE] [-o FILE] [-d TRACEDIR] [--samples N] [--interval MS]\n"
             "                      [--build-timeout SEC] [--native-lines]\n"
             "                      (PID...|--all|--slurm-job [JOBID])\n\n"
             "Attach to each PID and its descendants, read their native and Python stacks and\n"

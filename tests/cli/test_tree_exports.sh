@@ -218,7 +218,15 @@ PYEOF
 check "--format svg: usage error 64 (got $rc)" test $rc -eq 64
 check "it names the formats" grep -q "\-\-format wants text, json, speedscope, collapsed or dot, not 'svg'" "$T/err"
 "$HANGDX" analyze --format json "$SKIP" >"$T/skip.json" 2>/dev/null
-check "--format json is the hangdx.report/1 of --json" eval 'cmp -s "$T/skip.json" <("$HANGDX" analyze --json "$SKIP" 2>/dev/null)'
+check "--format json is the hangdx.report/2 of --json" eval 'cmp -s "$T/skip.json" <("$HANGDX" analyze --json "$SKIP" 2>/dev/null)'
+for opts in "--json --format dot" "--format collapsed --format dot" "--tree --no-tree"; do
+    # shellcheck disable=SC2086
+    "$HANGDX" analyze $opts "$SKIP" >"$T/out" 2>"$T/err"; rc=$?
+    check "$opts: usage error 64 (got $rc), nothing printed" bash -c "test $rc -eq 64 && test ! -s '$T/out'"
+    check "  it says two options ask for different ones" grep -q "two options ask for different" "$T/err"
+done
+"$HANGDX" analyze --json --format json --tree --tree "$SKIP" >/dev/null 2>&1; rc=$?
+check "the same option twice is no conflict (got $rc)" test $rc -eq 0
 for cmd in analyze inspect; do
     check "$cmd --help names --format, its exports and --tree/--no-tree" \
         eval '"$HANGDX" $cmd --help | grep -q "speedscope" && "$HANGDX" $cmd --help | grep -q -- "--tree, --no-tree"'
