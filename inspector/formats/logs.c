@@ -787,6 +787,7 @@ typedef struct line_in {
     char chunk[LOG_CHUNK];
     size_t pos, end;
     int eof, in_nul;
+    int cr;               /* the last byte read was a '\r' inside a line */
     long lines;           /* lines returned */
     uint64_t run;         /* NULs of the run being skipped */
     size_t nul_runs;      /* runs of NUL bytes, each read as one line end */
@@ -852,8 +853,19 @@ static int line_next(line_in *li)
                 continue;
             nul_run_end(li);
         }
+        if (li->cr) {
+            li->cr = 0;
+            if (*p != '\n' && *p) { /* a carriage return alone: what follows overwrites the line's text
+                                       (a progress bar's updates, then the line it ends on), as on a
+                                       terminal; the prefixes the line began with stay */
+                li->line[li->len] = 0;
+                size_t keep = hdx_runtime_stamp(li->line), w, at, d;
+                keep += hdx_launcher_prefix(li->line + keep, &w, &at, &d);
+                li->len = li->full = keep;
+            }
+        }
         const char *s = p;
-        while (p < e && *p != '\n' && *p)
+        while (p < e && *p != '\n' && *p != '\r' && *p)
             p++;
         size_t n = (size_t)(p - s), room = LOG_LINE_MAX - li->len;
         memcpy(li->line + li->len, s, n < room ? n : room);
@@ -861,6 +873,11 @@ static int line_next(line_in *li)
         li->full += n;
         li->pos = (size_t)(p - li->chunk);
         any = 1;
+        if (p < e && *p == '\r') {
+            li->cr = 1;
+            li->pos++;
+            continue;
+        }
         if (p < e) {
             li->in_nul = !*p;
             li->run = 1;
@@ -868,10 +885,9 @@ static int line_next(line_in *li)
             break;
         }
     }
+    li->cr = 0;
     if (!any)
         return 0;
-    if (li->len && li->line[li->len - 1] == '\r' && li->len == li->full)
-        li->len--;
     li->line[li->len] = 0;
     li->lines++;
     return 1;
@@ -1395,17 +1411,22 @@ static int sniff_lines(const hdx_log_patterns *ps, char *buf, size_t n, int cut_
         if (p == e && cut_tail)
             break;
         *p = 0; /* buf[n] is 0 already */
-        if (p - line > LOG_LINE_MAX)
-            line[LOG_LINE_MAX] = 0;
+        if (p > line && p[-1] == '\r')
+            p[-1] = 0; /* CRLF */
         for (p++; p < e && !*p;)
             p++;
         if (!*line)
             continue;
         size_t word, at, digits;
         line += hdx_runtime_stamp(line);
-        const char *text = line + hdx_launcher_prefix(line, &word, &at, &digits);
+        char *text = line + hdx_launcher_prefix(line, &word, &at, &digits);
+        char *cr = strrchr(text, '\r'); /* as line_next reads it: the text after the last one */
+        if (cr)
+            text = cr + 1;
         if (text > line && *text == ' ')
             text++;
+        if (strlen(text) > LOG_LINE_MAX)
+            text[LOG_LINE_MAX] = 0;
         uint64_t set[4];
         bytes_of(text, set); /* once per line, not once per pattern */
         for (size_t i = 0; i < ps->n; i++)
