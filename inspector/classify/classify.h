@@ -68,6 +68,7 @@ enum hdx_finding {
     HDX_FIND_LOG_BUILD_UNFINISHED, /* no timeout: ranks whose last lines are a JIT kernel build that never loaded */
     HDX_FIND_LOG_FILE_LOCK,       /* a file lock could not be acquired (the filelock package's Timeout) */
     HDX_FIND_LOG_STORE_BARRIER,   /* the store-based barrier of process-group initialisation timed out */
+    HDX_FIND_LOG_STORE_CLIENTS,   /* the TCPStore timed out waiting for the ranks to connect */
     HDX_FIND_LOG_SEQ_BEHIND,      /* ranks never enqueued the collective that the watchdogs of others timed out on */
     HDX_FIND_LOG_DESYNC,          /* the NCCL desync report names ranks */
     HDX_FIND_LOG_SEQ_SILENT,      /* a watchdog timeout; ranks that the logs know said nothing of it */

@@ -783,11 +783,37 @@ static int file_lock_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
     return decided(rc);
 }
 
-static int store_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
+/* TCPStore's server waited for its clients (the ranks) to connect, and only some did: the
+ * ranks missing never reached init_process_group, or could not reach MASTER_ADDR:MASTER_PORT. */
+static int store_clients_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
 {
-    const hdx_log_fact *t = find_fact(ev, 0, "store_barrier_timeout", 0);
+    const hdx_log_fact *t = find_fact(ev, 0, "tcpstore_clients_timeout", 0);
     if (!t)
         return 0;
+    long long world = hdx_log_fact_int(t, "world_size", HDX_UNKNOWN), count = hdx_log_fact_int(t, "worker_count", HDX_UNKNOWN);
+    v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
+    v->confidence = HDX_CONF_HIGH;
+    v->finding = HDX_FIND_LOG_STORE_CLIENTS;
+    cite_fact(b, t);
+    if (world > 0 && count >= 0 && world > count)
+        v->missing_count = (int)(world - count);
+    int rc = set_line(v, t);
+    if (!rc && world >= 0)
+        rc = hdx_verdict_set_num(v, "world_size", world);
+    if (!rc && count >= 0)
+        rc = hdx_verdict_set_num(v, "arrived", count);
+    if (!rc)
+        rc = hdx_verdict_set_num(v, "timeout_s", hdx_log_fact_int(t, "timeout_s", HDX_UNKNOWN));
+    return decided(rc);
+}
+
+/* The store-based barrier of process-group initialisation timed out (torch 1.x's and 2.x's
+ * wordings, patterns store_barrier_timeout*); the Added-key lines tell who arrived. */
+static int store_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
+{
+    const hdx_log_fact *t = find_fact(ev, 0, "store_barrier_timeout", 1);
+    if (!t)
+        return store_clients_rule(ev, v, b);
     long long world = hdx_log_fact_int(t, "world_size", HDX_UNKNOWN), count = hdx_log_fact_int(t, "worker_count", HDX_UNKNOWN);
     const char *key = hdx_log_fact_field(t, "key");
     int *present = NULL;

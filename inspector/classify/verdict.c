@@ -57,6 +57,7 @@ const char *hdx_finding_name(enum hdx_finding f)
         [HDX_FIND_LOG_BUILD_UNFINISHED] = "log_build_unfinished",
         [HDX_FIND_LOG_FILE_LOCK] = "log_file_lock",
         [HDX_FIND_LOG_STORE_BARRIER] = "log_store_barrier",
+        [HDX_FIND_LOG_STORE_CLIENTS] = "log_store_clients",
         [HDX_FIND_LOG_SEQ_BEHIND] = "log_seq_behind",
         [HDX_FIND_LOG_DESYNC] = "log_desync",
         [HDX_FIND_LOG_SEQ_SILENT] = "log_seq_silent",

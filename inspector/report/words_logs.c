@@ -231,6 +231,19 @@ static int words_store_barrier(const hdx_verdict *v, hdx_words *w)
                                    nm == 1 ? "" : "s");
 }
 
+static int words_store_clients(const hdx_verdict *v, hdx_words *w)
+{
+    long long world = hdx_verdict_num(v, "world_size", HDX_UNKNOWN), count = hdx_verdict_num(v, "arrived", HDX_UNKNOWN);
+    int rc = hdx_words_set(&w->summary,
+                           "process-group initialisation timed out: the job's TCPStore waited %lld s for the ranks to "
+                           "connect, and %lld of %lld did, %lld missing; the log does not say which (%s:%lld)",
+                           hdx_verdict_num(v, "timeout_s", -1), count, world, world - count, file(v), line(v));
+    return rc ? rc : hdx_words_set(&w->remedy, "find why the missing rank%s never connected to MASTER_ADDR:MASTER_PORT "
+                                   "(not launched, crashed at start, WORLD_SIZE larger than the processes launched, or "
+                                   "the address not reachable from its node) and relaunch",
+                                   world - count == 1 ? "" : "s");
+}
+
 static int words_seq(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
 {
     char wt[RANKS_TEXT], c[RANKS_TEXT];
@@ -545,6 +558,9 @@ int hdx_words_logs(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
         break;
     case HDX_FIND_LOG_STORE_BARRIER:
         rc = words_store_barrier(v, w);
+        break;
+    case HDX_FIND_LOG_STORE_CLIENTS:
+        rc = words_store_clients(v, w);
         break;
     case HDX_FIND_LOG_SEQ_BEHIND:
     case HDX_FIND_LOG_DESYNC:
