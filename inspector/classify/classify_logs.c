@@ -665,6 +665,19 @@ static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v, bas
     return decided(rc);
 }
 
+/* Did any rank load extension ext (any extension, for NULL): cpp_extension's "Loading extension
+ * module", DeepSpeed's "Time to load ... op"? */
+static int loaded_by_any(const hdx_evidence *ev, const char *ext)
+{
+    for (size_t i = 0; i < ev->n_log_facts; i++) {
+        const hdx_log_fact *f = &ev->log_facts[i];
+        const char *e = hdx_log_fact_field(f, "extension");
+        if ((is(f, "cpp_extension_loading") || is(f, "deepspeed_op_loaded")) && (!ext || (e && !strcmp(e, ext))))
+            return 1;
+    }
+    return 0;
+}
+
 /* A JIT build that no rank finished, in a log without a watchdog timeout (the job hangs
  * until killed): ranks whose last line is a cpp_extension build line (DeepSpeed's op
  * builder, Megatron's fused kernels), and the ranks whose last line is the start of
@@ -721,6 +734,8 @@ static int build_unfinished_rule(const hdx_evidence *ev, const seqs *s, hdx_verd
         else if (is(f, "cpp_extension_root"))
             root = hdx_log_fact_field(f, "root");
     }
+    if (loaded_by_any(ev, ext))
+        goto out; /* another rank loaded what it built: the build ended, whatever its log shows */
     char *joined = !dir && root && ext ? hdx_asprintf("%s/%s", root, ext) : NULL;
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = HDX_CONF_MEDIUM;
