@@ -610,7 +610,7 @@ static int translate_group(reader *rd, hdx_log_fact *f, int line_rank)
     const char *pg = hdx_log_fact_field(f, "pg"), *pg_name = hdx_log_fact_field(f, "pg_name");
     const char *guid = hdx_log_fact_field(f, "pg_guid");
     long long gr = hdx_log_fact_int(f, "group_rank", HDX_UNKNOWN);
-    if (gr == HDX_UNKNOWN)
+    if (gr < 0 || gr > LOG_RANK_MAX) /* none, or none a job can have: as a launcher prefix's */
         return 0;
     f->group_rank = (int)gr;
     if (pg && *pg) {
@@ -698,7 +698,7 @@ static int match_line(reader *rd, const char *text, long lineno, int line_rank, 
             return -ENOMEM;
         translate_group(rd, f, line_rank);
         long long own = hdx_log_fact_int(f, "rank", HDX_UNKNOWN);
-        if (f->rank < 0 && own >= 0 && own <= INT_MAX) {
+        if (f->rank < 0 && own >= 0 && own <= LOG_RANK_MAX) {
             f->rank = (int)own;
             /* "on rank: N" at the end of a traceback: the traceback was that rank's */
             size_t self = (size_t)(f - rd->ev->log_facts);
@@ -1117,7 +1117,7 @@ static int rank_from_name(const char *path)
     if (regcomp(&re, FILE_RANK_RE, REG_EXTENDED | REG_ICASE))
         return rank;
     if (regexec(&re, base, 2, m, 0) == 0)
-        rank = atoi(base + m[1].rm_so);
+        rank = prefix_rank(base + m[1].rm_so, (size_t)(m[1].rm_eo - m[1].rm_so)); /* beyond LOG_RANK_MAX: none */
     regfree(&re);
     return rank;
 }

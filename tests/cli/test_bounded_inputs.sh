@@ -87,6 +87,27 @@ run fifo "$T/job.fifo"
 check "a FIFO: exit 2, not blocked (got $rc)" test $rc -eq 2
 check "  the error names it and says what to do" grep -q "job.fifo: a FIFO (named pipe), not a regular file: .*save what it carries into a file" "$T/fifo.err"
 
+# A rank no job can have where a line or a file's name says it, not only a launcher prefix: the
+# NCCL line's own [Rank 999999999] behind a refused [rank999999999]: prefix, and a file named
+# rank999999999.log. Neither is taken as a rank (a rank is at most 16777215, as for prefixes);
+# once both were, and the name's overrode the line's.
+sed -n 1p "$WATCHDOG" | sed 's/^\[rank0\]:\(.*\)\[Rank 0\]/[rank999999999]:\1[Rank 999999999]/' >"$T/big-own.log"
+sed -n 1p "$WATCHDOG" | sed 's/^\[rank0\]://; s/\[Rank 0\] //' >"$T/rank999999999.log"
+for name in big-own rank999999999; do
+    "$HANGDX" analyze --json "$T/$name.log" >"$T/$name.out" 2>"$T/$name.err"; rc=$?
+    check "$name.log: exit 0 (got $rc)" test $rc -eq 0
+    check "  no rank 999999999 in the verdict or the report's ranks" python3 - "$T/$name.out" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = d["verdict"]
+assert 999999999 not in v["culprit_ranks"], v
+assert "999999999" not in (v.get("summary") or ""), v["summary"]
+assert all(p.get("rank") != 999999999 for p in d.get("processes") or []), d["processes"]
+ranks = (d.get("logs") or {}).get("ranks") or []
+assert "999999999" not in json.dumps(ranks), ranks
+PYEOF
+done
+
 # A character device.
 run dev /dev/null
 check "/dev/null: exit 2 (got $rc)" test $rc -eq 2
