@@ -202,9 +202,30 @@ void hdx_format_ranges_of(const int *vals, size_t n, char *buf, size_t size)
     free(copy);
 }
 
+/* The length of pdsh's host label before s's text ("worker-0: ", DeepSpeed's multi-node launcher):
+ * a host name (letters, digits, '.', '-', '_'; not digits only: that is Slurm's label) and ": ",
+ * where a bracket prefix follows; else 0. */
+static size_t pdsh_label(const char *s)
+{
+    size_t n = 0;
+    int letter = 0;
+    while (n < 64 && (isalnum((unsigned char)s[n]) || s[n] == '.' || s[n] == '-' || s[n] == '_'))
+        letter |= !isdigit((unsigned char)s[n++]);
+    return n && letter && s[n] == ':' && s[n + 1] == ' ' && s[n + 2] == '[' ? n + 2 : 0;
+}
+
 size_t hdx_launcher_prefix(const char *s, size_t *word_len, size_t *digits_at, size_t *n_digits)
 {
-    size_t w = 0, d = 0, at = 0;
+    size_t w = 0, d = 0, at = 0, host = pdsh_label(s);
+    if (host) { /* pdsh around torchrun or the launcher ("worker-0: [rank3]:"): the bracket names the rank */
+        size_t iw, iat, id, in = hdx_launcher_prefix(s + host, &iw, &iat, &id);
+        if (!in || !iw)
+            return 0;
+        *word_len = iw;
+        *digits_at = host + iat;
+        *n_digits = id;
+        return host + in;
+    }
     if (s[0] == '[') {
         while (isalpha((unsigned char)s[1 + w]) || s[1 + w] == '_')
             w++;

@@ -86,8 +86,9 @@ int hdx_parse_long(const char *s, long min, long max, long *out);
  * padded to the width of the largest). Returns the prefix's length (up to its ':'), 0 when s
  * (NUL-terminated) starts none; then its digits are the *n_digits bytes at s + *digits_at and
  * its word the *word_len bytes before them (*word_len 0: Slurm's form). Slurm's label before a bracket
- * prefix ("0: [rank3]:", srun around torchrun, a task per node) is one prefix, both together,
- * whose word and digits are the inner one's: the bracket prefix names the rank.
+ * prefix ("0: [rank3]:", srun around torchrun, a task per node), or pdsh's host label before one
+ * ("worker-0: [rank3]:", DeepSpeed's multi-node launcher), is one prefix, both together, whose
+ * word and digits are the inner one's: the bracket prefix names the rank.
  */
 size_t hdx_launcher_prefix(const char *s, size_t *word_len, size_t *digits_at, size_t *n_digits);
 

@@ -145,7 +145,9 @@ static void test_prefix(void)
         {"[3]: x", 0, 0, 0, 0},       {"[rank]: x", 0, 0, 0, 0},      {"[rank3] x", 0, 0, 0, 0},
         {": x", 0, 0, 0, 0},          {"", 0, 0, 0, 0},               {"   ", 0, 0, 0, 0},
         {"0: [rank3]:x", 11, 4, 8, 1}, {" 1: [default12]: x", 16, 7, 12, 2}, {"0: 3: x", 2, 0, 0, 1},
-        {"0: [3]: x", 2, 0, 0, 1},
+        {"0: [3]: x", 2, 0, 0, 1},       {"worker-0: [rank3]:x", 18, 4, 15, 1},
+        {"node7.c: [default1]: x", 20, 7, 17, 1}, {"worker-0: x", 0, 0, 0, 0}, {"INFO: x", 0, 0, 0, 0},
+        {"worker-0: [3]: x", 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t word = 99, at = 99, digits = 99;
