@@ -202,55 +202,72 @@ void hdx_format_ranges_of(const int *vals, size_t n, char *buf, size_t size)
     free(copy);
 }
 
-/* The length of pdsh's host label before s's text ("worker-0: ", DeepSpeed's multi-node launcher):
- * a host name (letters, digits, '.', '-', '_'; not digits only: that is Slurm's label) and ": ",
- * where a bracket prefix follows; else 0. */
+/* torch's and torchrun's "[word digits]:" at s: its length, with its word and digits as
+ * hdx_launcher_prefix gives them; 0 (nothing set) when s does not start with one. */
+static size_t bracket_prefix(const char *s, size_t *word_len, size_t *digits_at, size_t *n_digits)
+{
+    size_t w = 0, d = 0;
+    if (s[0] != '[')
+        return 0;
+    while (isalpha((unsigned char)s[1 + w]) || s[1 + w] == '_')
+        w++;
+    while (isdigit((unsigned char)s[1 + w + d]))
+        d++;
+    if (!w || !d || s[1 + w + d] != ']' || s[2 + w + d] != ':')
+        return 0;
+    *word_len = w;
+    *digits_at = 1 + w;
+    *n_digits = d;
+    return 3 + w + d;
+}
+
+/* Slurm's srun --label at s: blanks, digits, ':' and a blank ("  3: "). Its length up to the
+ * ':', with its digits; 0 when s does not start with one. */
+static size_t slurm_label(const char *s, size_t *digits_at, size_t *n_digits)
+{
+    size_t at = 0, d = 0;
+    while (s[at] == ' ')
+        at++;
+    while (isdigit((unsigned char)s[at + d]))
+        d++;
+    if (!d || s[at + d] != ':' || s[at + d + 1] != ' ')
+        return 0;
+    *digits_at = at;
+    *n_digits = d;
+    return at + d + 1;
+}
+
+/* pdsh's host label at s ("worker-0: ", DeepSpeed's multi-node launcher): a host name (letters,
+ * digits, '.', '-', '_'; not digits only: that is Slurm's label) and ": ". Its length with the
+ * blank, 0 when s does not start with one. */
 static size_t pdsh_label(const char *s)
 {
     size_t n = 0;
     int letter = 0;
     while (n < 64 && (isalnum((unsigned char)s[n]) || s[n] == '.' || s[n] == '-' || s[n] == '_'))
         letter |= !isdigit((unsigned char)s[n++]);
-    return n && letter && s[n] == ':' && s[n + 1] == ' ' && s[n + 2] == '[' ? n + 2 : 0;
+    return n && letter && s[n] == ':' && s[n + 1] == ' ' ? n + 2 : 0;
 }
 
 size_t hdx_launcher_prefix(const char *s, size_t *word_len, size_t *digits_at, size_t *n_digits)
 {
-    size_t w = 0, d = 0, at = 0, host = pdsh_label(s);
-    if (host) { /* pdsh around torchrun or the launcher ("worker-0: [rank3]:"): the bracket names the rank */
-        size_t iw, iat, id, in = hdx_launcher_prefix(s + host, &iw, &iat, &id);
-        if (!in || !iw)
-            return 0;
-        *word_len = iw;
-        *digits_at = host + iat;
-        *n_digits = id;
-        return host + in;
+    size_t len = bracket_prefix(s, word_len, digits_at, n_digits);
+    if (len)
+        return len;
+    size_t at, d, slurm = slurm_label(s, &at, &d);
+    /* a launcher's label before a bracket prefix (srun around torchrun, "0: [rank3]:"; pdsh,
+     * "worker-0: [rank3]:"): one prefix, whose bracket names the rank */
+    size_t label = slurm ? slurm + 1 : pdsh_label(s);
+    if (label && (len = bracket_prefix(s + label, word_len, digits_at, n_digits))) {
+        *digits_at += label;
+        return label + len;
     }
-    if (s[0] == '[') {
-        while (isalpha((unsigned char)s[1 + w]) || s[1 + w] == '_')
-            w++;
-        at = 1 + w;
-    } else {
-        while (s[at] == ' ')
-            at++;
-    }
-    while (isdigit((unsigned char)s[at + d]))
-        d++;
-    size_t end = at + d; /* s[end]: ']' of the bracket form, ':' of Slurm's */
-    if (!d || (s[0] == '[' ? !w || s[end] != ']' || s[end + 1] != ':' : s[end] != ':' || s[end + 1] != ' '))
+    if (!slurm)
         return 0;
-    size_t len = s[0] == '[' ? end + 2 : end + 1;
-    size_t iw, iat, id, in = s[0] == '[' ? 0 : hdx_launcher_prefix(s + len + 1, &iw, &iat, &id);
-    if (in && iw) { /* srun --label around torchrun ("0: [rank3]:"): the inner prefix names the rank */
-        *word_len = iw;
-        *digits_at = len + 1 + iat;
-        *n_digits = id;
-        return len + 1 + in;
-    }
-    *word_len = w;
+    *word_len = 0;
     *digits_at = at;
     *n_digits = d;
-    return len;
+    return slurm;
 }
 
 /* 1 when s starts with n digits. */
