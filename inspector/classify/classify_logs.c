@@ -602,19 +602,13 @@ static int set_seq_facts(hdx_verdict *v, const seqs *s)
     return rc;
 }
 
-/* Cite the last lines of ranks[0..n), weak lines (a line proves little for being a rank's last:
- * its log may have been cut). */
-static void cite_last_lines(basis *b, const int *ranks, size_t n)
+/* Cite one line of strength on each of ranks[0..n): the watchdog timeouts of the waiting ranks
+ * (strong), the last lines of ranks (weak: a line proves little for being a rank's last, its
+ * log may have been cut). */
+static void cite_ranks(basis *b, enum hdx_log_strength strength, const int *ranks, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        cite(b, HDX_LOG_WEAK, ranks[i]);
-}
-
-/* Cite the watchdog timeouts of the work compared: a strong line on each waiting rank. */
-static void cite_timeouts(const seqs *s, basis *b)
-{
-    for (size_t i = 0; i < s->n_waiting; i++)
-        cite(b, HDX_LOG_STRONG, s->waiting[i]);
+        cite(b, strength, ranks[i]);
 }
 
 static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v, basis *b)
@@ -650,7 +644,7 @@ static int build_rule(const hdx_evidence *ev, const seqs *s, hdx_verdict *v, bas
     v->cls = HDX_CLASS_BUILD_LOCK;
     v->confidence = HDX_CONF_MEDIUM;
     v->finding = HDX_FIND_LOG_BUILD_LOCK;
-    cite_timeouts(s, b);
+    cite_ranks(b, HDX_LOG_STRONG, s->waiting, s->n_waiting);
     cite_builds(ev, b, builders, nb);
     int rc = set_culprits(v, builders, nb);
     if (!rc)
@@ -714,7 +708,7 @@ static int build_unfinished_rule(const hdx_evidence *ev, const seqs *s, hdx_verd
         v->cls = HDX_CLASS_BUILD_LOCK;
         v->confidence = HDX_CONF_LOW; /* a log cut short during a build elsewhere reads the same */
         v->finding = HDX_FIND_LOG_BUILD_UNFINISHED;
-        cite_last_lines(b, waiting, nw);
+        cite_ranks(b, HDX_LOG_WEAK, waiting, nw);
         rc = hdx_verdict_set_ints(v, "waiting", waiting, nw);
         if (!rc)
             rc = hdx_verdict_set_text(v, "root", root);
@@ -741,7 +735,7 @@ static int build_unfinished_rule(const hdx_evidence *ev, const seqs *s, hdx_verd
     v->confidence = HDX_CONF_MEDIUM;
     v->finding = HDX_FIND_LOG_BUILD_UNFINISHED;
     cite_builds(ev, b, builders, nb);
-    cite_last_lines(b, waiting, nw);
+    cite_ranks(b, HDX_LOG_WEAK, waiting, nw);
     rc = set_culprits(v, builders, nb);
     if (!rc)
         rc = hdx_verdict_set_ints(v, "building", builders, nb);
@@ -934,7 +928,7 @@ static int seq_rule(const hdx_evidence *ev, seqs *s, hdx_verdict *v, basis *b)
     rc = pg && !(v->group = strdup(pg->name)) ? -ENOMEM : set_seq_facts(v, s);
     if (rc)
         goto out;
-    cite_timeouts(s, b);
+    cite_ranks(b, HDX_LOG_STRONG, s->waiting, s->n_waiting);
     if (s->n_behind) {
         v->confidence = HDX_CONF_HIGH;
         v->finding = HDX_FIND_LOG_SEQ_BEHIND;
