@@ -176,6 +176,8 @@ int hdx_cli_capture_pids(const char *cmd, int argc, char **argv, hdx_cli_capture
 
 int hdx_cli_check_output(const char *cmd, const char *what, const char *flag, const char *path)
 {
+    if (!strcmp(path, "-"))
+        return 0; /* standard output */
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         fprintf(stderr, "hangdx %s: cannot write the %s to %s: it is a directory — give a file in it, "

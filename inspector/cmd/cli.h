@@ -138,7 +138,7 @@ int hdx_cli_capture_status(const char *cmd, const hdx_evidence *ev, int failures
 
 /*
  * Can command cmd write its `what` ("snapshot", "report") to path (given by option flag, "-o"
- * or "--html"), before it reads or captures anything? A file made and removed beside path (a snapshot is renamed over path; a
+ * or "--html"; "-": standard output, 0), before it reads or captures anything? A file made and removed beside path (a snapshot is renamed over path; a
  * report is written in place, so an existing path must be writable too). 0, or -1 with
  * the message printed (a directory, a missing or read-only directory, a read-only file).
  */

@@ -90,7 +90,7 @@ int hdx_cmd_inspect(int argc, char **argv)
         goto out;
     status = HDX_EXIT_FAILURE;
     int failures = 0;
-    if ((out && strcmp(out, "-") != 0 && hdx_cli_check_output("inspect", "report", "-o", out)) ||
+    if ((out && hdx_cli_check_output("inspect", "report", "-o", out)) ||
         (ro.html && hdx_cli_check_output("inspect", "HTML report", "--html", ro.html)))
         goto out;
     if (!(ev = hdx_evidence_new()) ||

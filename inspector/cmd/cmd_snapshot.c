@@ -97,7 +97,7 @@ int hdx_cmd_snapshot(int argc, char **argv)
         goto out;
     }
     status = HDX_EXIT_FAILURE;
-    if (out && strcmp(out, "-") != 0 && hdx_cli_check_output("snapshot", "snapshot", "-o", out))
+    if (out && hdx_cli_check_output("snapshot", "snapshot", "-o", out))
         goto out;
     int failures = 0;
     if (!(ev = hdx_evidence_new()) || hdx_cli_capture_run("snapshot", ev, &o, &failures))
