@@ -647,7 +647,6 @@ static int translate_group(reader *rd, hdx_log_fact *f, int line_rank)
     return 0;
 }
 
-/* Match line against every pattern; add the facts. 0 or -ENOMEM. */
 /* The next pattern of ps from *i on that matches text (bytes: its bytes_of), its groups in m,
  * or NULL; *i moves past it. Only patterns of file scope with file_scope, of the others
  * without; a pattern for tracebacks only within one (in_tb). */
@@ -663,6 +662,7 @@ static const pattern *next_match(const hdx_log_patterns *ps, size_t *i, const ch
     return NULL;
 }
 
+/* Match line against every pattern; add the facts. 0 or -ENOMEM. */
 static int match_line(reader *rd, const char *text, long lineno, int line_rank, stream *st, int in_tb)
 {
     regmatch_t m[MAX_GROUPS];
