@@ -792,17 +792,15 @@ static int file_lock_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
     return decided(rc);
 }
 
-/* TCPStore's server waited for its clients (the ranks) to connect, and only some did: the
- * ranks missing never reached init_process_group, or could not reach MASTER_ADDR:MASTER_PORT. */
-static int store_clients_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
+/* A rendezvous that timed out, as its line t counts it (fields world_size and worker_count):
+ * rendezvous_wait of finding fd, with the line, the world size, the ranks that arrived and how
+ * many are missing. 0 or -ENOMEM. */
+static int rendezvous_timeout(const hdx_log_fact *t, enum hdx_finding fd, hdx_verdict *v, basis *b)
 {
-    const hdx_log_fact *t = find_fact(ev, 0, "tcpstore_clients_timeout", 0);
-    if (!t)
-        return 0;
     long long world = hdx_log_fact_int(t, "world_size", HDX_UNKNOWN), count = hdx_log_fact_int(t, "worker_count", HDX_UNKNOWN);
     v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
     v->confidence = HDX_CONF_HIGH;
-    v->finding = HDX_FIND_LOG_STORE_CLIENTS;
+    v->finding = fd;
     cite_fact(b, t);
     if (world > 0 && count >= 0 && world > count)
         v->missing_count = (int)(world - count);
@@ -811,6 +809,17 @@ static int store_clients_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
         rc = hdx_verdict_set_num(v, "world_size", world);
     if (!rc && count >= 0)
         rc = hdx_verdict_set_num(v, "arrived", count);
+    return rc;
+}
+
+/* TCPStore's server waited for its clients (the ranks) to connect, and only some did: the
+ * ranks missing never reached init_process_group, or could not reach MASTER_ADDR:MASTER_PORT. */
+static int store_clients_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
+{
+    const hdx_log_fact *t = find_fact(ev, 0, "tcpstore_clients_timeout", 0);
+    if (!t)
+        return 0;
+    int rc = rendezvous_timeout(t, HDX_FIND_LOG_STORE_CLIENTS, v, b);
     if (!rc)
         rc = hdx_verdict_set_num(v, "timeout_s", hdx_log_fact_int(t, "timeout_s", HDX_UNKNOWN));
     return decided(rc);
@@ -838,14 +847,8 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
             return -ENOMEM;
         }
     }
-    v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
-    v->confidence = HDX_CONF_HIGH;
-    v->finding = HDX_FIND_LOG_STORE_BARRIER;
-    cite_fact(b, t);
-    if (world > 0 && count >= 0 && world > count)
-        v->missing_count = (int)(world - count);
-    int rc = 0;
-    if (np && world > 0 && (long long)np == count) {
+    int rc = rendezvous_timeout(t, HDX_FIND_LOG_STORE_BARRIER, v, b);
+    if (!rc && np && world > 0 && (long long)np == count) {
         /* the Added-key lines tell who arrived: the others are missing */
         for (int r = 0; r < world && !rc; r++) {
             int here = 0;
@@ -862,13 +865,7 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
             rc = hdx_verdict_set_ints(v, "missing", v->missing_ranks, v->n_missing_ranks);
     }
     if (!rc)
-        rc = set_line(v, t);
-    if (!rc)
         rc = hdx_verdict_set_text(v, "key", key);
-    if (!rc && world >= 0)
-        rc = hdx_verdict_set_num(v, "world_size", world);
-    if (!rc && count >= 0)
-        rc = hdx_verdict_set_num(v, "arrived", count);
     free(present);
     return decided(rc);
 }
