@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/util.h"
+
 enum {
     OP_MARK = '(', OP_STOP = '.', OP_POP = '0', OP_POP_MARK = '1', OP_DUP = '2', OP_FLOAT = 'F',
     OP_INT = 'I', OP_BININT = 'J', OP_BININT1 = 'K', OP_LONG = 'L', OP_BININT2 = 'M', OP_NONE = 'N',
@@ -156,36 +158,19 @@ static int push(vm *m, cJSON *item)
     if (!item)
         return -ENOMEM;
     int rc = charge(m, 64 + (cJSON_IsString(item) ? strlen(item->valuestring) : 0));
-    if (!rc && m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 64;
-        cJSON **s = realloc(m->stack, cap * sizeof *s);
-        if (!s)
-            rc = -ENOMEM;
-        else {
-            m->stack = s;
-            m->cap = cap;
-        }
-    }
-    if (rc) {
+    cJSON **slot = rc ? NULL : hdx_grow((void **)&m->stack, &m->n, &m->cap, sizeof *m->stack);
+    if (!slot) {
         cJSON_Delete(item);
-        return rc;
+        return rc ? rc : -ENOMEM;
     }
-    m->stack[m->n++] = item;
+    *slot = item;
     return 0;
 }
 
 static int push_mark(vm *m)
 {
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 64;
-        cJSON **s = realloc(m->stack, cap * sizeof *s);
-        if (!s)
-            return -ENOMEM;
-        m->stack = s;
-        m->cap = cap;
-    }
-    m->stack[m->n++] = NULL;
-    return charge(m, 8);
+    /* hdx_grow zeroes the new slot: a mark */
+    return hdx_grow((void **)&m->stack, &m->n, &m->cap, sizeof *m->stack) ? charge(m, 8) : -ENOMEM;
 }
 
 /* The top item (not a mark), or NULL with the failure. */
@@ -392,17 +377,8 @@ static int memo_put(vm *m, uint64_t id)
     if (id > m->n_memo)
         return fail(m, -EBADMSG, "memo id %llu out of order (%zu ids so far): not a pickle Python or torch writes",
                     (unsigned long long)id, m->n_memo);
-    if (id == m->n_memo) {
-        if (m->n_memo == m->cap_memo) {
-            size_t cap = m->cap_memo ? m->cap_memo * 2 : 256;
-            cJSON **s = realloc(m->memo, cap * sizeof *s);
-            if (!s)
-                return -ENOMEM;
-            m->memo = s;
-            m->cap_memo = cap;
-        }
-        m->n_memo++;
-    }
+    if (id == m->n_memo && !hdx_grow((void **)&m->memo, &m->n_memo, &m->cap_memo, sizeof *m->memo))
+        return -ENOMEM;
     m->memo[id] = item;
     return charge(m, 8);
 }
