@@ -362,8 +362,6 @@ static void seqs_free(seqs *s)
     free(s->graph);
 }
 
-static int same_pg(const char *a, const char *b) { return (a == NULL) == (b == NULL) && (!a || !strcmp(a, b)); }
-
 /* Rank r's counters of group pg into *out, 1 when it logged any. The default group's (pg NULL)
  * are its lines of the default group and its bare "[Rank n]" lines whose n is its rank. */
 static int counters_of(const hdx_log_rank *r, const char *pg, hdx_log_seq *out)
@@ -374,7 +372,7 @@ static int counters_of(const hdx_log_rank *r, const char *pg, hdx_log_seq *out)
     out->group_rank = HDX_UNKNOWN;
     for (size_t i = 0; i < r->n_seqs; i++) {
         const hdx_log_seq *q = &r->seqs[i];
-        if (q->unplaced ? pg || q->group_rank != r->rank : !same_pg(q->pg, pg))
+        if (q->unplaced ? pg || q->group_rank != r->rank : !hdx_str_same(q->pg, pg))
             continue;
         any = 1;
         if (out->timed_out == HDX_UNKNOWN)
@@ -395,7 +393,7 @@ static int counters_of(const hdx_log_rank *r, const char *pg, hdx_log_seq *out)
 static seq_group *group_of(seqs *s, const char *pg)
 {
     for (size_t i = 0; i < s->n_groups; i++)
-        if (same_pg(s->groups[i].pg, pg))
+        if (hdx_str_same(s->groups[i].pg, pg))
             return &s->groups[i];
     seq_group *g = hdx_append((void **)&s->groups, &s->n_groups, sizeof *g);
     if (g) {

@@ -18,16 +18,11 @@ const hdx_thread *hdx_key_thread(const hdx_process *p)
     return p->n_threads ? &p->threads[0] : NULL;
 }
 
-static int same_str(const char *a, const char *b)
-{
-    return a == b || (a && b && !strcmp(a, b));
-}
-
 int hdx_frame_same(const hdx_frame *a, const hdx_frame *b)
 {
-    if (a->kind != b->kind || !same_str(a->function, b->function))
+    if (a->kind != b->kind || !hdx_str_same(a->function, b->function))
         return 0;
-    return a->kind != HDX_FRAME_PYTHON || (a->line == b->line && same_str(a->file, b->file));
+    return a->kind != HDX_FRAME_PYTHON || (a->line == b->line && hdx_str_same(a->file, b->file));
 }
 
 /* s and a terminator, so that ("ab", "c") and ("a", "bc") hash apart. */
@@ -49,7 +44,7 @@ uint64_t hdx_frame_hash(uint64_t h, const hdx_frame *f)
 
 static int same_stack(const hdx_thread *a, const hdx_thread *b)
 {
-    if (a->n_frames != b->n_frames || !same_str(a->wait, b->wait))
+    if (a->n_frames != b->n_frames || !hdx_str_same(a->wait, b->wait))
         return 0;
     for (size_t i = 0; i < a->n_frames; i++)
         if (!hdx_frame_same(&a->frames[i], &b->frames[i]))

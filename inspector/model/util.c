@@ -298,6 +298,11 @@ size_t hdx_runtime_stamp(const char *s)
     return s[n] == ' ' ? n + 1 : 0;
 }
 
+int hdx_str_same(const char *a, const char *b)
+{
+    return a == b || (a && b && !strcmp(a, b));
+}
+
 int hdx_parse_long(const char *s, long min, long max, long *out)
 {
     char *end;

@@ -75,6 +75,9 @@ void hdx_format_ranges(int *vals, size_t n, char *buf, size_t size);
  * memory for the copy, buf gets "?". */
 void hdx_format_ranges_of(const int *vals, size_t n, char *buf, size_t size);
 
+/* 1 when a and b are both NULL or equal strings, else 0. */
+int hdx_str_same(const char *a, const char *b);
+
 /* Parse a whole decimal integer in [min, max] into *out. 0, or -1 when s is
  * not one. */
 int hdx_parse_long(const char *s, long min, long max, long *out);

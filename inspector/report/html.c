@@ -241,11 +241,6 @@ typedef struct gnode {
     size_t n, cap;
 } gnode;
 
-static int same_str(const char *a, const char *b)
-{
-    return a == b || (a && b && !strcmp(a, b));
-}
-
 /* The group of r as node key at coarseness level: 0 its name, 1 its role (or "world"), 2 none. */
 static const char *node_group(const hdx_waitsfor *g, const hdx_wf_rank *r, int level)
 {
@@ -281,8 +276,8 @@ static int nodes_make(const hdx_waitsfor *g, int level, long *node_of, gnode **o
                      r->kind, level < 2 ? r->op : NULL, node_group(g, r, level), NULL, 0, 0};
         size_t k = 0;
         while (k < n && !(nodes[k].depth == key.depth && nodes[k].culprit == key.culprit &&
-                          nodes[k].state == key.state && nodes[k].kind == key.kind && same_str(nodes[k].op, key.op) &&
-                          same_str(nodes[k].group, key.group)))
+                          nodes[k].state == key.state && nodes[k].kind == key.kind && hdx_str_same(nodes[k].op, key.op) &&
+                          hdx_str_same(nodes[k].group, key.group)))
             k++;
         if (k == n) {
             if (level < 2 && n == HDX_HTML_MAX_NODES) {
