@@ -49,8 +49,10 @@ def body(check):
         init = box.spawn(["python3", box.inside("job.py"), "init"], tag="init")
         box.ready("init", init)
         via = f"/proc/{init.host_pid}/root{lock}"
-        make = ("import os; os.makedirs(os.path.dirname(%r), exist_ok=True); "
-                "os.open(%r, os.O_CREAT | os.O_EXCL | os.O_WRONLY)" % (lock, lock))
+        # it lingers a second after making the lock: box.spawn finds a command's host pid by
+        # polling nsenter's children, and a maker that had already exited was taken as failed
+        make = ("import os, time; os.makedirs(os.path.dirname(%r), exist_ok=True); "
+                "os.open(%r, os.O_CREAT | os.O_EXCL | os.O_WRONLY); time.sleep(1)" % (lock, lock))
 
         def make_lock(tag):
             p = box.spawn(["env", f"LD_PRELOAD={box.inside('lib', 'libhangdx-preload.so')}",
