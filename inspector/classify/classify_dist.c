@@ -98,7 +98,7 @@ static int index_ranks(job *j)
 static int missing_ranks(const job *j, hdx_verdict *v)
 {
     for (int r = 0; j->world_size > 0 && r < j->world_size && r < (1 << 20); r++)
-        if (!find_rank(j, r) && hdx_cls_add_int(&v->missing_ranks, &v->n_missing_ranks, r))
+        if (!find_rank(j, r) && hdx_cls_append_int(&v->missing_ranks, &v->n_missing_ranks, r))
             return -ENOMEM;
     return 0;
 }
@@ -172,18 +172,18 @@ static int verdict_rendezvous(const job *j, hdx_verdict *v)
         const rank_view *r = &j->r[i];
         if (waits_in(r, HDX_WAIT_RENDEZVOUS)) {
             first = first ? first : r;
-            if (hdx_cls_add_int(&waiting, &n_waiting, r->p->rank))
+            if (hdx_cls_append_int(&waiting, &n_waiting, r->p->rank))
                 goto out;
             continue;
         }
-        if (hdx_cls_add_int(&elsewhere, &n_elsewhere, r->p->rank) ||
-            hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, r->p->rank) || hdx_cls_add_pid(v, r->p->pid))
+        if (hdx_cls_append_int(&elsewhere, &n_elsewhere, r->p->rank) ||
+            hdx_cls_append_int(&v->culprit_ranks, &v->n_culprit_ranks, r->p->rank) || hdx_cls_add_pid(v, r->p->pid))
             goto out;
     }
     if (missing_ranks(j, v))
         goto out;
-    for (size_t i = 0; i < v->n_missing_ranks; i++)
-        if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, v->missing_ranks[i]))
+    for (size_t i = 0; i < v->n_missing_ranks; i++) /* none of them is here */
+        if (hdx_cls_append_int(&v->culprit_ranks, &v->n_culprit_ranks, v->missing_ranks[i]))
             goto out;
     v->cls = HDX_CLASS_RENDEZVOUS_WAIT;
     v->finding = HDX_FIND_RENDEZVOUS;
@@ -374,11 +374,11 @@ static int verdict_collective(const job *j, hdx_verdict *v)
     for (size_t i = 0; i < j->n; i++) {
         const rank_view *r = &j->r[i];
         if (waits_in(r, HDX_WAIT_COLLECTIVE) && !strcmp(op_of(r), major)) {
-            if (hdx_cls_add_int(&in, &n_in, r->p->rank))
+            if (hdx_cls_append_int(&in, &n_in, r->p->rank))
                 goto out;
             continue;
         }
-        if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, r->p->rank) ||
+        if (hdx_cls_append_int(&v->culprit_ranks, &v->n_culprit_ranks, r->p->rank) ||
             hdx_cls_add_pid(v, r->p->pid))
             goto out;
         all_locked &= waits_in(r, HDX_WAIT_BUILD_LOCK);
@@ -395,8 +395,8 @@ static int verdict_collective(const job *j, hdx_verdict *v)
         if (hdx_verdict_set_num(v, "busy", any_busy) || hdx_verdict_set_num(v, "locked", locked))
             goto out;
     } else if (v->n_missing_ranks) {
-        for (size_t i = 0; i < v->n_missing_ranks; i++)
-            if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, v->missing_ranks[i]))
+        for (size_t i = 0; i < v->n_missing_ranks; i++) /* no culprit yet */
+            if (hdx_cls_append_int(&v->culprit_ranks, &v->n_culprit_ranks, v->missing_ranks[i]))
                 goto out;
         v->finding = HDX_FIND_COLLECTIVE_MISSING;
         v->confidence = HDX_CONF_MEDIUM;

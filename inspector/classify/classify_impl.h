@@ -24,8 +24,13 @@
  * step (label.c) stores it as p->progressing. */
 int hdx_cls_progressing(const hdx_evidence *ev, const hdx_process *p);
 
-/* Add v to a heap set of ints (once). 0 or -ENOMEM. */
+/* Add v to a heap set of ints (once). 0 or -ENOMEM. Linear in *n: where the caller walks
+ * values known to be distinct, hdx_cls_append_int keeps a job of 131 072 ranks linear. */
 int hdx_cls_add_int(int **arr, size_t *n, int v);
+
+/* Append v to a heap set of ints that does not hold it yet (the caller walks distinct values,
+ * such as the job's ranks: one process each). 0 or -ENOMEM. */
+int hdx_cls_append_int(int **arr, size_t *n, int v);
 
 /* Add pid to v's culprit pids, unless it is unknown (a dump without pids). 0 or -ENOMEM. */
 int hdx_cls_add_pid(hdx_verdict *v, int pid);

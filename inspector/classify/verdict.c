@@ -159,6 +159,11 @@ int hdx_cls_add_int(int **arr, size_t *n, int v)
     for (size_t i = 0; i < *n; i++)
         if ((*arr)[i] == v)
             return 0;
+    return hdx_cls_append_int(arr, n, v);
+}
+
+int hdx_cls_append_int(int **arr, size_t *n, int v)
+{
     int *slot = hdx_append((void **)arr, n, sizeof *slot);
     if (!slot)
         return -ENOMEM;
