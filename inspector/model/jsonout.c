@@ -1,6 +1,7 @@
 #include "model/jsonout.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <time.h>
 
 #include "model/evidence.h"
+#include "model/pool.h"
 #include "model/util.h"
 
 /* Integers a JSON number (a double) holds exactly: 2^53. */
@@ -177,9 +179,66 @@ cJSON *hdx_json_ranges(int *vals, size_t n)
     return a;
 }
 
+/*
+ * cJSON (1.7.15, Debian 12's) prints every number with "%1.15g" and reads it back with
+ * sscanf to check that it round-trips: a report of 8192 ranks spent a fifth of its time
+ * there (BENCHMARKS.md "Reports that scale"). Integers within ±2^53, nearly every number a
+ * report holds, are printed as the same digits from here instead: each becomes a raw item of
+ * its digits (kept in r->digits) for the print, and a number again after it (ints_restore).
+ */
+struct raw_ints {
+    cJSON **items; /* the numbers made raw */
+    size_t n;
+    hdx_pool *digits;
+};
+
+/* 0, or -ENOMEM (what was made raw is in r). */
+static int ints_as_raw(cJSON *j, struct raw_ints *r)
+{
+    for (; j; j = j->next) {
+        if ((j->type & 0xff) == cJSON_Number && !j->valuestring && j->valuedouble == floor(j->valuedouble) &&
+            fabs(j->valuedouble) <= EXACT_MAX) {
+            char digits[24], *d = digits + sizeof digits;
+            long long v = (long long)j->valuedouble;
+            unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+            *--d = 0;
+            do
+                *--d = (char)('0' + u % 10);
+            while (u /= 10);
+            if (v < 0)
+                *--d = '-';
+            size_t n = (size_t)(digits + sizeof digits - d);
+            cJSON **slot = hdx_append((void **)&r->items, &r->n, sizeof *slot);
+            if (!slot || !(j->valuestring = hdx_pool_alloc(r->digits, n)))
+                return -ENOMEM;
+            memcpy(j->valuestring, d, n);
+            j->type = (j->type & ~0xff) | cJSON_Raw;
+            *slot = j;
+        }
+        if (j->child && ints_as_raw(j->child, r) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static void ints_restore(struct raw_ints *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        r->items[i]->type = (r->items[i]->type & ~0xff) | cJSON_Number;
+        r->items[i]->valuestring = NULL;
+    }
+    r->n = 0;
+}
+
 char *hdx_json_print(const cJSON *j, int formatted)
 {
+    struct raw_ints r = {.digits = hdx_pool_new()};
+    if (!r.digits || ints_as_raw((cJSON *)j, &r) < 0) /* then cJSON prints them all */
+        ints_restore(&r);
     char *s = formatted ? cJSON_Print(j) : cJSON_PrintUnformatted(j);
+    ints_restore(&r); /* the tree is as the caller made it again */
+    free(r.items);
+    hdx_pool_free(r.digits);
     size_t bad = 0, len = 0;
     uint32_t cp;
     for (; s && s[len]; len++)

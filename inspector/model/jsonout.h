@@ -43,8 +43,11 @@ struct cJSON *hdx_json_ranges(int *vals, size_t n);
 /*
  * j as JSON text (cJSON_Print when formatted, else cJSON_PrintUnformatted), valid UTF-8 as
  * RFC 8259 wants: a byte of a string that is no valid UTF-8 (a command line, a path or a
- * thread name in another encoding) is written as \u00XX (the byte read as Latin-1). Heap
- * string (free), or NULL on ENOMEM.
+ * thread name in another encoding) is written as \u00XX (the byte read as Latin-1). An
+ * integral number within ±2^53 is written as its digits (jsonout.c, ints_as_raw: cJSON would
+ * print it through "%1.15g" and check it with sscanf); j is changed for the print and is as it
+ * was when this returns, so no other thread may read j meanwhile. Heap string (free), or NULL
+ * on ENOMEM.
  */
 char *hdx_json_print(const struct cJSON *j, int formatted);
 
