@@ -221,26 +221,40 @@ static int set(hdx_thread *t, const char *wait, const char *op, int peer, long f
  * The first signature (table order) a frame matches, or -1. Frames loaded from snapshots
  * are pooled: their names are shared pointers, and the 3.3 M frames of an 8192-rank job
  * hold a few thousand distinct (kind, function, file), so the answer is kept per pointer
- * pair in a small direct-mapped cache. Pooled memory is only reused after a pool released
- * some (hdx_pool_epoch changes), and then the cache is emptied.
+ * pair in a small direct-mapped cache. The threads of a loaded stack class share one frames
+ * array (hdx_thread.shared_frames), so the answer for a whole stack is kept per array too.
+ * Pooled memory is only reused after a pool released some (hdx_pool_epoch changes), and
+ * then both caches are emptied.
  */
 #define MEMO_SLOTS 4096
 static _Thread_local struct memo {
     const char *function, *file;
     int kind, sig;
 } memo[MEMO_SLOTS];
+static _Thread_local struct stack_memo {
+    const hdx_frame *frames;
+    size_t n_frames;
+    int best;
+    size_t at;
+} stack_memo[MEMO_SLOTS];
 static _Thread_local unsigned long memo_epoch;
+
+static void memo_check_epoch(void)
+{
+    unsigned long e = hdx_pool_epoch();
+    if (e != memo_epoch) {
+        memset(memo, 0, sizeof memo);
+        memset(stack_memo, 0, sizeof stack_memo);
+        memo_epoch = e;
+    }
+}
 
 static int first_signature(const hdx_frame *f)
 {
     const size_t n = sizeof signatures / sizeof signatures[0];
     struct memo *m = NULL;
     if (f->pooled && f->function) {
-        unsigned long e = hdx_pool_epoch();
-        if (e != memo_epoch) {
-            memset(memo, 0, sizeof memo);
-            memo_epoch = e;
-        }
+        memo_check_epoch();
         uintptr_t h = ((uintptr_t)f->function >> 4) * 0x9E3779B97F4A7C15ULL ^ ((uintptr_t)f->file >> 4) ^ (uintptr_t)f->kind;
         m = &memo[(h >> 20) & (MEMO_SLOTS - 1)];
         if (m->function == f->function && m->file == f->file && m->kind == (int)f->kind)
@@ -259,6 +273,33 @@ static int first_signature(const hdx_frame *f)
     return sig;
 }
 
+/* The lowest first signature of the stack's frames (-1 none) and the first frame whose first
+ * signature it is (*at): that row matches anywhere in the stack, at its innermost frame. */
+static int stack_signature(const hdx_thread *t, size_t *at)
+{
+    struct stack_memo *m = NULL;
+    if (t->shared_frames && t->frames) {
+        memo_check_epoch();
+        m = &stack_memo[(((uintptr_t)t->frames >> 4) * 0x9E3779B97F4A7C15ULL >> 20) & (MEMO_SLOTS - 1)];
+        if (m->frames == t->frames && m->n_frames == t->n_frames) {
+            *at = m->at;
+            return m->best;
+        }
+    }
+    int best = -1;
+    *at = 0;
+    for (size_t i = 0; i < t->n_frames; i++) {
+        int s = first_signature(&t->frames[i]);
+        if (s >= 0 && (best < 0 || s < best)) {
+            best = s;
+            *at = i;
+        }
+    }
+    if (m)
+        *m = (struct stack_memo){t->frames, t->n_frames, best, *at};
+    return best;
+}
+
 int hdx_wait_classify(hdx_thread *t)
 {
     /* A wait its input recorded (evidence.h, wait_pg) stays: the stack is the call's, as the
@@ -271,15 +312,8 @@ int hdx_wait_classify(hdx_thread *t)
     /* Frames: the first row that matches anywhere in the stack wins, at its innermost
      * frame. A frame's first row is the lowest it matches, so that row is the lowest
      * first row of all frames, and its frame the first frame whose first row it is. */
-    int best = -1;
-    size_t at = 0;
-    for (size_t i = 0; i < t->n_frames; i++) {
-        int s = first_signature(&t->frames[i]);
-        if (s >= 0 && (best < 0 || s < best)) {
-            best = s;
-            at = i;
-        }
-    }
+    size_t at;
+    int best = stack_signature(t, &at);
     if (best >= 0) {
         const struct signature *sig = &signatures[best];
         int peer = hdx_wait_is_p2p(sig->wait) ? find_peer(t, sig, at) : HDX_UNKNOWN;

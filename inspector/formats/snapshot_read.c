@@ -41,7 +41,13 @@ typedef struct rd {
     const char *host;     /* the input's one host, for waiters and holders that name none */
     const cJSON **stacks; /* hangdx.report/2 and snapshot/3 "stacks": each class's object (borrowed from the tree) */
     size_t n_stacks;
-    const cJSON *process_keys, *thread_keys; /* hangdx.snapshot/3: the keys of its rows; else NULL */
+    struct class_frames {  /* each class's frames, read once into the pool at its first thread */
+        int read;          /* 1: read (the rest is set) */
+        int has_frames;    /* 0: the class's "frames" is null or absent */
+        hdx_frame *frames, *py;
+        size_t n_frames, n_py;
+    } *classes;            /* n_stacks of them */
+    const cJSON *process_keys, *thread_keys; /* a /3 snapshot's or /2 report's rows' keys; else NULL */
 } rd;
 
 static int fail(rd *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -463,8 +469,11 @@ static int read_stacks(rd *r, const cJSON *root)
     if (r->rc || !stacks)
         return r->rc;
     size_t n = (size_t)cJSON_GetArraySize(stacks);
-    if (n && !(r->stacks = hdx_pool_alloc(r->pool, n * sizeof *r->stacks)))
+    if (n && (!(r->stacks = hdx_pool_alloc(r->pool, n * sizeof *r->stacks)) ||
+              !(r->classes = hdx_pool_alloc(r->pool, n * sizeof *r->classes))))
         return fail(r, -ENOMEM, "out of memory");
+    if (n)
+        memset(r->classes, 0, n * sizeof *r->classes);
     cJSON_ArrayForEach(c, stacks)
     {
         if (!cJSON_IsObject(c))
@@ -474,13 +483,16 @@ static int read_stacks(rd *r, const cJSON *root)
     return 0;
 }
 
-/* A /2 thread's frames: indexes into the table, copied (their strings and locals shared). */
-static int read_frame_refs(rd *r, const cJSON *a, const char *key, hdx_frame **out, size_t *n, int keep_empty)
+/* A /2 thread's or class's frames: indexes into the table, copied (their strings and locals
+ * shared) into an array from malloc, or from r->pool when pooled (a class's, which its threads
+ * share). */
+static int read_frame_refs(rd *r, const cJSON *a, const char *key, hdx_frame **out, size_t *n, int keep_empty,
+                           int pooled)
 {
-    size_t count = (size_t)cJSON_GetArraySize(a), i = 0;
+    size_t count = (size_t)cJSON_GetArraySize(a), i = 0, size = (count ? count : 1) * sizeof **out;
     if (!count && !keep_empty)
         return 0;
-    if (!(*out = malloc((count ? count : 1) * sizeof **out)))
+    if (!(*out = pooled ? hdx_pool_alloc(r->pool, size) : malloc(size)))
         return fail(r, -ENOMEM, "out of memory");
     const cJSON *c;
     cJSON_ArrayForEach(c, a)
@@ -499,7 +511,7 @@ static int read_frame_refs(rd *r, const cJSON *a, const char *key, hdx_frame **o
 static int read_frames(rd *r, const cJSON *a, const char *key, hdx_frame **out, size_t *n, int keep_empty)
 {
     if (r->v2)
-        return read_frame_refs(r, a, key, out, n, keep_empty);
+        return read_frame_refs(r, a, key, out, n, keep_empty, 0);
     size_t i = 0, old;
     size_t count = (size_t)cJSON_GetArraySize(a);
     if (!count && !keep_empty)
@@ -531,7 +543,7 @@ static long syscall_from_name(const char *name)
     return HDX_SYSCALL_UNKNOWN;
 }
 
-/* hangdx.snapshot/3's "process_keys" or "thread_keys" of root: an array of strings. */
+/* A /3 snapshot's or /2 report's "process_keys" or "thread_keys" of root: an array of strings. */
 static const cJSON *row_keys(rd *r, const cJSON *root, const char *key)
 {
     const cJSON *keys = container(r, root, key, 0), *c;
@@ -570,6 +582,20 @@ static const cJSON *as_object(rd *r, const cJSON *keys, const cJSON *o, const ch
     if (!v)
         fail(r, -ENOMEM, "out of memory");
     return *view = v;
+}
+
+/* A class of "stacks" (its "frames" and "python_frames", indexes into "frames") into k, in
+ * r->pool. */
+static int read_class(rd *r, const cJSON *cls, struct class_frames *k)
+{
+    const cJSON *fr = container(r, cls, "frames", 0), *py = container(r, cls, "python_frames", 0);
+    if (fr && !r->rc)
+        read_frame_refs(r, fr, "frames", &k->frames, &k->n_frames, 0, 1);
+    if (py && !r->rc)
+        read_frame_refs(r, py, "python_frames", &k->py, &k->n_py, 1, 1);
+    k->has_frames = fr != NULL;
+    k->read = !r->rc;
+    return r->rc;
 }
 
 static int read_thread(rd *r, const cJSON *o, hdx_process *p)
@@ -611,26 +637,35 @@ static int read_thread(rd *r, const cJSON *o, hdx_process *p)
     t->wait_pg = get_str(r, o, "wait_pg");
     t->wait_seq = get_int(r, o, "wait_seq", 0, (1LL << 53), HDX_UNKNOWN);
     t->wait_sig = get_str(r, o, "wait_sig");
-    /* A /2 report's thread names its stack's class, whose frames are indexes into "frames". */
-    const cJSON *cls = o, *sk = hdx_json_member(o, "stack");
-    int refs = r->v2;
+    int um = get_bool(r, o, "unmerged");
+    t->unmerged = um == 1;
+    /* A /2 report's or /3 snapshot's thread names its stack's class, whose frames are indexes
+     * into "frames": read once, and shared by the class's threads. */
+    const cJSON *sk = hdx_json_member(o, "stack");
+    int has_frames;
     if (sk) {
         double d = cJSON_IsNumber(sk) ? sk->valuedouble : -1;
         if (d != floor(d) || d < 0 || d >= (double)r->n_stacks)
             return BAD(r, "\"stack\" should be an index into \"stacks\" (0 to %zu)", r->n_stacks ? r->n_stacks - 1 : 0);
-        cls = r->stacks[(size_t)d];
-        refs = 1;
+        struct class_frames *k = &r->classes[(size_t)d];
+        if (!k->read && read_class(r, r->stacks[(size_t)d], k))
+            return r->rc;
+        t->frames = k->frames;
+        t->n_frames = k->n_frames;
+        t->py_frames = k->py;
+        t->n_py_frames = k->n_py;
+        t->shared_frames = 1;
+        has_frames = k->has_frames;
+    } else {
+        const cJSON *fr = container(r, o, "frames", 0), *py = container(r, o, "python_frames", 0);
+        if (fr && !r->rc)
+            read_frames(r, fr, "frames", &t->frames, &t->n_frames, 0);
+        if (py && !r->rc)
+            read_frames(r, py, "python_frames", &t->py_frames, &t->n_py_frames, 1);
+        has_frames = fr != NULL;
     }
-    const cJSON *fr = container(r, cls, "frames", 0);
-    if (fr && !r->rc)
-        (refs ? read_frame_refs : read_frames)(r, fr, "frames", &t->frames, &t->n_frames, 0);
-    else if (!fr && !hdx_json_member(o, "stack_error") && !r->rc)
+    if (!has_frames && !hdx_json_member(o, "stack_error") && !r->rc)
         t->stack_error = -EIO; /* a report's "frames": null: the stack could not be read */
-    int um = get_bool(r, o, "unmerged");
-    t->unmerged = um == 1;
-    const cJSON *py = container(r, cls, "python_frames", 0);
-    if (py && !r->rc)
-        (refs ? read_frame_refs : read_frames)(r, py, "python_frames", &t->py_frames, &t->n_py_frames, 1);
     return r->rc;
 }
 
@@ -1110,7 +1145,9 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
         return r->rc;
     if (report2 && read_logs(r, root, ev))
         return r->rc;
-    if (reduced && (!(r->process_keys = row_keys(r, root, "process_keys")) ||
+    /* Rows: a /3 snapshot's processes, and a /2 report's but with --full. */
+    if ((reduced || (report2 && hdx_json_member(root, "process_keys"))) &&
+        (!(r->process_keys = row_keys(r, root, "process_keys")) ||
                     !(r->thread_keys = row_keys(r, root, "thread_keys"))))
         return r->rc;
 

@@ -58,8 +58,10 @@ void hdx_thread_clear(hdx_thread *t)
         return;
     free(t->name);
     free(t->wchan);
-    hdx_frames_free(t->frames, t->n_frames);
-    hdx_frames_free(t->py_frames, t->n_py_frames);
+    if (!t->shared_frames) {
+        hdx_frames_free(t->frames, t->n_frames);
+        hdx_frames_free(t->py_frames, t->n_py_frames);
+    }
     free(t->polled_path);
     free(t->wait);
     free(t->wait_op);

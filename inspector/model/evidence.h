@@ -67,6 +67,10 @@ typedef struct hdx_thread {
     size_t n_frames;
     hdx_frame *py_frames; /* the Python frames kept apart when they could not be merged, else NULL */
     size_t n_py_frames;
+    unsigned char shared_frames; /* 1: the arrays frames and py_frames are borrowed from the
+                                    evidence's pool and shared by the threads of one stack class
+                                    (a loaded report's or reduced snapshot's "stacks"):
+                                    hdx_thread_clear leaves them; treat them as read-only */
     int unmerged;         /* 1: the native eval frames and the Python activations did not agree in
                              number, so frames holds the native stack and py_frames the Python one */
     int stack_error;   /* 0, or a negative errno telling why frames are missing */
