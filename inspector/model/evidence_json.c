@@ -373,11 +373,14 @@ void hdx_stack_table_free(hdx_stack_table *s)
 
 /* What a class's key depends on but for the text behind the pointers: the frames' kinds,
  * lines, offsets, names and locals (the pointers), not their pc; and whether each list is
- * null. */
+ * null. The threads of a loaded class share their arrays (hdx_thread.shared_frames): their
+ * pointers stand for all that. */
 static uint64_t met_hash(const hdx_thread *t)
 {
     uint64_t h = hdx_hash_mix((uint64_t)t->n_frames << 1 ^ (uint64_t)t->n_py_frames << 32 ^
                               (uint64_t)(!t->frames && t->stack_error) ^ (uint64_t)!t->py_frames << 63);
+    if (t->shared_frames)
+        return hdx_hash_mix(h ^ (uintptr_t)t->frames ^ (uint64_t)(uintptr_t)t->py_frames << 9);
     for (int list = 0; list < 2; list++) {
         const hdx_frame *f = list ? t->py_frames : t->frames;
         for (size_t i = 0, n = list ? t->n_py_frames : t->n_frames; i < n; i++) {
@@ -403,9 +406,12 @@ static int met_same_frames(const hdx_frame *a, const hdx_frame *b, size_t n)
 /* a and b have the same key for certain: equal pointers are equal texts. */
 static int met_same(const hdx_thread *a, const hdx_thread *b)
 {
-    return a->n_frames == b->n_frames && a->n_py_frames == b->n_py_frames &&
-           (!a->frames && a->stack_error) == (!b->frames && b->stack_error) && !a->py_frames == !b->py_frames &&
-           met_same_frames(a->frames, b->frames, a->n_frames) &&
+    if (a->n_frames != b->n_frames || a->n_py_frames != b->n_py_frames ||
+        (!a->frames && a->stack_error) != (!b->frames && b->stack_error) || !a->py_frames != !b->py_frames)
+        return 0;
+    if (a->shared_frames && b->shared_frames && a->frames == b->frames && a->py_frames == b->py_frames)
+        return 1;
+    return met_same_frames(a->frames, b->frames, a->n_frames) &&
            met_same_frames(a->py_frames, b->py_frames, a->n_py_frames);
 }
 
@@ -874,10 +880,9 @@ static cJSON *row_of(cJSON *o, cJSON *keys)
     return row;
 }
 
-/* A process of the stack table s as a /3 row, its threads rows too. NULL on ENOMEM. */
-static cJSON *process_row(hdx_stack_table *s, const hdx_process *p, cJSON *pkeys, cJSON *tkeys)
+cJSON *hdx_process_row(cJSON *o, cJSON *pkeys, cJSON *tkeys)
 {
-    cJSON *o = hdx_stack_table_process_json(s, p), *row = NULL;
+    cJSON *row = NULL;
     cJSON *threads = o ? cJSON_GetObjectItemCaseSensitive(o, "threads") : NULL, *rows = cJSON_CreateArray();
     if (!threads || !rows)
         goto out;
@@ -927,7 +932,7 @@ static cJSON *snapshot_json(const hdx_evidence *ev, int reduced)
     }
     cJSON *procs = cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; procs && i < ev->n_procs; i++)
-        cJSON_AddItemToArray(procs, reduced ? process_row(st, &ev->procs[i], pkeys, tkeys)
+        cJSON_AddItemToArray(procs, reduced ? hdx_process_row(hdx_stack_table_process_json(st, &ev->procs[i]), pkeys, tkeys)
                                             : process_json(&ev->procs[i], &tab, NULL));
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; locks && i < ev->n_locks; i++)

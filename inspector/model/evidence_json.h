@@ -60,6 +60,15 @@ hdx_stack_table *hdx_stack_table_new(void);
 void hdx_stack_table_free(hdx_stack_table *s);
 long hdx_stack_table_class(hdx_stack_table *s, const hdx_thread *t, int rank, int count);
 struct cJSON *hdx_stack_table_process_json(hdx_stack_table *s, const hdx_process *p);
+
+/*
+ * A process object o as hdx_stack_table_process_json makes it (a report's with its "part"
+ * added) as a row (docs/formats.md "Snapshots", /3): an array of its values in the order of
+ * pkeys, its "threads" rows in the order of tkeys. pkeys and tkeys are arrays of strings;
+ * empty, they get o's keys and its threads' (the first row of a document). Takes o (deleted).
+ * NULL on ENOMEM, or when o's keys are not those of pkeys and tkeys.
+ */
+struct cJSON *hdx_process_row(struct cJSON *o, struct cJSON *pkeys, struct cJSON *tkeys);
 int hdx_stack_table_take(hdx_stack_table *s, struct cJSON *o);
 
 /*

@@ -519,8 +519,9 @@ static cJSON *column(cJSON *table, const char *name)
 }
 
 /* hangdx.report/2 (docs/formats.md "Reports"): the head (verdict ... notes), then the
- * processes one by one, each thread naming its stack's class (full: as in /1, its frames as
- * objects), then the "ranks" table and the stack tables. 0 or -errno. */
+ * processes one by one, each a row of values whose threads name their stack's class (full:
+ * an object as in /1, its threads' frames as objects), then the "ranks" table, the rows' keys
+ * and the stack tables. 0 or -errno. */
 static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, int full)
 {
     hdx_stack_table *st = hdx_stack_table_new();
@@ -533,6 +534,10 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
     cJSON *pid = column(ranks, "pid"), *host = column(ranks, "host"), *rank = column(ranks, "rank"),
           *part = column(ranks, "part"), *state = column(ranks, "state"), *wait = column(ranks, "wait"),
           *op = column(ranks, "op"), *group = column(ranks, "group"), *stack = column(ranks, "stack");
+    cJSON *pkeys = full ? NULL : cJSON_AddArrayToObject(tail, "process_keys"),
+          *tkeys = full ? NULL : cJSON_AddArrayToObject(tail, "thread_keys");
+    if (!full && !tkeys)
+        rc = -ENOMEM;
     char *at = s ? strstr(s, PROCS_EMPTY) : NULL;
     if (!rc && (!stack || !at)) /* at: "processes" is the head's last key */
         rc = -ENOMEM;
@@ -550,6 +555,8 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
         else if (key && o) /* the number its thread object was given */
             k = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(
                 cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "threads"), (int)(key - p->threads)), "stack"));
+        if (!full && o)
+            o = hdx_process_row(o, pkeys, tkeys);
         char *ps = o ? hdx_json_print(o, full) : NULL;
         cJSON_Delete(o);
         const hdx_wf_rank *node = p->is_rank_process && v->graph ? hdx_waitsfor_rank(v->graph, p->rank) : NULL;

@@ -20,7 +20,7 @@ check "any('from the file name only' in n for n in r['notes'])" "py-spy: the not
 check "v['class']=='p2p_mismatch' and sorted(v['culprit_ranks'])==[0,1] and 'cycle' in v['summary']" "py-spy --json: a p2p cycle"
 "$HANGDX" analyze --json faulthandler-job.log > "$tmp" || exit 1
 check "v['class']=='p2p_mismatch' and v['culprit_ranks']==[] and v['confidence']=='low' and 'peer could not be read' in v['summary'] and 'cannot match' not in v['summary']" "faulthandler: p2p without peers, not called a mismatch"
-check "sorted(p['rank'] for p in r['processes'])==[0,1]" "faulthandler: ranks from the [rankN]: prefixes"
+check "sorted(r['ranks']['rank'])==[0,1]" "faulthandler: ranks from the [rankN]: prefixes"
 # gdb (rank 0) and eu-stack (rank 2) of the same real collective_skip hang, with rank 1's py-spy dump.
 "$HANGDX" analyze --json gdb-rank0.txt pyspy-rank1.txt eustack-rank2.txt > "$tmp" || exit 1
 check "v['class']=='collective_wait' and v['culprit_ranks']==[2]" "gdb + py-spy + eu-stack: collective_wait, culprit 2"

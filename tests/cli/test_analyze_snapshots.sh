@@ -24,9 +24,10 @@ import json, sys
 doc = json.loads(sys.argv[1])
 assert doc["schema"] == "hangdx.report/2", doc
 assert sorted(doc["hosts"]) == ["node-a", "node-b"], doc["hosts"]
-ps = doc["processes"]
-assert sorted(p["rank"] for p in ps) == [0, 1, 2, 3], ps
-assert {(p["host"], p["rank"]) for p in ps} == {("node-a", 0), ("node-a", 1), ("node-b", 2), ("node-b", 3)}
+ranks = doc["ranks"]  # a column per field, a row per process
+assert sorted(ranks["rank"]) == [0, 1, 2, 3], ranks
+assert {(doc["hosts"][h], r) for h, r in zip(ranks["host"], ranks["rank"])} == {
+    ("node-a", 0), ("node-a", 1), ("node-b", 2), ("node-b", 3)}, ranks
 assert doc["groups"] and doc["groups"][0]["ranks"] == [[0, 3]], doc["groups"]
 assert "note from node-a" in doc["notes"] and "note from node-b" in doc["notes"], doc["notes"]
 assert not any("no stacks" in n for n in doc["notes"]), doc["notes"]
@@ -38,7 +39,7 @@ out2=$("$HANGDX" analyze --json "$T/snap-b.json" "$T/snap-a.json" 2>/dev/null)
 check "b a gives the same job as a b" $PY -c "
 import json,sys
 a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2])
-key=lambda d: sorted((p['host'],p['pid'],p['rank']) for p in d['processes'])
+key=lambda d: sorted((d['hosts'][h],pid,r) for h,pid,r in zip(d['ranks']['host'],d['ranks']['pid'],d['ranks']['rank']))
 assert key(a)==key(b) and a['verdict']['class']==b['verdict']['class'], (key(a),key(b))" "$out" "$out2"
 
 # A trace directory of a third host in the mix.
@@ -57,7 +58,7 @@ out=$("$HANGDX" analyze --json "$T/report.json" 2>"$T/err"); rc=$?
 check "a report as input: exit 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
 check "the report's 4 processes come back" $PY -c "
 import json,sys
-d=json.loads(sys.argv[1]); assert sorted(p['rank'] for p in d['processes'])==[0,1,2,3], d['processes']" "$out"
+d=json.loads(sys.argv[1]); assert sorted(d['ranks']['rank'])==[0,1,2,3], d['ranks']" "$out"
 
 # The same rank on two hosts: exit 2, naming both hosts and pids.
 "$HANGDX" analyze --json "$T/snap-a.json" "$T/snap-c.json" >"$T/out" 2>"$T/err"; rc=$?

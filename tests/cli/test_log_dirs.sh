@@ -112,7 +112,7 @@ $PY "$(dirname "$0")/barrier_snapshot.py" node0009 9000 7 >"$S/snap-node0009.jso
 check "logs and a snapshot in one directory: both read (got $rc; $(cat "$T/err"))" $PY -c '
 import json, sys
 doc = json.load(open(sys.argv[1]))
-assert [p["rank"] for p in doc["processes"]] == [7], doc["processes"]
+assert doc["ranks"]["rank"] == [7], doc["ranks"]
 assert any("job-1234-0.out" in n for n in doc["notes"]), doc["notes"]
 ' "$T/outm"
 

@@ -46,7 +46,7 @@ for order in "$LOG $SNAP" "$SNAP $LOG"; do
     check "  one process, the snapshot's (pid 466); the dump left out with a note" $PY - "$T/out" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert [(p["rank"], p["pid"]) for p in d["processes"]] == [(0, 466)], d["processes"]
+assert list(zip(d["ranks"]["rank"], d["ranks"]["pid"])) == [(0, 466)], d["ranks"]
 assert any("faulthandler dump of rank 0 in this log is left out: another input has rank 0 (pid 466" in n
            for n in d["notes"]), d["notes"]
 PYEOF

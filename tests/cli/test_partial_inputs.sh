@@ -33,7 +33,7 @@ check "stderr names the truncated file" grep -q "snap-node0005.json: left out: n
 check "the good snapshots are analyzed, the bad ones are in the notes, the README counted" $PY - "$T/out" <<'PYEOF'
 import json, sys
 doc = json.load(open(sys.argv[1]))
-assert sorted(p["rank"] for p in doc["processes"]) == [0, 1], doc["processes"]
+assert sorted(doc["ranks"]["rank"]) == [0, 1], doc["ranks"]
 notes = doc["notes"]
 for f, why in (("snap-node0003.json", "the file is empty"), ("snap-node0004.json", "not a hangdx snapshot"),
                ("snap-node0005.json", "not a whole JSON object (truncated?)")):
@@ -81,7 +81,7 @@ check "stderr names the incomplete node" grep -q "hang.frames (node0002/1999): l
 check "the complete nodes are analyzed, the incomplete one is in the notes" $PY - "$T/out" <<'PYEOF'
 import json, sys
 doc = json.load(open(sys.argv[1]))
-assert sorted(p["rank"] for p in doc["processes"]) == [0, 2], doc["processes"]
+assert sorted(doc["ranks"]["rank"]) == [0, 2], doc["ranks"]
 assert sorted(doc["hosts"]) == ["node0001", "node0003"], doc["hosts"]
 assert any("node0002/1999" in n and "incomplete" in n for n in doc["notes"]), doc["notes"]
 PYEOF

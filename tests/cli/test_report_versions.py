@@ -15,6 +15,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import report_frames  # noqa: E402  (a /2 report's rows as objects)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
@@ -154,7 +157,11 @@ with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "report.json")
             rc, out, err = run("analyze", "--json", *flags, *argv)
             doc = json.loads(out)
-            reports[label] = doc
+            rows = label == "/2"  # /2 writes its processes as rows, --full as objects
+            if any(isinstance(p, list) != rows for p in doc["processes"]) or ("process_keys" in doc) != rows:
+                print(f"FAIL  {name} {label}: processes as {'rows' if not rows else 'objects'}")
+                failed += 1
+            reports[label] = report_frames.expand(doc)
             with open(path, "w") as f:
                 f.write(out)
             rc, again, err = run("analyze", "--json", path)

@@ -33,8 +33,10 @@ for out in inspect dump analyze; do
 done
 "$HANGDX" inspect --samples 1 --json $target >"$T/inspect.json" 2>/dev/null
 check "inspect --json is valid UTF-8 JSON and keeps the bytes as \u00XX" $PY -c '
-import json, sys
-rep = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["HDX_SOURCE_DIR"], "tests"))
+import report_frames
+rep = report_frames.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
 argv = [p for p in rep["processes"] if p["pid"] == int(sys.argv[2])][0]["cmdline"]
 assert "c1\u009b31m" in argv and "u\u009b32m" in argv, argv
 ' "$T/inspect.json" $target

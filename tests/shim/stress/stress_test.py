@@ -154,7 +154,7 @@ def analyze(d, pids, torn_ok=False):
     r = run("hangdx analyze", [HANGDX, "analyze", "--json", d])
     check(r.rc == 0, f"hangdx analyze {d}: rc {r.rc}: {r.err.decode()}")
     rep = json.loads(r.out)
-    got = {p["pid"] for p in rep["processes"]}
+    got = set(rep["ranks"]["pid"])
     check(got == set(pids), f"analyze saw processes {sorted(got ^ set(pids))} differently")
     torn = [n for n in rep["notes"] if "torn or malformed" in n]
     check(torn_ok or not torn, f"analyze skipped lines: {torn}")

@@ -5,13 +5,14 @@
 must never read as progress. Every inspect must give the same verdict: collective_wait,
 culprit [2], the same confidence, and no rank marked progressing.
 Needs $HANGDX; skips (77) without Debian's python3-torch."""
-import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import launch  # noqa: E402
+import report_frames  # noqa: E402  (a report's processes as objects)
 
 HANGDX = os.environ.get("HANGDX")
 BURNERS = 8
@@ -34,7 +35,7 @@ def main():
                 out = subprocess.run([HANGDX, "inspect", "--json"] + [str(p) for p in job.pids.values()],
                                      capture_output=True, text=True, timeout=300)
                 try:
-                    r = json.loads(out.stdout)
+                    r = report_frames.loads(out.stdout)
                 except ValueError:
                     failures.append(f"inspect {i + 1}: no JSON (exit {out.returncode}): {out.stderr[-500:]}")
                     continue

@@ -24,6 +24,8 @@ SKIP = 77  # ctest SKIP_RETURN_CODE
 PYTHON = "/usr/bin/python3"  # Debian's, with torch; the first python3 on PATH may lack it
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOADER = os.path.join(HERE, "loader.py")
+sys.path.insert(0, os.path.join(HERE, "..", ".."))
+import report_frames  # noqa: E402  (a report's processes as objects, whatever its version)
 
 # Syscall numbers seen in /proc/PID/syscall while a thread is blocked.
 _SYSCALLS = {
@@ -372,7 +374,7 @@ class Scenario:
     def hangdx_json(self, *args, **kw):
         r = self.hangdx(*args, **kw)
         try:
-            obj = json.loads(r.stdout)
+            obj = report_frames.loads(r.stdout)
         except ValueError as e:
             raise Failure(f"FAILED: hangdx {' '.join(map(str, args))}: stdout is not one JSON object "
                           f"({e}):\n{r.stdout.decode(errors='replace')[:4000]}")

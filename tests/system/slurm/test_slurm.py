@@ -13,7 +13,6 @@ RANK set, neither of which may be taken. Checks:
   - a job id Slurm does not know, and no srun in PATH: exit 2 and a message that says so.
 Needs root (slurmd) and Debian's slurm packages; skips (77) when not root or without torch,
 fails when root and Slurm cannot run (CI runs as root)."""
-import json
 import os
 import shutil
 import signal
@@ -24,7 +23,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "distributed"))
+sys.path.insert(0, os.path.join(HERE, "..", ".."))
 import launch  # noqa: E402
+import report_frames  # noqa: E402  (a report's processes as objects)
 
 HANGDX = os.environ.get("HANGDX")
 CLUSTER = os.path.join(HERE, "cluster")
@@ -43,7 +44,7 @@ def run(cmd, env, timeout=120):
 
 def report_of(out):
     try:
-        return json.loads(out.stdout)
+        return report_frames.loads(out.stdout)
     except ValueError:
         return None
 
