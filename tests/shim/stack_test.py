@@ -60,7 +60,7 @@ def traces(d):
 
 
 def one(recs, what, **keys):
-    got = [r for r in recs if all(r.get(k) == v for k, v in keys.items())]
+    got = [r for r in recs if all(k in r and r[k] == v for k, v in keys.items())]
     check(len(got) == 1, f"{what}: expected one event {keys}, found {got}")
     return got[0]
 
