@@ -19,8 +19,11 @@
 struct hdx_real hdx_real;
 atomic_int hdx_on;
 
-/* Thread-local: 1 while this thread is inside the shim (or inside dlsym for it). */
+/* Thread-local: 1 while this thread is inside the shim (or inside dlsym for it), and
+ * 1 + the index of the pool buffer it holds (0: none). Initial-exec, 8 bytes of static
+ * TLS in all: a preloaded library's static TLS is carved from every thread's stack. */
 static __thread int in_shim __attribute__((tls_model("initial-exec")));
+static __thread int held __attribute__((tls_model("initial-exec")));
 
 /* The pid the state belongs to; a vfork child sees its parent's value. */
 static atomic_int cached_pid;
@@ -38,6 +41,7 @@ static ino_t trace_ino;
 static atomic_int trace_fd = -1;
 static char trace_dir_path[PATH_MAX];
 static char trace_name[NAME_MAX + 1];
+static char trace_host[sizeof ((struct utsname *)0)->nodename]; /* uname's nodename */
 static char trace_path[PATH_MAX + NAME_MAX + 2];
 /* 1 after a write failed or was cut short (disk full): nothing more is written,
  * so a torn line stays the file's last one. */
@@ -84,19 +88,29 @@ int hdx_busy(void)
     return in_shim;
 }
 
-int hdx_enter(void)
+struct hdx_buf *hdx_enter(void)
 {
     /* Checked before anything is written: a vfork child shares our memory. */
     if (atomic_load_explicit(&cached_pid, memory_order_relaxed) != raw_getpid())
-        return -1;
+        return NULL;
     if (in_shim)
-        return -1;
+        return NULL;
     in_shim = 1;
-    return 0;
+    int i = hdx_pool_get();
+    if (i < 0) {
+        atomic_fetch_add_explicit(&hdx_dropped, 1, memory_order_relaxed);
+        in_shim = 0;
+        return NULL;
+    }
+    held = i + 1; /* before the buffer is written: a fork child keeps it (hdx_after_fork_child) */
+    return hdx_pool_buf(i);
 }
 
 void hdx_leave(void)
 {
+    int i = held - 1;
+    held = 0;
+    hdx_pool_put(i);
     in_shim = 0;
 }
 
@@ -330,29 +344,28 @@ static int64_t ns_inode(const char *path)
     return ino;
 }
 
-static void write_header(void)
+/* The header line, formatted in b. */
+static void write_header(struct hdx_buf *b)
 {
-    struct hdx_w w;
-    char tmp[PATH_MAX];
-    char argbuf[HDX_TRACE_LINE_MAX];
-    struct utsname un;
+    struct hdx_w *w = &b->w;
+    char *tmp = b->path; /* scratch: each read below is used before the next */
 
-    hdx_w_begin(&w);
-    hdx_w_raw(&w, "{\"schema\":\"" HDX_TRACE_SCHEMA "\",\"type\":\"" HDX_EV_HEADER "\"");
-    hdx_w_kint(&w, "t", hdx_now_ns());
-    hdx_w_kint(&w, "pid", raw_getpid());
-    hdx_w_kint(&w, "ppid", (pid_t)syscall(SYS_getppid));
-    hdx_w_kstr(&w, "host", uname(&un) == 0 ? un.nodename : "");
+    hdx_w_begin(w);
+    hdx_w_raw(w, "{\"schema\":\"" HDX_TRACE_SCHEMA "\",\"type\":\"" HDX_EV_HEADER "\"");
+    hdx_w_kint(w, "t", hdx_now_ns());
+    hdx_w_kint(w, "pid", raw_getpid());
+    hdx_w_kint(w, "ppid", (pid_t)syscall(SYS_getppid));
+    hdx_w_kstr(w, "host", trace_host);
 
     ssize_t n = read_small("/proc/sys/kernel/random/boot_id", tmp, 64);
     while (n > 0 && (tmp[n - 1] == '\n' || tmp[n - 1] == ' '))
         n--;
-    if (hdx_w_key(&w, "boot_id", 1) != 0)
+    if (hdx_w_key(w, "boot_id", 1) != 0)
         ;
     else if (n > 0)
-        hdx_w_strn(&w, tmp, (size_t)n);
+        hdx_w_strn(w, tmp, (size_t)n);
     else
-        hdx_w_raw(&w, "null");
+        hdx_w_raw(w, "null");
 
     /* The namespaces it runs in (containers): the inodes of /proc/self/ns/pid and
      * /proc/self/ns/mnt ("pid:[4026531836]"), and its trace directory as it sees it, so
@@ -360,19 +373,19 @@ static void write_header(void)
     static const char *const ns[][2] = {{"pid_ns", "/proc/self/ns/pid"}, {"mnt_ns", "/proc/self/ns/mnt"}};
     for (size_t i = 0; i < 2; i++) {
         int64_t ino = ns_inode(ns[i][1]);
-        if (hdx_w_key(&w, ns[i][0], 1) != 0)
+        if (hdx_w_key(w, ns[i][0], 1) != 0)
             continue;
         if (ino > 0)
-            hdx_w_int(&w, ino);
+            hdx_w_int(w, ino);
         else
-            hdx_w_raw(&w, "null");
+            hdx_w_raw(w, "null");
     }
-    if (hdx_w_key(&w, "trace_dir", 1) == 0)
-        hdx_w_str(&w, trace_dir_path);
+    if (hdx_w_key(w, "trace_dir", 1) == 0)
+        hdx_w_str(w, trace_dir_path);
 
     /* start_time: field 22 of /proc/self/stat, counted after the ")" of comm. */
     int64_t start = -1;
-    n = read_small("/proc/self/stat", tmp, sizeof tmp - 1);
+    n = read_small("/proc/self/stat", tmp, sizeof b->path - 1);
     if (n > 0) {
         tmp[n] = 0;
         char *p = strrchr(tmp, ')');
@@ -382,64 +395,44 @@ static void write_header(void)
         if (p)
             start = strtoll(p + 1, NULL, 10);
     }
-    if (hdx_w_key(&w, "start_time", 1) != 0)
+    if (hdx_w_key(w, "start_time", 1) != 0)
         ;
     else if (start >= 0)
-        hdx_w_int(&w, start);
+        hdx_w_int(w, start);
     else
-        hdx_w_raw(&w, "null");
+        hdx_w_raw(w, "null");
 
-    /* cwd and exe get at most HDX_HEADER_PATH_MAX bytes each, so env fits. */
-    size_t soft = w.soft;
-    w.soft = w.len + HDX_HEADER_PATH_MAX;
-    if (hdx_w_key(&w, "cwd", 1) != 0)
-        ;
-    else if (syscall(SYS_getcwd, tmp, sizeof tmp) > 0)
-        hdx_w_str(&w, tmp);
-    else
-        hdx_w_raw(&w, "null");
-    w.soft = w.len + HDX_HEADER_PATH_MAX;
-    n = readlink("/proc/self/exe", tmp, sizeof tmp - 1);
-    if (hdx_w_key(&w, "exe", 1) != 0)
-        ;
-    else if (n > 0)
-        hdx_w_strn(&w, tmp, (size_t)n);
-    else
-        hdx_w_raw(&w, "null");
-    w.soft = soft;
+    /* cwd and exe get at most HDX_HEADER_PATH_MAX bytes each, so env fits: one longer is
+     * null, never cut. */
+    size_t soft = w->soft;
+    w->soft = w->len + HDX_HEADER_PATH_MAX;
+    hdx_w_kpath(w, "cwd", syscall(SYS_getcwd, tmp, sizeof b->path) > 0 ? tmp : NULL);
+    w->soft = w->len + HDX_HEADER_PATH_MAX;
+    n = readlink("/proc/self/exe", tmp, sizeof b->path - 1);
+    if (n > 0 && n < (ssize_t)sizeof b->path - 1)
+        tmp[n] = 0;
+    hdx_w_kpath(w, "exe", n > 0 && n < (ssize_t)sizeof b->path - 1 ? tmp : NULL);
+    w->soft = soft;
 
     /* env before argv: only argv may be truncated, never the rank. */
     static const char *const names[] = {HDX_TRACE_ENV_NAMES};
-    if (hdx_w_key(&w, "env", 1) == 0) {
-        hdx_w_raw(&w, "{");
+    if (hdx_w_key(w, "env", 1) == 0) {
+        hdx_w_raw(w, "{");
         int first = 1;
         for (size_t i = 0; names[i]; i++) {
             const char *v = getenv(names[i]);
-            if (!v || hdx_w_key(&w, names[i], !first) != 0)
+            if (!v || hdx_w_key(w, names[i], !first) != 0)
                 continue;
             first = 0;
-            hdx_w_str(&w, v);
+            hdx_w_str(w, v);
         }
-        hdx_w_close(&w, "}");
+        hdx_w_close(w, "}");
     }
 
     /* argv from /proc/self/cmdline: NUL-separated. */
-    char *argv[512];
-    size_t argc = 0;
-    n = read_small("/proc/self/cmdline", argbuf, sizeof argbuf - 1);
-    int more = n == (ssize_t)sizeof argbuf - 1;
-    if (n > 0) {
-        argbuf[n] = 0;
-        for (char *p = argbuf; p < argbuf + n && argc < 511; p += strlen(p) + 1)
-            argv[argc++] = p;
-        if (argc == 511)
-            more = 1;
-    }
-    argv[argc] = NULL;
-    hdx_w_kargv(&w, "argv", argv);
-    if (more && !w.truncated)
-        hdx_w_raw(&w, ",\"argv_truncated\":true");
-    hdx_w_emit(&w);
+    n = read_small("/proc/self/cmdline", tmp, sizeof b->path);
+    hdx_w_kargz(w, "argv", tmp, n > 0 ? (size_t)n : 0, n == (ssize_t)sizeof b->path);
+    hdx_w_emit(w);
 }
 
 /*
@@ -472,9 +465,14 @@ static void start_trace(const char *dir, int reuse)
     }
     if (!trace_dir_path[0])
         goto fail;
-    struct utsname un;
-    if (uname(&un) != 0)
-        goto fail;
+    /* The header's buffer; meanwhile its path room holds the utsname (390 bytes, off the stack). */
+    int i = hdx_pool_get();
+    if (i < 0)
+        goto fail; /* the constructor or a fork child, where all but one are free: never */
+    struct hdx_buf *b = hdx_pool_buf(i);
+    struct utsname *un = (struct utsname *)b->path;
+    if (uname(un) != 0)
+        goto fail_put;
     /* In a pid namespace other than the host's (PROC_PID_INIT_INO, a kernel constant), the
      * pid repeats across containers (every rank pid 1): the name carries the namespace too. */
     char pid[48];
@@ -485,20 +483,24 @@ static void start_trace(const char *dir, int reuse)
         memcpy(pid + at, "-ns", 3);
         hdx_itoa(pidns, pid + at + 3);
     }
-    size_t hl = strlen(un.nodename), pl = strlen(pid);
-    if (hl + pl + sizeof HDX_TRACE_SUFFIX + 1 > sizeof trace_name)
-        goto fail;
+    size_t hl = strlen(un->nodename), pl = strlen(pid);
+    if (hl + pl + sizeof HDX_TRACE_SUFFIX + 1 > sizeof trace_name || hl >= sizeof trace_host)
+        goto fail_put;
+    memcpy(trace_host, un->nodename, hl + 1);
     char *p = trace_name;
-    memcpy(p, un.nodename, hl), p += hl;
+    memcpy(p, un->nodename, hl), p += hl;
     *p++ = '-';
     memcpy(p, pid, pl), p += pl;
     memcpy(p, HDX_TRACE_SUFFIX, sizeof HDX_TRACE_SUFFIX);
     atomic_store(&trace_dead, 0);
-    if (create_trace_file(reuse) != 0)
-        return; /* missing, read-only or another user's trace dir: quiet (reuse consumed) */
-    atomic_store(&hdx_on, 1);
-    write_header();
+    if (create_trace_file(reuse) == 0) {
+        atomic_store(&hdx_on, 1);
+        write_header(b);
+    } /* else missing, read-only or another user's trace dir: quiet (reuse consumed) */
+    hdx_pool_put(i);
     return;
+fail_put:
+    hdx_pool_put(i);
 fail:
     atomic_store(&trace_fd, -1);
     if (reuse >= 0)
@@ -507,10 +509,12 @@ fail:
 
 void hdx_after_fork_child(void)
 {
-    /* Only the forking thread lives on; it is not inside the shim. */
-    int e = errno;
+    /* Only the forking thread lives on. It is inside the shim when fork() came from a
+     * signal handler that interrupted the shim: the buffer it holds stays its own. */
+    int e = errno, was = in_shim;
     in_shim = 1;
     atomic_store(&cached_pid, raw_getpid());
+    hdx_pool_reset(held - 1);
     hdx_wait_reset_all();
     hdx_lock_counts_reset();
     uint64_t mask = hdx_sig_block(); /* a handler inherited from the parent must not run now */
@@ -521,7 +525,7 @@ void hdx_after_fork_child(void)
     int old = atomic_load(&trace_fd);
     start_trace(NULL, is_trace_fd(old, &st) ? old : -1); /* the parent's directory */
     hdx_sig_restore(mask);
-    in_shim = 0;
+    in_shim = was;
     errno = e;
 }
 

@@ -24,7 +24,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <string.h>
 #include <sys/file.h>
 #include <time.h>
@@ -41,35 +40,35 @@ static const char *op_names[HDX_HOW_N] = {[HDX_HOW_FLOCK] = "flock", [HDX_HOW_PO
 /* lock_start; returns 0 when lock_end must follow. */
 static int lock_start(int fd, enum hdx_how how, const char *cmd)
 {
-    char p[PATH_MAX];
-    if (hdx_enter() != 0)
+    struct hdx_buf *b = hdx_enter();
+    if (!b)
         return -1;
-    int known = hdx_fd_path(fd, p, sizeof p) == 0;
-    struct hdx_w w;
-    hdx_w_event(&w, HDX_EV_LOCK_START);
-    hdx_w_kint(&w, "fd", fd);
-    hdx_w_kstr(&w, "op", op_names[how]);
-    hdx_w_kstr(&w, "cmd", cmd);
-    hdx_w_kstr(&w, "path", known ? p : NULL);
-    hdx_w_emit(&w);
+    int known = hdx_fd_path(fd, b->path, sizeof b->path) == 0;
+    struct hdx_w *w = &b->w;
+    hdx_w_event(w, HDX_EV_LOCK_START);
+    hdx_w_kint(w, "fd", fd);
+    hdx_w_kstr(w, "op", op_names[how]);
+    hdx_w_kstr(w, "cmd", cmd);
+    hdx_w_kpath(w, "path", known ? b->path : NULL);
+    hdx_w_emit(w);
     hdx_leave();
     return 0;
 }
 
 static void lock_end(int fd, enum hdx_how how, int rc, int e)
 {
-    char p[PATH_MAX];
-    if (hdx_enter() != 0)
+    struct hdx_buf *b = hdx_enter();
+    if (!b)
         return;
-    int known = hdx_fd_path(fd, p, sizeof p) == 0;
-    struct hdx_w w;
-    hdx_w_event(&w, HDX_EV_LOCK_END);
-    hdx_w_kint(&w, "fd", fd);
-    hdx_w_kstr(&w, "op", op_names[how]);
-    hdx_w_kint(&w, "rc", rc);
-    hdx_w_kint(&w, "errno", rc < 0 ? e : 0);
-    hdx_w_kstr(&w, "path", known ? p : NULL);
-    hdx_w_emit(&w);
+    int known = hdx_fd_path(fd, b->path, sizeof b->path) == 0;
+    struct hdx_w *w = &b->w;
+    hdx_w_event(w, HDX_EV_LOCK_END);
+    hdx_w_kint(w, "fd", fd);
+    hdx_w_kstr(w, "op", op_names[how]);
+    hdx_w_kint(w, "rc", rc);
+    hdx_w_kint(w, "errno", rc < 0 ? e : 0);
+    hdx_w_kpath(w, "path", known ? b->path : NULL);
+    hdx_w_emit(w);
     hdx_leave();
 }
 
@@ -125,8 +124,8 @@ static int count_slot(const char *path, enum hdx_how how)
     return -1;
 }
 
-/* Write slot k's pending count (if any); must be inside the shim. */
-static void count_flush(int k, int64_t now)
+/* Write slot k's pending count (if any) in b; must be inside the shim. */
+static void count_flush(struct hdx_buf *b, int k, int64_t now)
 {
     struct count_slot *c = &counts[k];
     long long n = atomic_exchange(&c->pending, 0);
@@ -134,22 +133,22 @@ static void count_flush(int k, int64_t now)
         return;
     long long since = atomic_exchange(&c->since, 0);
     atomic_store(&c->last, now);
-    struct hdx_w w;
-    hdx_w_event(&w, HDX_EV_LOCK_COUNT);
-    hdx_w_kstr(&w, "path", c->path);
-    hdx_w_kstr(&w, "op", op_names[c->how]);
-    hdx_w_kint(&w, "count", n);
-    hdx_w_kint(&w, "since", since ? since : now);
-    hdx_w_emit(&w);
+    struct hdx_w *w = &b->w;
+    hdx_w_event(w, HDX_EV_LOCK_COUNT);
+    hdx_w_kpath(w, "path", c->path);
+    hdx_w_kstr(w, "op", op_names[c->how]);
+    hdx_w_kint(w, "count", n);
+    hdx_w_kint(w, "since", since ? since : now);
+    hdx_w_emit(w);
 }
 
-void hdx_lock_counts_flush(void)
+void hdx_lock_counts_flush(struct hdx_buf *b)
 {
     int64_t now = hdx_now_ns();
     for (int k = 0; k < COUNT_SLOTS; k++) {
         unsigned long long key = atomic_load(&counts[k].key);
         if (key && key != ~0ull)
-            count_flush(k, now);
+            count_flush(b, k, now);
     }
 }
 
@@ -164,11 +163,11 @@ void hdx_lock_counts_reset(void)
  */
 static int over_bound(int fd, enum hdx_how how)
 {
-    char p[PATH_MAX];
-    if (hdx_enter() != 0)
+    struct hdx_buf *b = hdx_enter();
+    if (!b)
         return -1;
     int k = -1;
-    if (hdx_fd_path(fd, p, sizeof p) == 0 && (k = count_slot(p, how)) >= 0 &&
+    if (hdx_fd_path(fd, b->path, sizeof b->path) == 0 && (k = count_slot(b->path, how)) >= 0 &&
         atomic_fetch_add(&counts[k].calls, 1) < HDX_TRACE_LOCK_FULL)
         k = -1;
     hdx_leave();
@@ -183,8 +182,9 @@ static void counted(int k)
     long long zero = 0;
     atomic_compare_exchange_strong(&c->since, &zero, now);
     atomic_fetch_add(&c->pending, 1);
-    if (now - atomic_load(&c->last) >= 1000000000ll && hdx_enter() == 0) {
-        count_flush(k, now);
+    struct hdx_buf *b;
+    if (now - atomic_load(&c->last) >= 1000000000ll && (b = hdx_enter())) {
+        count_flush(b, k, now);
         hdx_leave();
     }
 }

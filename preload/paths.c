@@ -189,7 +189,7 @@ int hdx_lock_path_copy(int slot, char *out, size_t cap)
     return atomic_load_explicit(&s->gen, memory_order_relaxed) == g ? 0 : -1;
 }
 
-void hdx_wait_poll(int slot, enum hdx_how how)
+void hdx_wait_poll(struct hdx_buf *b, int slot, enum hdx_how how)
 {
     struct hdx_wait *wt = &slots[slot].wait[how];
     int64_t now = hdx_now_ns();
@@ -201,17 +201,16 @@ void hdx_wait_poll(int slot, enum hdx_how how)
     int64_t last = atomic_load(&wt->last);
     if ((n & (n - 1)) && now - last < (int64_t)HDX_TRACE_WAIT_REPEAT_S * 1000000000)
         return;
-    char path[HDX_LOCK_PATH_MAX];
-    if (hdx_lock_path_copy(slot, path, sizeof path) != 0)
+    if (hdx_lock_path_copy(slot, b->path, sizeof b->path) != 0)
         return; /* forgotten meanwhile: that wait is over */
     atomic_store(&wt->last, now);
-    struct hdx_w w;
-    hdx_w_event(&w, HDX_EV_WAIT);
-    hdx_w_kstr(&w, "how", how_names[how]);
-    hdx_w_kint(&w, "polls", (int64_t)n);
-    hdx_w_kint(&w, "since", atomic_load(&wt->since));
-    hdx_w_kstr(&w, "path", path);
-    hdx_w_emit(&w);
+    struct hdx_w *w = &b->w;
+    hdx_w_event(w, HDX_EV_WAIT);
+    hdx_w_kstr(w, "how", how_names[how]);
+    hdx_w_kint(w, "polls", (int64_t)n);
+    hdx_w_kint(w, "since", atomic_load(&wt->since));
+    hdx_w_kpath(w, "path", b->path);
+    hdx_w_emit(w);
 }
 
 void hdx_wait_reset(int slot, enum hdx_how how)
@@ -243,7 +242,7 @@ int hdx_fd_path(int fd, char *out, size_t cap)
     char link[40] = "/proc/self/fd/";
     hdx_itoa(fd, link + 14);
     ssize_t n = readlink(link, out, cap - 1);
-    if (n <= 0) {
+    if (n <= 0 || (size_t)n >= cap - 1) { /* at cap - 1 it may have been cut: not that path */
         copy_trunc(out, cap, "?");
         return -1;
     }
@@ -282,34 +281,43 @@ fail:
 
 /* ---- the events that touch the table ---- */
 
+/* An unaggregated wait line (the table is full): one attempt; fd -1 for none. */
+static void wait_once(struct hdx_buf *b, const char *how, int fd, const char *path)
+{
+    struct hdx_w *w = &b->w;
+    hdx_w_event(w, HDX_EV_WAIT);
+    hdx_w_kstr(w, "how", how);
+    hdx_w_kint(w, "polls", 1);
+    hdx_w_kint(w, "since", hdx_now_ns());
+    if (fd >= 0)
+        hdx_w_kint(w, "fd", fd);
+    hdx_w_kpath(w, "path", path);
+    hdx_w_emit(w);
+}
+
 void hdx_after_open(int dirfd, const char *path, int flags, int fd, int e)
 {
-    char abs[PATH_MAX];
     if (fd < 0 && e != EEXIST)
         return;
-    if (hdx_enter() != 0)
+    struct hdx_buf *b = hdx_enter();
+    if (!b)
         return;
-    hdx_abs_path(dirfd, path, abs, sizeof abs);
-    int slot = hdx_lock_add(HDX_KIND_BATON, path, abs);
+    /* A path that cannot be made absolute (too long, or its directory fd has no path)
+     * is recorded as null: a relative one would name another file. */
+    const char *abs = hdx_abs_path(dirfd, path, b->path, sizeof b->path) == 0 ? b->path : NULL;
+    int slot = hdx_lock_add(HDX_KIND_BATON, path, abs ? abs : path);
     if (fd >= 0) {
         if (slot >= 0)
             hdx_wait_reset(slot, HDX_HOW_EEXIST), hdx_wait_reset(slot, HDX_HOW_STAT);
-        struct hdx_w w;
-        hdx_w_event(&w, HDX_EV_ACQUIRE);
-        hdx_w_kint(&w, "fd", fd);
-        hdx_w_kstr(&w, "path", abs);
-        hdx_w_emit(&w);
+        struct hdx_w *w = &b->w;
+        hdx_w_event(w, HDX_EV_ACQUIRE);
+        hdx_w_kint(w, "fd", fd);
+        hdx_w_kpath(w, "path", abs);
+        hdx_w_emit(w);
     } else if (slot >= 0) {
-        hdx_wait_poll(slot, HDX_HOW_EEXIST);
+        hdx_wait_poll(b, slot, HDX_HOW_EEXIST);
     } else {
-        /* Table full: an unaggregated wait line for this attempt. */
-        struct hdx_w w;
-        hdx_w_event(&w, HDX_EV_WAIT);
-        hdx_w_kstr(&w, "how", "eexist");
-        hdx_w_kint(&w, "polls", 1);
-        hdx_w_kint(&w, "since", hdx_now_ns());
-        hdx_w_kstr(&w, "path", abs);
-        hdx_w_emit(&w);
+        wait_once(b, "eexist", -1, abs);
     }
     (void)flags;
     hdx_leave();
@@ -320,10 +328,11 @@ void hdx_after_stat(const char *path, int rc, int e)
     int slot = hdx_lock_find(HDX_KIND_BATON, path);
     if (slot < 0)
         return;
-    if (hdx_enter() != 0)
+    struct hdx_buf *b = hdx_enter();
+    if (!b)
         return;
     if (rc == 0)
-        hdx_wait_poll(slot, HDX_HOW_STAT);
+        hdx_wait_poll(b, slot, HDX_HOW_STAT);
     else if (e == ENOENT)
         hdx_wait_reset(slot, HDX_HOW_STAT); /* the lock is gone: that wait is over */
     hdx_leave();
@@ -331,36 +340,29 @@ void hdx_after_stat(const char *path, int rc, int e)
 
 void hdx_kernel_wait(int fd, enum hdx_how how)
 {
-    char p[PATH_MAX];
-    if (hdx_enter() != 0)
+    struct hdx_buf *b = hdx_enter();
+    if (!b)
         return;
-    hdx_fd_path(fd, p, sizeof p);
-    int slot = hdx_lock_add(HDX_KIND_KERNEL, p, p);
-    if (slot >= 0) {
-        hdx_wait_poll(slot, how);
-    } else {
-        struct hdx_w w;
-        hdx_w_event(&w, HDX_EV_WAIT);
-        hdx_w_kstr(&w, "how", how_names[how]);
-        hdx_w_kint(&w, "polls", 1);
-        hdx_w_kint(&w, "since", hdx_now_ns());
-        hdx_w_kint(&w, "fd", fd);
-        hdx_w_kstr(&w, "path", p);
-        hdx_w_emit(&w);
-    }
+    const char *p = hdx_fd_path(fd, b->path, sizeof b->path) == 0 ? b->path : NULL;
+    int slot = p ? hdx_lock_add(HDX_KIND_KERNEL, p, p) : -1;
+    if (slot >= 0)
+        hdx_wait_poll(b, slot, how);
+    else
+        wait_once(b, how_names[how], fd, p);
     hdx_leave();
 }
 
 void hdx_kernel_taken(int fd, enum hdx_how how)
 {
-    char p[PATH_MAX];
-    if (hdx_enter() != 0)
+    struct hdx_buf *b = hdx_enter();
+    if (!b)
         return;
-    hdx_fd_path(fd, p, sizeof p);
-    int slot = hdx_lock_find(HDX_KIND_KERNEL, p);
-    if (slot >= 0) {
-        hdx_wait_reset(slot, how);
-        hdx_lock_forget(slot);
+    if (hdx_fd_path(fd, b->path, sizeof b->path) == 0) {
+        int slot = hdx_lock_find(HDX_KIND_KERNEL, b->path);
+        if (slot >= 0) {
+            hdx_wait_reset(slot, how);
+            hdx_lock_forget(slot);
+        }
     }
     hdx_leave();
 }

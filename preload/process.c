@@ -15,14 +15,15 @@
 
 static void spawn_event(pid_t child, const char *via, char *const argv[])
 {
-    if (!atomic_load_explicit(&hdx_on, memory_order_relaxed) || hdx_enter() != 0)
+    struct hdx_buf *b;
+    if (!atomic_load_explicit(&hdx_on, memory_order_relaxed) || !(b = hdx_enter()))
         return;
-    struct hdx_w w;
-    hdx_w_event(&w, HDX_EV_SPAWN);
-    hdx_w_kint(&w, "child", child);
-    hdx_w_kstr(&w, "via", via);
-    hdx_w_kargv(&w, "argv", argv);
-    hdx_w_emit(&w);
+    struct hdx_w *w = &b->w;
+    hdx_w_event(w, HDX_EV_SPAWN);
+    hdx_w_kint(w, "child", child);
+    hdx_w_kstr(w, "via", via);
+    hdx_w_kargv(w, "argv", argv);
+    hdx_w_emit(w);
     hdx_leave();
 }
 
@@ -76,16 +77,24 @@ HDX_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file
 /* 1 once this process wrote its exit event (not written in a vfork child). */
 static atomic_int exit_written;
 
-static void exit_event(int status)
+/* The exit line: status, or null (status_known 0); with the events dropped, if any. */
+static void exit_line(int status, int status_known)
 {
-    if (!atomic_load_explicit(&hdx_on, memory_order_relaxed) || hdx_enter() != 0)
+    struct hdx_buf *b;
+    if (!atomic_load_explicit(&hdx_on, memory_order_relaxed) || !(b = hdx_enter()))
         return;
     if (!atomic_exchange(&exit_written, 1)) {
-        hdx_lock_counts_flush();
-        struct hdx_w w;
-        hdx_w_event(&w, HDX_EV_EXIT);
-        hdx_w_kint(&w, "status", status);
-        hdx_w_emit(&w);
+        hdx_lock_counts_flush(b);
+        struct hdx_w *w = &b->w;
+        hdx_w_event(w, HDX_EV_EXIT);
+        if (status_known)
+            hdx_w_kint(w, "status", status);
+        else
+            hdx_w_raw(w, ",\"status\":null");
+        long dropped = atomic_load(&hdx_dropped);
+        if (dropped > 0)
+            hdx_w_kint(w, "dropped", dropped);
+        hdx_w_emit(w);
     }
     hdx_leave();
 }
@@ -94,21 +103,12 @@ static void exit_event(int status)
  * destructor still tells that the image ended, with "status":null. */
 __attribute__((destructor)) static void exit_at_return(void)
 {
-    if (!atomic_load_explicit(&hdx_on, memory_order_relaxed) || hdx_enter() != 0)
-        return;
-    if (!atomic_exchange(&exit_written, 1)) {
-        hdx_lock_counts_flush();
-        struct hdx_w w;
-        hdx_w_event(&w, HDX_EV_EXIT);
-        hdx_w_raw(&w, ",\"status\":null");
-        hdx_w_emit(&w);
-    }
-    hdx_leave();
+    exit_line(0, 0);
 }
 
 HDX_EXPORT void exit(int status)
 {
-    exit_event(status);
+    exit_line(status, 1);
     __typeof__(hdx_real.exit) fn = REAL(exit);
     if (fn)
         fn(status);
@@ -118,7 +118,7 @@ HDX_EXPORT void exit(int status)
 
 HDX_EXPORT void _exit(int status)
 {
-    exit_event(status);
+    exit_line(status, 1);
     __typeof__(hdx_real._exit) fn = REAL(_exit);
     if (fn)
         fn(status);
@@ -128,7 +128,7 @@ HDX_EXPORT void _exit(int status)
 
 HDX_EXPORT void _Exit(int status)
 {
-    exit_event(status);
+    exit_line(status, 1);
     __typeof__(hdx_real._Exit) fn = REAL(_Exit);
     if (fn)
         fn(status);

@@ -7,8 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <stdio.h>
 #include <unistd.h>
 
 static void after(int dirfd, const char *path, int rc)
@@ -16,23 +14,27 @@ static void after(int dirfd, const char *path, int rc)
     if (rc != 0 || !path || !atomic_load_explicit(&hdx_known_baton, memory_order_relaxed) ||
         !atomic_load_explicit(&hdx_on, memory_order_relaxed) || hdx_busy())
         return;
-    int e = errno;
-    char abs[PATH_MAX];
     int slot = hdx_lock_find(HDX_KIND_BATON, path);
-    if (slot < 0 && path[0] != '/' && hdx_abs_path(dirfd, path, abs, sizeof abs) == 0)
-        slot = hdx_lock_find(HDX_KIND_BATON, abs);
+    if (slot < 0 && path[0] == '/')
+        return;
+    int e = errno;
+    struct hdx_buf *b = hdx_enter();
+    if (!b) {
+        errno = e;
+        return;
+    }
+    if (slot < 0 && hdx_abs_path(dirfd, path, b->path, sizeof b->path) == 0)
+        slot = hdx_lock_find(HDX_KIND_BATON, b->path);
     /* A copy that fails: another release of the lock forgot the slot meanwhile, and wrote
      * the line */
-    if (slot >= 0 && hdx_enter() == 0) {
-        if (hdx_lock_path_copy(slot, abs, sizeof abs) == 0) {
-            struct hdx_w w;
-            hdx_w_event(&w, HDX_EV_RELEASE);
-            hdx_w_kstr(&w, "path", abs);
-            hdx_w_emit(&w);
-            hdx_lock_forget(slot);
-        }
-        hdx_leave();
+    if (slot >= 0 && hdx_lock_path_copy(slot, b->path, sizeof b->path) == 0) {
+        struct hdx_w *w = &b->w;
+        hdx_w_event(w, HDX_EV_RELEASE);
+        hdx_w_kpath(w, "path", b->path);
+        hdx_w_emit(w);
+        hdx_lock_forget(slot);
     }
+    hdx_leave();
     errno = e;
 }
 

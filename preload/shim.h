@@ -7,9 +7,16 @@
  *   2. decide with reads only whether the call is of interest (tracing on,
  *      flags, known lock path); if not, return at once;
  *   3. hdx_enter(): refuses in a vfork child (shared memory: no writes) and
- *      inside the shim (thread-local guard);
- *   4. record into a stack buffer, one write(); hdx_leave();
+ *      inside the shim (thread-local guard), and lends one of the shim's
+ *      buffers (pool.c): the recording path keeps no path or line on the stack;
+ *   4. record into that buffer, one write(); hdx_leave();
  *   5. restore errno, return what the real call returned.
+ *
+ * The stack bound (docs/design.md "The shim"): a wrapped call, however it
+ * records, uses well under 2 KiB of stack beyond the real call's own, so that
+ * it runs in a signal handler on a small sigaltstack and in a thread with a
+ * small stack. No array on the recording path is larger than a few hundred
+ * bytes; paths and lines live in the buffer that hdx_enter() lends.
  */
 #ifndef HDX_SHIM_H
 #define HDX_SHIM_H
@@ -17,6 +24,7 @@
 /* The shim defines open() etc. itself: no inline fortify wrappers. */
 #undef _FORTIFY_SOURCE
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -108,13 +116,50 @@ HDX_HIDDEN void *hdx_resolve(void **slot, const char *name);
 /* 1 while tracing (HANGDX_TRACE_DIR set, its file open, nothing lost or cut). */
 HDX_HIDDEN extern atomic_int hdx_on;
 
+/* ---- writer.c: JSON lines into a buffer ---- */
+
+struct hdx_w {
+    char buf[HDX_TRACE_LINE_MAX];
+    size_t len;
+    size_t soft; /* appends stop here; the rest is kept for closing brackets */
+    int truncated;
+};
+
+/* ---- pool.c: the buffers of the recording path ---- */
+
+/* One buffer: a line, and room for one path (resolved, read from /proc, or
+ * copied from the table of lock paths). */
+struct hdx_buf {
+    struct hdx_w w;
+    char path[PATH_MAX];
+};
+
+/* Buffers in the pool: one per thread recording at the same instant. */
+#define HDX_POOL_N 16
+
 /*
- * Enter the recording path: 0 when recording may go on (call hdx_leave()
- * after), -1 to skip: in a vfork child (the cached pid differs from the real
- * one; nothing is written, not even the thread-local guard) or when this
- * thread is already inside the shim.
+ * Claim a free buffer (lock-free, async-signal-safe: one compare-and-swap on
+ * a bit mask). Returns its index, or -1 when all are lent (the caller then
+ * records nothing and counts a dropped event).
  */
-HDX_HIDDEN int hdx_enter(void);
+HDX_HIDDEN int hdx_pool_get(void);
+/* The buffer of index i (from hdx_pool_get). */
+HDX_HIDDEN struct hdx_buf *hdx_pool_buf(int i);
+/* Give back index i (-1: nothing). */
+HDX_HIDDEN void hdx_pool_put(int i);
+/* Fork child: only the forking thread lives; every buffer but keep (its own, or -1) is free. */
+HDX_HIDDEN void hdx_pool_reset(int keep);
+/* Events not recorded for want of a free buffer; written as "dropped" in the exit line. */
+HDX_HIDDEN extern atomic_long hdx_dropped;
+
+/*
+ * Enter the recording path: returns the buffer lent for it (give it back with
+ * hdx_leave()), or NULL to skip: in a vfork child (the cached pid differs
+ * from the real one; nothing is written, not even the thread-local guard),
+ * when this thread is already inside the shim, or when no buffer is free
+ * (counted in hdx_dropped).
+ */
+HDX_HIDDEN struct hdx_buf *hdx_enter(void);
 HDX_HIDDEN void hdx_leave(void);
 /* 1 when this thread is inside the shim (read only). */
 HDX_HIDDEN int hdx_busy(void);
@@ -150,15 +195,6 @@ HDX_HIDDEN int hdx_threads(void);
 HDX_HIDDEN uint64_t hdx_sig_block(void);
 HDX_HIDDEN void hdx_sig_restore(uint64_t old);
 
-/* ---- writer.c: JSON lines into a stack buffer ---- */
-
-struct hdx_w {
-    char buf[HDX_TRACE_LINE_MAX];
-    size_t len;
-    size_t soft; /* appends stop here; the rest is kept for closing brackets */
-    int truncated;
-};
-
 /* Start an event line: {"type":TYPE,"t":NOW,"tid":TID */
 HDX_HIDDEN void hdx_w_event(struct hdx_w *w, const char *type);
 /* Start with raw text (the header). */
@@ -176,8 +212,14 @@ HDX_HIDDEN int hdx_w_key(struct hdx_w *w, const char *key, int comma);
 /* ,"key":value helpers (the pair is skipped when the key does not fit) */
 HDX_HIDDEN void hdx_w_kint(struct hdx_w *w, const char *key, int64_t v);
 HDX_HIDDEN void hdx_w_kstr(struct hdx_w *w, const char *key, const char *s);
+/* ,"key":PATH whole, or ,"key":null when it is NULL, not absolute or does not fit
+ * whole: an event never names a cut or relative path. */
+HDX_HIDDEN void hdx_w_kpath(struct hdx_w *w, const char *key, const char *path);
 /* ,"argv":[...] from a NULL-terminated vector (NULL gives []). */
 HDX_HIDDEN void hdx_w_kargv(struct hdx_w *w, const char *key, char *const *argv);
+/* The same from n bytes of NUL-separated strings (/proc/self/cmdline); more: the
+ * bytes were cut, so argv is marked truncated. */
+HDX_HIDDEN void hdx_w_kargz(struct hdx_w *w, const char *key, const char *z, size_t n, int more);
 /* Close the object ("}\n") and write the line to the trace file. */
 HDX_HIDDEN void hdx_w_emit(struct hdx_w *w);
 
@@ -203,7 +245,8 @@ HDX_HIDDEN size_t hdx_itoa(int64_t v, char *out);
  * when it cannot be told (out then holds path as given, possibly truncated).
  */
 HDX_HIDDEN int hdx_abs_path(int dirfd, const char *path, char *out, size_t cap);
-/* The path of an open fd (readlink /proc/self/fd/N); 0 or -1 ("?" in out). */
+/* The path of an open fd (readlink /proc/self/fd/N); 0, or -1 ("?" in out) when it has
+ * none or it does not fit in cap - 2 bytes. */
 HDX_HIDDEN int hdx_fd_path(int fd, char *out, size_t cap);
 
 enum hdx_kind { HDX_KIND_BATON = 1, HDX_KIND_KERNEL = 2 };
@@ -234,8 +277,9 @@ HDX_HIDDEN void hdx_lock_forget(int slot);
  * then out holds nothing to use. Async-signal-safe.
  */
 HDX_HIDDEN int hdx_lock_path_copy(int slot, char *out, size_t cap);
-/* Count one poll of a wait on slot; writes the aggregated wait line when due. */
-HDX_HIDDEN void hdx_wait_poll(int slot, enum hdx_how how);
+/* Count one poll of a wait on slot; writes the aggregated wait line when due, in b
+ * (b's path and line are overwritten). */
+HDX_HIDDEN void hdx_wait_poll(struct hdx_buf *b, int slot, enum hdx_how how);
 /* The wait of that kind on slot is over (the lock was taken, or is gone). */
 HDX_HIDDEN void hdx_wait_reset(int slot, enum hdx_how how);
 /* Forget all wait counters (fork child). */
@@ -247,7 +291,7 @@ HDX_HIDDEN void hdx_kernel_wait(int fd, enum hdx_how how);
 HDX_HIDDEN void hdx_kernel_taken(int fd, enum hdx_how how);
 
 /* lock.c: write every pending lock_count line (at exit); forget all counts (fork child). */
-HDX_HIDDEN void hdx_lock_counts_flush(void);
+HDX_HIDDEN void hdx_lock_counts_flush(struct hdx_buf *b);
 HDX_HIDDEN void hdx_lock_counts_reset(void);
 /* Longest path the lock-count table keeps (longer ones are always recorded in full). */
 #define HDX_LOCK_PATH_MAX_COUNT 512

@@ -1,5 +1,5 @@
 /*
- * JSON lines into a stack buffer: no allocation, no stdio. Strings are
+ * JSON lines into a buffer of the pool (pool.c): no allocation, no stdio. Strings are
  * escaped per RFC 8259; bytes that are not valid UTF-8 are written as
  * \u00XX (their Latin-1 reading) so that every line stays valid JSON.
  * Appends stop at w->soft; the bytes after it are reserved for the closing
@@ -163,23 +163,85 @@ void hdx_w_kstr(struct hdx_w *w, const char *k, const char *s)
         hdx_w_raw(w, "null");
 }
 
-void hdx_w_kargv(struct hdx_w *w, const char *k, char *const *argv)
+void hdx_w_kpath(struct hdx_w *w, const char *k, const char *path)
 {
     if (hdx_w_key(w, k, 1) != 0)
         return;
+    size_t at = w->len;
+    int was = w->truncated;
+    w->truncated = 0;
+    if (path && path[0] == '/')
+        hdx_w_str(w, path);
+    if (!path || path[0] != '/' || w->truncated) {
+        /* Cut or relative, it would name another file: null, which a reader skips
+         * (docs/formats.md "Traces"). */
+        w->len = at;
+        hdx_w_raw(w, "null");
+    }
+    w->truncated |= was;
+}
+
+/* ,"key":[...] of the strings that next() gives one by one (NULL: no more). */
+static void kargs(struct hdx_w *w, const char *k, const char *(*next)(void *, size_t *),
+                  void *it, int more)
+{
+    if (hdx_w_key(w, k, 1) != 0)
+        return;
+    int was = w->truncated; /* a cut before (the header's cwd) is no cut of argv */
+    w->truncated = 0;
     put(w, "[", 1);
-    for (size_t i = 0; argv && argv[i]; i++) {
+    const char *s;
+    size_t n;
+    for (size_t i = 0; (s = next(it, &n)); i++) {
         if (w->truncated || w->len + 4 > w->soft) {
             w->truncated = 1;
             break;
         }
         if (i)
             put(w, ",", 1);
-        hdx_w_str(w, argv[i]);
+        hdx_w_strn(w, s, n);
     }
     put_hard(w, "]", 1);
-    if (w->truncated)
+    if (w->truncated || more)
         put_hard(w, ",\"argv_truncated\":true", 22);
+    w->truncated |= was;
+}
+
+static const char *next_vec(void *it, size_t *n)
+{
+    char *const **v = it;
+    if (!*v || !**v)
+        return NULL;
+    const char *s = *(*v)++;
+    *n = strlen(s);
+    return s;
+}
+
+void hdx_w_kargv(struct hdx_w *w, const char *k, char *const *argv)
+{
+    kargs(w, k, next_vec, &argv, 0);
+}
+
+/* A cursor over NUL-separated strings. */
+struct zcur {
+    const char *p, *end;
+};
+
+static const char *next_z(void *it, size_t *n)
+{
+    struct zcur *c = it;
+    if (c->p >= c->end)
+        return NULL;
+    const char *s = c->p, *nul = memchr(s, 0, (size_t)(c->end - s));
+    *n = nul ? (size_t)(nul - s) : (size_t)(c->end - s);
+    c->p = s + *n + 1;
+    return s;
+}
+
+void hdx_w_kargz(struct hdx_w *w, const char *k, const char *z, size_t n, int more)
+{
+    struct zcur c = {z, z + n};
+    kargs(w, k, next_z, &c, more);
 }
 
 void hdx_w_event(struct hdx_w *w, const char *type)

@@ -33,7 +33,8 @@
  *   env holds only the names in HDX_TRACE_ENV_NAMES that are set. The shim
  *   writes env before argv (key order carries no meaning) so that only argv
  *   is ever cut: a cut argv adds "argv_truncated":true. cwd/exe/boot_id/
- *   start_time are null when they cannot be read.
+ *   start_time are null when they cannot be read; cwd and exe also when
+ *   longer than the header's 1024 bytes for each (never cut).
  *
  * Events (every event has "type", "t" and "tid"):
  *   acquire    {"path":ABS,"fd":N}            open(O_CREAT|O_EXCL) succeeded
@@ -75,12 +76,15 @@
  *   exit       {"status":S}                   exit()/_exit()/_Exit() was called;
  *              "status":null when main() returned (libc calls exit past the
  *              shim; written from its destructor). A process killed by a
- *              signal has no exit line.
+ *              signal has no exit line. "dropped":N, only when N > 0: events
+              not recorded because every buffer of the shim was in use then
+              (docs/design.md "The shim").
  *
  * Times ("t", "since") are CLOCK_REALTIME in nanoseconds since the epoch.
  * Paths in events are absolute (relative ones are resolved against the cwd,
  * or the directory fd, at the time of the call), not normalised beyond a
- * leading "./". A stat poll matches a known lock path by the string as given
+ * leading "./", and never cut: one that cannot be written whole and absolute
+ * is null (a reader skips the line). A stat poll matches a known lock path by the string as given
  * or its absolute form (no getcwd per stat).
  *
  * Not traced: vfork children before exec (they share the parent's memory),

@@ -202,7 +202,7 @@ static int parse_event(const cJSON *o, const char *type, hdx_trace_event *ev)
             goto fail;
         break;
     case HDX_TEV_EXIT:
-        if (INT_FIELD(o, "status", &ev->status) < 0)
+        if (INT_FIELD(o, "status", &ev->status) < 0 || I64_FIELD(o, "dropped", &ev->dropped) < 0)
             goto bad;
         break;
     default:
@@ -447,6 +447,8 @@ static int load_file(hdx_trace_set *set, int dfd, const char *dirpath, const cha
                 goto out;
             }
             *slot = ev;
+            if (ev.type == HDX_TEV_EXIT)
+                set->dropped_events += (size_t)ev.dropped;
         } else if (k == -EPROTONOSUPPORT) {
             r = k;
             if (err) {
@@ -1143,6 +1145,10 @@ int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_pr
     if (set->unknown_events)
         hdx_evidence_note(ev, "%s: %zu trace event%s of an unknown type skipped (written by a newer shim?)",
                           set->dir, set->unknown_events, set->unknown_events == 1 ? "" : "s");
+    if (set->dropped_events)
+        hdx_evidence_note(ev, "%s: %zu event%s not recorded: every buffer of the shim was in use (many threads "
+                          "recording at once); the locks' waits may be undercounted",
+                          set->dir, set->dropped_events, set->dropped_events == 1 ? "" : "s");
     r = 0;
     goto out;
 nomem:

@@ -37,6 +37,7 @@ typedef struct hdx_trace_event {
     char **argv;    /* spawn */
     size_t argc;
     int status;     /* exit */
+    int64_t dropped; /* exit: events the shim could not record (all its buffers in use), 0 none */
 } hdx_trace_event;
 
 /* One program image of one process: a header and the events after it. */
@@ -64,6 +65,7 @@ typedef struct hdx_trace_set {
     size_t n_files;
     size_t skipped_lines; /* torn or malformed lines, and lines before a header, skipped */
     size_t unknown_events; /* well-formed lines of an event type this hangdx does not know */
+    size_t dropped_events; /* events the shims did not record (the exit lines' "dropped", summed) */
     char **notes; /* files or a directory not trusted, ignored (heap, owned by the set) */
     size_t n_notes;
 } hdx_trace_set;

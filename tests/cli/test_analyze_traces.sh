@@ -94,6 +94,21 @@ assert v["finding"] == "lock_stale" and v["facts"]["deleted"] == 1, v
 assert "gone now" in v["summary"] and "rm " not in v["remedy"], v
 ' "$out"
 
+# A process whose shim could not record 2 events (every buffer in use): its exit line says so,
+# and the analysis notes it.
+mkdir "$T/dropped"
+cat >"$T/dropped/$host-$r0.jsonl" <<JSON
+{"schema":"hangdx.trace/1","type":"header","t":1700000000000000000,"pid":$r0,"ppid":1,"host":"$host","boot_id":"$boot","start_time":42,"cwd":"$T","exe":"/usr/bin/python3","argv":["python3","train.py"],"env":{"RANK":"0","WORLD_SIZE":"1"}}
+{"type":"exit","t":1700000001000000000,"tid":$r0,"status":0,"dropped":2}
+JSON
+out=$("$HANGDX" analyze --json "$T/dropped" 2>"$T/err")
+check "the events a shim dropped are noted ($(cat "$T/err"))" $PY -c '
+import json, sys
+notes = json.loads(sys.argv[1])["notes"]
+assert any(n.endswith("dropped: 2 events not recorded: every buffer of the shim was in use (many threads "
+                      "recording at once); the locks\x27 waits may be undercounted") for n in notes), notes
+' "$out"
+
 "$HANGDX" analyze "$T/nope/" >/dev/null 2>"$T/err"; rc=$?
 check "a missing dir fails with 2 (got $rc)" test $rc -eq 2
 check "a missing dir is named" grep -q "analyze: $T/nope/: no such file or directory" "$T/err"

@@ -132,7 +132,7 @@ static void test_load_dir(void)
         "%s"
         "{\"schema\":\"hangdx.trace/1\",\"type\":\"header\",\"t\":20,\"pid\":5,\"ppid\":1,\"host\":\"h\","
         "\"argv\":[\"python3\",\"x.py\"],\"env\":{\"RANK\":\"2\"}}\n"
-        "{\"type\":\"exit\",\"t\":21,\"tid\":5,\"status\":0}\n"
+        "{\"type\":\"exit\",\"t\":21,\"tid\":5,\"status\":0,\"dropped\":3}\n"
         "{\"type\":\"acquire\",\"t\":22,\"tid\":5,\"path\":\"/x/bu",
         huge);
     write_file("h-5.jsonl", text);
@@ -146,12 +146,13 @@ static void test_load_dir(void)
         CHECK(set->images[0].argc == 1 && set->images[0].n_events == 1);
         CHECK(set->images[0].events[0].type == HDX_TEV_SPAWN && set->images[0].events[0].child == 6);
         CHECK(set->images[1].rank == 2 && set->images[1].n_events == 1);
-        CHECK(set->images[1].events[0].type == HDX_TEV_EXIT);
+        CHECK(set->images[1].events[0].type == HDX_TEV_EXIT && set->images[1].events[0].dropped == 3);
         CHECK(strstr(set->images[1].file, "h-5.jsonl") != NULL);
     }
     /* the line before the header, garbage, the array, the huge line, the torn line */
     CHECK(set && set->skipped_lines == 5);
     CHECK(set && set->unknown_events == 1);
+    CHECK(set && set->dropped_events == 3); /* the shim's count of events it could not record */
     hdx_trace_set_free(set);
     set = NULL;
 
