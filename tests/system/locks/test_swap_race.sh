@@ -24,33 +24,41 @@ export HOME="$T/home"            # keep root's own ~/.cache/torch_extensions out
 unset TORCH_EXTENSIONS_DIR
 mkdir -p "$HOME" "$T/victim" "$T/scan"
 # The victim: a root-only lock file, empty as a FileBaton's, where a symbolic link
-# scan/ext -> victim makes scan/ext/lock name it.
+# scan/ext<N> -> victim makes scan/ext<N>/lock name it.
 : >"$T/victim/lock"
 chmod 600 "$T/victim/lock"
 ino=$(stat -c %i "$T/victim/lock")
 chown 65534:65534 "$T/scan"      # the scanned directory: nobody writes in it
 
-# The attacker, as nobody: ext is now a directory holding an empty "lock" (what the search
-# finds, $TORCH_EXTENSIONS_DIR's <ext>/lock), now a symbolic link to the victim's directory.
+# The attacker, as nobody: ext0..ext7 and ext0.x..ext7.x, each pair a directory holding an
+# empty "lock" (what the search finds: $TORCH_EXTENSIONS_DIR's <ext>/lock) and a symbolic link
+# to the victim's directory, the two swapped atomically (renameat2 RENAME_EXCHANGE) in a tight
+# loop: each name is there all the time, a directory half of it, a link to the victim the other
+# half; sixteen names give each run sixteen chances at the window.
 "${NOBODY[@]}" $PY -c '
-import os, sys
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
 os.chdir(sys.argv[1])
-os.mkdir("ext.d"); open("ext.d/lock", "w").close()
-os.symlink(sys.argv[2], "ext.l")
+pairs = [(b"ext%d" % i, b"ext%d.x" % i) for i in range(8)]
+for d, l in pairs:
+    os.mkdir(d); open(d + b"/lock", "w").close()
+    os.symlink(sys.argv[2], l)
 open("ready", "w").close()
 while True:
-    os.rename("ext.d", "ext"); os.rename("ext", "ext.d")
-    os.rename("ext.l", "ext"); os.rename("ext", "ext.l")
+    for a, b in pairs:
+        if libc.renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0:
+            sys.exit("renameat2: " + os.strerror(ctypes.get_errno()))
 ' "$T/scan" "$T/victim" &
 attacker=$!
 for _ in $(seq 100); do [ -e "$T/scan/ready" ] && break; sleep 0.05; done
 check "the attacker runs as nobody (pid $attacker)" test "$(stat -c %u /proc/$attacker)" -eq 65534
-rm -f "$T/scan/ready" 2>/dev/null || "${NOBODY[@]}" rm -f "$T/scan/ready"
+"${NOBODY[@]}" rm -f "$T/scan/ready"
 
 found=0 untouched=0
 for i in $(seq 20); do
     "$HANGDX" locks --json --clean-stale --force "$T/scan" >"$T/out.$i" 2>"$T/err.$i"
-    grep -q "\"path\":\"$T/scan/ext/lock\"" "$T/out.$i" && found=$((found + 1))
+    grep -q "\"path\":\"$T/scan/ext[0-7][.x]*/lock\"" "$T/out.$i" && found=$((found + 1))
     if [ -f "$T/victim/lock" ] && [ "$(stat -c %i:%u:%a:%s "$T/victim/lock")" = "$ino:0:600:0" ]; then
         untouched=$((untouched + 1))
     else
@@ -60,10 +68,11 @@ for i in $(seq 20); do
 done
 check "the attacker still swaps" kill -0 "$attacker"
 check "the victim is untouched after each of 20 runs (untouched $untouched)" test "$untouched" -eq 20
-check "the searches met the swapped directory (found scan/ext/lock in $found of 20)" test "$found" -gt 0
+check "the searches met the swapped directory (found a scan/ext*/lock in $found of 20)" test "$found" -gt 0
 check "nothing was deleted in any run" bash -c "! grep -h '^hangdx locks: deleted ' '$T'/err.*"
 kill "$attacker"; wait "$attacker" 2>/dev/null; attacker=
-check "the attacker's own lock was never deleted either" test -f "$T/scan/ext.d/lock" -o -f "$T/scan/ext/lock"
+check "the attacker's own locks were never deleted either" \
+    test "$(find "$T/scan" -name lock -type f | wc -l)" -eq 8
 
 [ $fail -eq 0 ] && echo "locks.swap_race: all checks passed"
 exit $fail
