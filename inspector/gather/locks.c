@@ -174,21 +174,41 @@ static int is_lock_name(const char *path)
     return !strcmp(base, "lock") || (l > 5 && !strcmp(base + l - 5, ".lock"));
 }
 
-int hdx_locks_builder_name(const char *path)
+const char *hdx_locks_not_builders(const char *path)
 {
+    static const char *const lockfiles[] = {"Cargo.lock",   "poetry.lock",    "yarn.lock",     "uv.lock",
+                                            "Gemfile.lock", "flake.lock",     "composer.lock", "Pipfile.lock",
+                                            "bun.lockb",    "pnpm-lock.yaml", "package-lock.json"};
+    if (!path)
+        return NULL;
+    for (const char *p = path; (p = strstr(p, ".git")); p += 4)
+        if ((p == path || p[-1] == '/') && p[4] == '/')
+            return "git's (a file under .git): git makes and removes its own locks";
     const char *base = strrchr(path, '/');
-    if (!base)
-        return !strcmp(path, "lock");
-    if (!strcmp(base + 1, "lock"))
-        return 1;
-    size_t l = strlen(base + 1);
-    if (l <= 5 || strcmp(base + 1 + l - 5, ".lock"))
-        return 0;
-    /* <cache>/locks/<key>.lock: the parent directory is "locks" */
-    const char *parent = base;
-    while (parent > path && parent[-1] != '/')
-        parent--;
-    return base - parent == 5 && !strncmp(parent, "locks", 5);
+    base = base ? base + 1 : path;
+    for (size_t i = 0; i < sizeof lockfiles / sizeof *lockfiles; i++)
+        if (!strcmp(base, lockfiles[i]))
+            return "a package manager's lock file: it pins versions and locks no build";
+    return NULL;
+}
+
+const char *hdx_locks_left_alone(const hdx_lock *l, int found)
+{
+    const char *why = hdx_locks_not_builders(l->path);
+    if (why)
+        return why;
+    if (found)
+        return NULL;
+    if (!l->source || strcmp(l->source, "trace") != 0)
+        return "no build made it that hangdx saw: neither a FileBaton lock in a build directory searched nor "
+               "named by a trace";
+    if (l->kind != HDX_LOCK_BATON)
+        return "a kernel lock's file (flock, fcntl): the kernel frees the lock when its holder dies, and the file "
+               "locks nothing";
+    if (!is_lock_name(l->path))
+        return "the trace saw it created exclusively, but it is not named like a lock (\"lock\", \"*.lock\"): "
+               "a temporary file, not a FileBaton's";
+    return NULL;
 }
 
 /* The lock for path in ev, added (kind, source) when missing. NULL on ENOMEM. */
@@ -624,22 +644,17 @@ int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt)
             goto out;
     }
     for (size_t i = 0; opt && i < opt->n_dirs; i++) {
-        char **paths = NULL;
-        size_t n = 0;
         hdx_lock_search found;
-        r = hdx_locks_find_files(opt->dirs[i], &found, &paths, &n);
+        r = hdx_locks_find_files(opt->dirs[i], &found);
         if (r < 0 && r != -ENOMEM)
             hdx_evidence_note(ev, "%s: cannot look for lock files: %s", opt->dirs[i], strerror(-r));
         else if (found.cut)
             hdx_evidence_note(ev, "%s: lock files looked for in %zu directories, %d levels down at most: deeper or "
                                   "further ones were not read (give the build directory itself)",
                               opt->dirs[i], found.dirs, HDX_LOCKS_MAX_DEPTH);
-        for (size_t k = 0; k < n; k++) {
-            if (r >= 0)
-                r = add_found_file(ev, paths[k]);
-            free(paths[k]);
-        }
-        free(paths);
+        for (size_t k = 0; k < found.n_files && r >= 0; k++)
+            r = add_found_file(ev, found.files[k].path);
+        hdx_lock_search_clear(&found);
         if (r == -ENOMEM)
             goto out;
     }
@@ -799,30 +814,114 @@ int hdx_locks_record_facts(hdx_evidence *ev, int keep_recorded)
 
 /* ---- find files ----------------------------------------------------------- */
 
-static int add_path(char ***paths, size_t *n, const char *path)
-{
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp((*paths)[i], path) == 0)
-            return 0;
-    char **slot = hdx_append((void **)paths, n, sizeof *slot);
-    if (!slot || !(*slot = strdup(path)))
-        return -ENOMEM;
-    return 0;
-}
-
 /* Directories a build never puts its lock in, and that hold many files. */
 static int skipped_dir(const char *name)
 {
     return !strcmp(name, ".git") || !strcmp(name, "node_modules") || !strcmp(name, "__pycache__");
 }
 
+/* "py311_cu121", "py310_cpu": the directory ~/.cache/torch_extensions names for a Python
+ * version and a CUDA (or none), as cpp_extension's _get_build_directory makes it. */
+static int py_tag(const char *name, size_t len)
+{
+    size_t i = 2;
+    if (len < 5 || strncmp(name, "py", 2))
+        return 0;
+    while (i < len && isdigit((unsigned char)name[i]))
+        i++;
+    return i > 2 && i + 1 < len && name[i] == '_';
+}
+
+/* Is the component of rel that ends at end (exclusive) named name? */
+static int component_is(const char *rel, const char *end, const char *name)
+{
+    size_t n = strlen(name);
+    return end - rel >= (ptrdiff_t)n && !strncmp(end - n, name, n) && (end - n == rel || end[-(ptrdiff_t)n - 1] == '/');
+}
+
 /*
- * The lock files under the directory open at dirfd (its path `dir`), depth levels down
- * at most, through directory descriptors (openat with O_NOFOLLOW, fstatat without
- * following links): a symbolic link is never followed, and a directory swapped for a link
- * while the walk runs is not entered.
+ * Is rel (below the searched directory, last component "lock") in a build directory by
+ * its place: the searched directory itself, DIR/<ext>, DIR/py<tag>/<ext>, any
+ * .../torch_extensions/<ext> or .../torch_extensions/py<tag>/<ext>, or any .../build?
+ * The contents (build.ninja) are the caller's to check.
  */
-static int walk(int dirfd, const char *dir, int depth, hdx_lock_search *s, char ***paths, size_t *n)
+static int baton_place(const char *rel)
+{
+    const char *slash = strrchr(rel, '/');
+    if (!slash)
+        return 1; /* DIR/lock */
+    const char *parent = slash;
+    while (parent > rel && parent[-1] != '/')
+        parent--;
+    if (component_is(rel, slash, "build"))
+        return 1; /* .../build/lock */
+    if (parent == rel)
+        return 1; /* DIR/<ext>/lock */
+    const char *up = parent - 1, *tag = up; /* up: the '/' before <ext> */
+    if (component_is(rel, up, "torch_extensions"))
+        return 1; /* .../torch_extensions/<ext>/lock */
+    while (tag > rel && tag[-1] != '/')
+        tag--;
+    if (!py_tag(tag, (size_t)(up - tag)))
+        return 0;
+    return tag == rel || component_is(rel, tag - 1, "torch_extensions"); /* [.../torch_extensions/]py311_cpu/<ext>/lock */
+}
+
+/* Why the file called name, in the directory open at dirfd (rel below the searched one),
+ * is not a FileBaton lock; NULL when it is one, or when its name is no lock's. */
+static const char *not_baton(int dirfd, const char *name, const char *rel, const struct stat *st,
+                             const char **why)
+{
+    size_t l = strlen(name);
+    struct stat ninja;
+    const char *why_not;
+    *why = NULL;
+    if (strcmp(name, "lock") != 0) {
+        if (l > 5 && !strcmp(name + l - 5, ".lock"))
+            *why = (why_not = hdx_locks_not_builders(rel))
+                       ? why_not
+                       : "not a FileBaton's \"lock\": hangdx takes a \"*.lock\" only when a trace shows a build "
+                         "made it (a flock lock file locks nothing once its holder is gone)";
+        return *why;
+    }
+    if (st->st_size != 0)
+        *why = "not empty: a FileBaton's lock is an empty file";
+    else if (!baton_place(rel) && fstatat(dirfd, "build.ninja", &ninja, AT_SYMLINK_NOFOLLOW) != 0)
+        *why = "not in a build directory (no build.ninja, not named build, not in a torch_extensions layout)";
+    return *why;
+}
+
+static int add_left(hdx_lock_search *s, const char *path, const char *why)
+{
+    if (s->n_left >= HDX_LOCKS_MAX_LEFT) {
+        s->n_left_more++;
+        return 0;
+    }
+    hdx_lock_left *x = hdx_append((void **)&s->left, &s->n_left, sizeof *x);
+    if (!x || !(x->path = strdup(path)))
+        return -ENOMEM;
+    x->why = why;
+    return 0;
+}
+
+static int add_file(hdx_lock_search *s, const char *path, size_t root_len, const struct stat *st)
+{
+    hdx_lock_file *x = hdx_append((void **)&s->files, &s->n_files, sizeof *x);
+    if (!x || !(x->path = strdup(path)))
+        return -ENOMEM;
+    x->rel = x->path + root_len + 1;
+    x->dev = (uint64_t)st->st_dev;
+    x->ino = (uint64_t)st->st_ino;
+    return 0;
+}
+
+/*
+ * The lock files under the directory open at dirfd (its path `dir`, the searched one's
+ * being root_len long), depth levels down at most, through directory descriptors (openat
+ * with O_NOFOLLOW, fstatat without following links): a symbolic link is never followed,
+ * and a directory swapped for a link while the walk runs is not entered. dirfd is closed.
+ */
+static int walk(int dirfd, const char *dir, size_t root_len, int depth, hdx_lock_search *s)
 {
     DIR *d = fdopendir(dirfd);
     if (!d) {
@@ -843,14 +942,19 @@ static int walk(int dirfd, const char *dir, int depth, hdx_lock_search *s, char 
             r = -ENOMEM;
             break;
         }
-        if (S_ISREG(st.st_mode) && hdx_locks_builder_name(path)) {
-            r = add_path(paths, n, path);
+        const char *why;
+        if (S_ISREG(st.st_mode)) {
+            const char *rel = path + (root_len > 1 ? root_len + 1 : 1);
+            if (not_baton(dirfd, de->d_name, rel, &st, &why))
+                r = add_left(s, path, why);
+            else if (!strcmp(de->d_name, "lock"))
+                r = add_file(s, path, root_len > 1 ? root_len : 0, &st);
         } else if (S_ISDIR(st.st_mode) && !skipped_dir(de->d_name)) {
             if (depth <= 0 || s->dirs >= HDX_LOCKS_MAX_DIRS) {
                 s->cut = 1;
             } else {
                 int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (sub >= 0 && walk(sub, path, depth - 1, s, paths, n) == -ENOMEM)
+                if (sub >= 0 && walk(sub, path, root_len, depth - 1, s) == -ENOMEM)
                     r = -ENOMEM; /* an unreadable subdirectory is skipped */
             }
         }
@@ -860,14 +964,30 @@ static int walk(int dirfd, const char *dir, int depth, hdx_lock_search *s, char 
     return r;
 }
 
-int hdx_locks_find_files(const char *dir, hdx_lock_search *s, char ***paths, size_t *n)
+void hdx_lock_search_clear(hdx_lock_search *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_files; i++)
+        free(s->files[i].path);
+    for (size_t i = 0; i < s->n_left; i++)
+        free(s->left[i].path);
+    free(s->files);
+    free(s->left);
+    if (s->rootfd >= 0)
+        close(s->rootfd);
+    memset(s, 0, sizeof *s);
+    s->rootfd = -1;
+}
+
+int hdx_locks_find_files(const char *dir, hdx_lock_search *s)
 {
     char abs[PATH_MAX];
-    hdx_lock_search unused;
     if (!s)
-        s = &unused;
+        return -EINVAL;
     memset(s, 0, sizeof *s);
-    if (!dir || !paths || !n)
+    s->rootfd = -1;
+    if (!dir)
         return -EINVAL;
     /* Made absolute, never resolved: realpath would turn a container's file seen through
      * /proc/PID/root/... into this host's namesake (the magic link reads "/"). */
@@ -882,8 +1002,12 @@ int hdx_locks_find_files(const char *dir, hdx_lock_search *s, char ***paths, siz
         return len < 0 ? -errno : -ENAMETOOLONG;
     while (len > 1 && abs[len - 1] == '/')
         abs[--len] = 0;
-    int fd = open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if ((s->rootfd = open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        s->rootfd = -1;
+        return -errno;
+    }
+    int fd = dup(s->rootfd); /* the walk closes its own; rootfd stays for the caller */
     if (fd < 0)
         return -errno;
-    return walk(fd, abs, HDX_LOCKS_MAX_DEPTH, s, paths, n);
+    return walk(fd, abs, (size_t)len, HDX_LOCKS_MAX_DEPTH, s);
 }

@@ -9,6 +9,7 @@
 #define HDX_LOCKS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "model/evidence.h"
@@ -70,33 +71,79 @@ int hdx_locks_collect(hdx_evidence *ev, const hdx_locks_options *opt);
 int hdx_locks_record_facts(hdx_evidence *ev, int keep_recorded);
 
 /*
- * Is path a file a builder's lock protocol makes? A FileBaton's or cpp_extension's
- * "lock" (torch/utils/file_baton.py, torch/utils/_filelock.py), or "<key>.lock" in a
- * directory named "locks" (torch inductor's and Triton's caches, through the filelock
- * package). Never a package manager's or git's: Cargo.lock, poetry.lock, yarn.lock,
- * uv.lock, .git/index.lock. 1 or 0.
+ * Is path (its last component at least) a package manager's or git's lock file:
+ * Cargo.lock, poetry.lock, yarn.lock, uv.lock, package-lock.json, Gemfile.lock,
+ * flake.lock, pnpm-lock.yaml, composer.lock, Pipfile.lock, bun.lockb, or any file
+ * under a ".git" directory (index.lock, HEAD.lock, refs/heads/main.lock)? These record
+ * versions or guard a repository, never a build: a backstop behind the positive rule
+ * of docs/design.md "Build locks", never the rule itself. Returns a static sentence
+ * saying what the file is, or NULL.
  */
-int hdx_locks_builder_name(const char *path);
+const char *hdx_locks_not_builders(const char *path);
+
+/*
+ * Does 'hangdx locks --clean-stale' leave l alone whatever its state (docs/design.md
+ * "Build locks")? Only a lock that a builder's lock protocol made counts: a FileBaton
+ * lock that a search took (found 1: hdx_locks_find_files listed it), or a lock a trace
+ * saw made or polled as FileBaton makes and polls it (source "trace", kind baton: an
+ * O_CREAT|O_EXCL create or stat polls, preload/open.c) and named like a lock ("lock",
+ * "*.lock"). Never a package manager's or git's (hdx_locks_not_builders), found or not.
+ * Returns NULL when l counts, else a static sentence saying why it is left alone.
+ */
+const char *hdx_locks_left_alone(const hdx_lock *l, int found);
 
 /* How deep and how wide a search for lock files goes: Megatron's
  * megatron/legacy/fused_kernels/build/lock is four levels down. */
 #define HDX_LOCKS_MAX_DEPTH 6
 #define HDX_LOCKS_MAX_DIRS 20000
+/* Files named like locks that a search leaves alone, listed at most (the rest counted). */
+#define HDX_LOCKS_MAX_LEFT 64
 
-/* What a search for lock files looked at. */
+/* A FileBaton lock file a search found. */
+typedef struct hdx_lock_file {
+    char *path;        /* absolute: the search's directory (made absolute, never resolved) and rel */
+    const char *rel;   /* the path below the searched directory ("py311_cpu/fused/lock"); points into path */
+    uint64_t dev, ino; /* the file the walk saw (fstatat on its directory's fd, no link followed) */
+} hdx_lock_file;
+
+/* A file named like a lock ("lock", "*.lock") that a search did not take, and why. */
+typedef struct hdx_lock_left {
+    char *path;      /* absolute, as in hdx_lock_file */
+    const char *why; /* static sentence */
+} hdx_lock_left;
+
+/* What a search for lock files looked at and found; hdx_lock_search_clear releases it. */
 typedef struct hdx_lock_search {
-    size_t dirs; /* directories read */
-    int cut;     /* 1: directories deeper than HDX_LOCKS_MAX_DEPTH, or past HDX_LOCKS_MAX_DIRS, were not read */
+    size_t dirs;          /* directories read */
+    int cut;              /* 1: directories deeper than HDX_LOCKS_MAX_DEPTH, or past HDX_LOCKS_MAX_DIRS, were not read */
+    int rootfd;           /* the searched directory, open (O_DIRECTORY; the caller named it, so a link to it was
+                             followed), for reopening a found file's directory below it without following
+                             links (docs/design.md "Build locks"); -1 when none */
+    hdx_lock_file *files; /* the FileBaton locks, each once */
+    size_t n_files;
+    hdx_lock_left *left;  /* the lock-named files left alone, HDX_LOCKS_MAX_LEFT at most */
+    size_t n_left;
+    size_t n_left_more;   /* and how many more were not listed */
 } hdx_lock_search;
 
 /*
- * The builder lock files (hdx_locks_builder_name) under dir, at most
+ * The FileBaton lock files under dir (docs/design.md "Build locks"): an empty regular
+ * file named "lock" whose directory is a build directory of torch's cpp_extension by
+ * its place or its contents: dir itself (dir is the build directory), dir/<ext> (dir is
+ * an extensions root, $TORCH_EXTENSIONS_DIR's layout), dir/py<ver>_<cu|cpu>/<ext>
+ * (~/.cache/torch_extensions's layout), a directory named "build" (Megatron's
+ * fused_kernels/build), or one holding cpp_extension's build.ninja. Every other file
+ * named "lock" or "*.lock" goes into s->left with why. Searched at most
  * HDX_LOCKS_MAX_DEPTH levels down and in at most HDX_LOCKS_MAX_DIRS directories,
- * never through a symbolic link, leaving out .git, node_modules and __pycache__.
- * Appends absolute heap strings to *paths (each once); *s (may be NULL) says what
- * was searched. 0 or a negative errno (-ENOENT no dir, -ENOTDIR).
+ * through directory fds, never through a symbolic link, leaving out .git,
+ * node_modules and __pycache__. *s is filled (zeroed first; rootfd -1 on failure)
+ * and owned by the caller: hdx_lock_search_clear. 0 or a negative errno (-ENOENT no
+ * dir, -ENOTDIR, -ENOMEM: what was found so far stays in *s).
  */
-int hdx_locks_find_files(const char *dir, hdx_lock_search *s, char ***paths, size_t *n);
+int hdx_locks_find_files(const char *dir, hdx_lock_search *s);
+
+/* Free what s holds and close its rootfd; s may be NULL. */
+void hdx_lock_search_clear(hdx_lock_search *s);
 
 /*
  * For 'hangdx locks', which captures nothing: every Python process of this host

@@ -311,29 +311,59 @@ static void test_stat_poller(void)
     free(lock);
 }
 
-static int has(char **paths, size_t n, const char *rel)
+/* The file rel (below tmpdir) as s found it (1), with its place below te and its inode;
+ * 0 when s did not find it. */
+static int has(const hdx_lock_search *s, const char *rel)
 {
-    char *p = path_in(rel);
     char real[4096];
     int found = 0;
     if (realpath(tmpdir, real)) {
         char *want = hdx_asprintf("%s/%s", real, rel);
-        for (size_t i = 0; i < n; i++)
-            found += strcmp(paths[i], want) == 0;
+        struct stat st;
+        for (size_t i = 0; i < s->n_files; i++)
+            if (strcmp(s->files[i].path, want) == 0 && stat(want, &st) == 0 && s->files[i].ino == st.st_ino &&
+                s->files[i].dev == st.st_dev && !strcmp(s->files[i].rel, rel + 3)) /* rel past "te/" */
+                found++;
         free(want);
     }
-    free(p);
     return found;
+}
+
+/* Why s left rel alone, or NULL when it did not list it. */
+static const char *left_why(const hdx_lock_search *s, const char *rel)
+{
+    const char *why = NULL;
+    char real[4096];
+    if (realpath(tmpdir, real)) {
+        char *want = hdx_asprintf("%s/%s", real, rel);
+        for (size_t i = 0; i < s->n_left; i++)
+            if (strcmp(s->left[i].path, want) == 0)
+                why = s->left[i].why;
+        free(want);
+    }
+    return why;
 }
 
 static void test_find_files(void)
 {
-    touch("te/py311_cpu/a/lock");
+    touch("te/py311_cpu/a/lock");                 /* ~/.cache/torch_extensions/py311_cpu/<ext>/lock */
     touch("te/py311_cpu/b/lock");
     touch("te/py311_cpu/b/build.ninja");
     touch("te/py311_cpu/c/locked");
-    touch("te/inductor/locks/3fa2.lock");         /* a filelock of inductor's cache */
+    touch("te/fused/lock");                       /* $TORCH_EXTENSIONS_DIR/<ext>/lock */
+    touch("te/inductor/locks/3fa2.lock");         /* a filelock of inductor's cache: a kernel lock's file */
     touch("te/megatron/legacy/fused_kernels/build/lock"); /* Megatron's: four levels down */
+    touch("te/proj/ext/out/build.ninja");         /* a build_directory of cpp_extension.load, by its ninja file */
+    touch("te/proj/ext/out/lock");
+    touch("te/proj/.cache/torch_extensions/py311_cpu/fused/lock"); /* a torch_extensions inside */
+    touch("te/proj/torch_extensions/k/lock");
+    touch("te/proj/tool/state/lock");             /* a "lock" in no build directory */
+    touch("te/proj/mybuild/lock");                /* nor here: "mybuild" is no "build" */
+    touch("te/proj/x/build/lock");                /* a FileBaton's lock is empty: this one is not */
+    char *full = path_in("te/proj/x/build/lock");
+    FILE *f = fopen(full, "w");
+    CHECK(f && fputs("pid 12\n", f) >= 0 && fclose(f) == 0);
+    free(full);
     touch("te/a/b/c/d/e/f/g/lock");               /* past the depth bound */
     /* package managers' and git's: never a build lock */
     touch("te/Cargo.lock");
@@ -344,26 +374,47 @@ static void test_find_files(void)
     char *te = path_in("te");
     char *loop = path_in("te/py311_cpu/loop");
     CHECK(symlink(te, loop) == 0); /* a symlinked directory is not followed */
-    char **paths = NULL;
-    size_t n = 0;
     hdx_lock_search s;
-    CHECK(hdx_locks_find_files(te, &s, &paths, &n) == 0);
-    CHECK(n == 4);
-    CHECK(has(paths, n, "te/py311_cpu/a/lock") == 1);
-    CHECK(has(paths, n, "te/py311_cpu/b/lock") == 1);
-    CHECK(has(paths, n, "te/inductor/locks/3fa2.lock") == 1);
-    CHECK(has(paths, n, "te/megatron/legacy/fused_kernels/build/lock") == 1);
+    CHECK(hdx_locks_find_files(te, &s) == 0);
+    CHECK(s.n_files == 7 && s.rootfd >= 0);
+    CHECK(has(&s, "te/proj/.cache/torch_extensions/py311_cpu/fused/lock") == 1);
+    CHECK(has(&s, "te/proj/torch_extensions/k/lock") == 1);
+    CHECK(has(&s, "te/py311_cpu/a/lock") == 1);
+    CHECK(has(&s, "te/py311_cpu/b/lock") == 1);
+    CHECK(has(&s, "te/fused/lock") == 1);
+    CHECK(has(&s, "te/megatron/legacy/fused_kernels/build/lock") == 1);
+    CHECK(has(&s, "te/proj/ext/out/lock") == 1);
     CHECK(s.cut == 1 && s.dirs > 10); /* te/a/b/c/d/e/f/g was not read, and it says so */
-    /* a second call appends nothing twice */
-    CHECK(hdx_locks_find_files(te, NULL, &paths, &n) == 0 && n == 4);
-    CHECK(hdx_locks_builder_name("/x/lock") && hdx_locks_builder_name("/c/locks/k.lock"));
-    CHECK(!hdx_locks_builder_name("/x/Cargo.lock") && !hdx_locks_builder_name("/x/.git/index.lock"));
-    for (size_t i = 0; i < n; i++)
-        free(paths[i]);
-    free(paths);
-    paths = NULL;
-    n = 0;
-    CHECK(hdx_locks_find_files("/nonexistent/dir", NULL, &paths, &n) == -ENOENT && n == 0);
+    const char *why;
+    CHECK((why = left_why(&s, "te/Cargo.lock")) && strstr(why, "package manager"));
+    CHECK((why = left_why(&s, "te/proj/poetry.lock")) && strstr(why, "package manager"));
+    CHECK((why = left_why(&s, "te/proj/yarn.lock")) && strstr(why, "package manager"));
+    CHECK((why = left_why(&s, "te/proj/uv.lock")) && strstr(why, "package manager"));
+    CHECK((why = left_why(&s, "te/inductor/locks/3fa2.lock")) && strstr(why, "not a FileBaton"));
+    CHECK((why = left_why(&s, "te/proj/tool/state/lock")) && strstr(why, "not in a build directory"));
+    CHECK((why = left_why(&s, "te/proj/x/build/lock")) && strstr(why, "not empty"));
+    CHECK(!left_why(&s, "te/proj/.git/index.lock") && !left_why(&s, "te/py311_cpu/c/locked")); /* never read */
+    CHECK((why = left_why(&s, "te/proj/mybuild/lock")) && strstr(why, "not in a build directory"));
+    CHECK(s.n_left == 8);
+    hdx_lock_search_clear(&s);
+    CHECK(s.rootfd == -1 && s.n_files == 0);
+    CHECK(hdx_locks_not_builders("/x/.git/index.lock") && hdx_locks_not_builders("/x/.git/refs/heads/m.lock"));
+    CHECK(hdx_locks_not_builders("/x/package-lock.json") && hdx_locks_not_builders("flake.lock"));
+    CHECK(!hdx_locks_not_builders("/x/build/lock") && !hdx_locks_not_builders("/x/my.git/lock"));
+    /* a trace names a lock: it counts when FileBaton's protocol made it and it is named like one */
+    hdx_lock l = {.path = "/w/ext/lock", .source = "trace", .kind = HDX_LOCK_BATON};
+    CHECK(hdx_locks_left_alone(&l, 0) == NULL);
+    l.path = "/w/.git/index.lock"; /* git's exclusive create, seen by the shim */
+    CHECK(hdx_locks_left_alone(&l, 0) && hdx_locks_left_alone(&l, 1));
+    l.path = "/w/tmpa8f3k2"; /* a temporary file made with O_EXCL */
+    CHECK(hdx_locks_left_alone(&l, 0) != NULL);
+    l.path = "/w/locks/k.lock";
+    l.kind = HDX_LOCK_FLOCK;
+    CHECK(hdx_locks_left_alone(&l, 0) != NULL);
+    l.source = "Python frame";
+    l.kind = HDX_LOCK_BATON;
+    CHECK(hdx_locks_left_alone(&l, 0) != NULL && hdx_locks_left_alone(&l, 1) == NULL);
+    CHECK(hdx_locks_find_files("/nonexistent/dir", &s) == -ENOENT && s.n_files == 0 && s.rootfd == -1);
     free(te);
     free(loop);
 }
