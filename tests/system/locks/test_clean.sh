@@ -112,8 +112,10 @@ JSON
     $PY "$HDX_SOURCE_DIR/tests/system/scenarios/loader.py" --build-dir "$T/b/torch_ext" --name hdx_clean_tiny \
         --source "$T/tiny.cpp" --pidfile "$T/loader.pid" >"$T/loader.out" 2>&1 &
     loader=$!
-    for _ in $(seq 100); do grep -q loading "$T/loader.out" && break; sleep 0.1; done
-    sleep 1 # into FileBaton.wait
+    for _ in $(seq 600); do grep -q loading "$T/loader.out" && break; sleep 0.1; done
+    # Into FileBaton.wait: its time.sleep is the main thread's clock_nanosleep (230 on x86_64),
+    # which a loaded machine may take seconds to reach after "loading".
+    for _ in $(seq 300); do [ "$(cut -d' ' -f1 /proc/$loader/syscall 2>/dev/null)" = 230 ] && break; sleep 0.1; done
     "$HANGDX" locks -d "$T/traces" --clean-stale "$T/b" >"$T/out" 2>"$T/err"
     check "--clean-stale keeps torch_ext/lock, which an untraced cpp_extension.load waits on" \
         test -e "$T/b/torch_ext/lock"
