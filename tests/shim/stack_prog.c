@@ -35,18 +35,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
+#include "glibc_entries.h"
 
-int __open_2(const char *, int);
-int __open64_2(const char *, int);
-int __openat_2(int, const char *, int);
-int __openat64_2(int, const char *, int);
-int __xstat(int, const char *, struct stat *);
-int __xstat64(int, const char *, struct stat64 *);
-int __lxstat(int, const char *, struct stat *);
-int __lxstat64(int, const char *, struct stat64 *);
-int __fxstatat(int, int, const char *, struct stat *, int);
-int __fxstatat64(int, int, const char *, struct stat64 *, int);
+extern char **environ;
 
 #define ALT_SMALL 8192
 #define THREAD_STACK 16384
