@@ -212,50 +212,53 @@ static void ftab_clear(ftab *t)
 
 static long stack_class(struct hdx_stack_table *s, const hdx_thread *t, int rank, int count);
 
-/* A thread of a process of rank `rank` (HDX_UNKNOWN: none). */
+/* A thread of a process of rank `rank` (HDX_UNKNOWN: none). Here and in process_json the
+ * keys are literals, added without a copy (cJSON_AddItemToObjectCS): a report of 8192 ranks
+ * adds about 2 M of them. */
 static cJSON *thread_json(const hdx_thread *t, int rank, ftab *tab, hdx_frame_text_cache *c)
 {
     cJSON *e = cJSON_CreateObject();
     if (!e)
         return NULL;
-    cJSON_AddItemToObject(e, "tid", hdx_json_int(t->tid));
-    cJSON_AddItemToObject(e, "name", hdx_json_str(t->name));
-    cJSON_AddItemToObject(e, "state", hdx_json_char(t->state));
-    cJSON_AddItemToObject(e, "wchan", hdx_json_str(t->wchan));
+    cJSON_AddItemToObjectCS(e, "tid", hdx_json_int(t->tid));
+    cJSON_AddItemToObjectCS(e, "name", hdx_json_str(t->name));
+    cJSON_AddItemToObjectCS(e, "state", hdx_json_char(t->state));
+    cJSON_AddItemToObjectCS(e, "wchan", hdx_json_str(t->wchan));
     const char *sc = t->syscall == HDX_SYSCALL_RUNNING ? "running"
                      : t->syscall >= 0                 ? hdx_syscall_name(t->syscall)
                                                        : NULL;
-    cJSON_AddItemToObject(e, "syscall", hdx_json_str(sc));
-    cJSON_AddItemToObject(e, "syscall_nr", t->syscall >= 0 ? cJSON_CreateNumber((double)t->syscall)
+    cJSON_AddItemToObjectCS(e, "syscall", hdx_json_str(sc));
+    cJSON_AddItemToObjectCS(e, "syscall_nr", t->syscall >= 0 ? cJSON_CreateNumber((double)t->syscall)
                                                           : cJSON_CreateNull());
-    cJSON *args = cJSON_AddArrayToObject(e, "syscall_args");
+    cJSON *args = cJSON_CreateArray();
+    cJSON_AddItemToObjectCS(e, "syscall_args", args);
     for (size_t i = 0; args && i < 6; i++)
         cJSON_AddItemToArray(args, hdx_json_hex(t->syscall_args[i]));
-    cJSON_AddItemToObject(e, "cpu_ms_first", num_or_null(t->cpu_ms_first));
-    cJSON_AddItemToObject(e, "cpu_ms", num_or_null(t->cpu_ms));
-    cJSON_AddItemToObject(e, "stack_error", errno_or_null(t->stack_error));
-    cJSON_AddItemToObject(e, "polled_path", hdx_json_str(t->polled_path));
-    cJSON_AddItemToObject(e, "wait", hdx_json_str(t->wait));
-    cJSON_AddItemToObject(e, "wait_op", hdx_json_str(t->wait_op));
-    cJSON_AddItemToObject(e, "peer", hdx_json_int(t->wait_peer));
-    cJSON_AddItemToObject(e, "wait_frame", t->wait_frame >= 0 ? cJSON_CreateNumber((double)t->wait_frame)
+    cJSON_AddItemToObjectCS(e, "cpu_ms_first", num_or_null(t->cpu_ms_first));
+    cJSON_AddItemToObjectCS(e, "cpu_ms", num_or_null(t->cpu_ms));
+    cJSON_AddItemToObjectCS(e, "stack_error", errno_or_null(t->stack_error));
+    cJSON_AddItemToObjectCS(e, "polled_path", hdx_json_str(t->polled_path));
+    cJSON_AddItemToObjectCS(e, "wait", hdx_json_str(t->wait));
+    cJSON_AddItemToObjectCS(e, "wait_op", hdx_json_str(t->wait_op));
+    cJSON_AddItemToObjectCS(e, "peer", hdx_json_int(t->wait_peer));
+    cJSON_AddItemToObjectCS(e, "wait_frame", t->wait_frame >= 0 ? cJSON_CreateNumber((double)t->wait_frame)
                                                               : cJSON_CreateNull());
-    cJSON_AddItemToObject(e, "wait_pg", hdx_json_str(t->wait_pg));
-    cJSON_AddItemToObject(e, "wait_seq", t->wait_seq != HDX_UNKNOWN ? cJSON_CreateNumber((double)t->wait_seq)
+    cJSON_AddItemToObjectCS(e, "wait_pg", hdx_json_str(t->wait_pg));
+    cJSON_AddItemToObjectCS(e, "wait_seq", t->wait_seq != HDX_UNKNOWN ? cJSON_CreateNumber((double)t->wait_seq)
                                                                     : cJSON_CreateNull());
-    cJSON_AddItemToObject(e, "wait_sig", hdx_json_str(t->wait_sig));
+    cJSON_AddItemToObjectCS(e, "wait_sig", hdx_json_str(t->wait_sig));
     if (tab && tab->stacks) {
         long k = stack_class(tab->stacks, t, rank, 1);
         if (k < 0)
             tab->failed = 1;
-        cJSON_AddNumberToObject(e, "stack", (double)k);
-        cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
+        cJSON_AddItemToObjectCS(e, "stack", cJSON_CreateNumber((double)k));
+        cJSON_AddItemToObjectCS(e, "unmerged", cJSON_CreateBool(t->unmerged != 0));
         return e;
     }
-    cJSON_AddItemToObject(e, "frames", t->frames || !t->stack_error ? frames_json(tab, c, t->frames, t->n_frames)
+    cJSON_AddItemToObjectCS(e, "frames", t->frames || !t->stack_error ? frames_json(tab, c, t->frames, t->n_frames)
                                                                      : cJSON_CreateNull());
-    cJSON_AddBoolToObject(e, "unmerged", t->unmerged != 0);
-    cJSON_AddItemToObject(e, "python_frames",
+    cJSON_AddItemToObjectCS(e, "unmerged", cJSON_CreateBool(t->unmerged != 0));
+    cJSON_AddItemToObjectCS(e, "python_frames",
                           t->py_frames ? frames_json(tab, c, t->py_frames, t->n_py_frames) : cJSON_CreateNull());
     return e;
 }
@@ -265,39 +268,42 @@ static cJSON *process_json(const hdx_process *p, ftab *tab, hdx_frame_text_cache
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    cJSON_AddItemToObject(o, "pid", hdx_json_int(p->pid));
-    cJSON_AddItemToObject(o, "ppid", hdx_json_int(p->ppid));
-    cJSON_AddItemToObject(o, "host", hdx_json_str(p->host));
-    cJSON_AddItemToObject(o, "rank", hdx_json_int(p->rank));
-    cJSON_AddItemToObject(o, "local_rank", hdx_json_int(p->local_rank));
-    cJSON_AddItemToObject(o, "world_size", hdx_json_int(p->world_size));
-    cJSON *argv = cJSON_AddArrayToObject(o, "cmdline");
+    cJSON_AddItemToObjectCS(o, "pid", hdx_json_int(p->pid));
+    cJSON_AddItemToObjectCS(o, "ppid", hdx_json_int(p->ppid));
+    cJSON_AddItemToObjectCS(o, "host", hdx_json_str(p->host));
+    cJSON_AddItemToObjectCS(o, "rank", hdx_json_int(p->rank));
+    cJSON_AddItemToObjectCS(o, "local_rank", hdx_json_int(p->local_rank));
+    cJSON_AddItemToObjectCS(o, "world_size", hdx_json_int(p->world_size));
+    cJSON *argv = cJSON_CreateArray();
+    cJSON_AddItemToObjectCS(o, "cmdline", argv);
     for (size_t i = 0; argv && i < p->n_cmdline; i++)
         cJSON_AddItemToArray(argv, cJSON_CreateString(p->cmdline[i] ? p->cmdline[i] : ""));
-    cJSON *env = cJSON_AddObjectToObject(o, "env");
+    cJSON *env = cJSON_CreateObject();
+    cJSON_AddItemToObjectCS(o, "env", env);
     for (size_t i = 0; env && i < p->n_env; i++) /* what leaves the host: the design's list only */
         if (env_allowed(p->env[i].name) && p->env[i].value && !cJSON_GetObjectItemCaseSensitive(env, p->env[i].name))
             cJSON_AddStringToObject(env, p->env[i].name, p->env[i].value);
-    cJSON_AddItemToObject(o, "exe", hdx_json_str(p->exe));
-    cJSON_AddItemToObject(o, "cwd", hdx_json_str(p->cwd));
-    cJSON_AddItemToObject(o, "state", hdx_json_char(p->state));
-    cJSON_AddItemToObject(o, "frozen", hdx_json_bool(p->frozen));
-    cJSON_AddItemToObject(o, "start_ticks", p->start_ticks ? cJSON_CreateNumber((double)p->start_ticks)
+    cJSON_AddItemToObjectCS(o, "exe", hdx_json_str(p->exe));
+    cJSON_AddItemToObjectCS(o, "cwd", hdx_json_str(p->cwd));
+    cJSON_AddItemToObjectCS(o, "state", hdx_json_char(p->state));
+    cJSON_AddItemToObjectCS(o, "frozen", hdx_json_bool(p->frozen));
+    cJSON_AddItemToObjectCS(o, "start_ticks", p->start_ticks ? cJSON_CreateNumber((double)p->start_ticks)
                                                            : cJSON_CreateNull());
-    cJSON_AddItemToObject(o, "age_s", num_or_null(p->age_s));
-    cJSON_AddItemToObject(o, "cpu_ms_first", num_or_null(p->cpu_ms_first));
-    cJSON_AddItemToObject(o, "cpu_ms", num_or_null(p->cpu_ms));
-    cJSON_AddNumberToObject(o, "window_ms", (double)p->window_ms);
-    cJSON_AddItemToObject(o, "progressing", hdx_json_bool(p->progressing));
-    cJSON_AddItemToObject(o, "stack_changed", hdx_json_bool(p->stack_changed));
-    cJSON_AddBoolToObject(o, "asked", p->asked);
-    cJSON_AddItemToObject(o, "stopped_us", hdx_json_int(p->stopped_us));
-    cJSON_AddNumberToObject(o, "max_stop_us", (double)p->max_stop_us);
-    cJSON_AddNumberToObject(o, "n_stopped", p->n_stopped);
-    cJSON_AddItemToObject(o, "alive", hdx_json_bool(p->alive));
-    cJSON_AddItemToObject(o, "read_error", errno_or_null(p->read_error));
-    cJSON_AddItemToObject(o, "python", hdx_json_str(p->python));
-    cJSON *threads = cJSON_AddArrayToObject(o, "threads");
+    cJSON_AddItemToObjectCS(o, "age_s", num_or_null(p->age_s));
+    cJSON_AddItemToObjectCS(o, "cpu_ms_first", num_or_null(p->cpu_ms_first));
+    cJSON_AddItemToObjectCS(o, "cpu_ms", num_or_null(p->cpu_ms));
+    cJSON_AddItemToObjectCS(o, "window_ms", cJSON_CreateNumber((double)p->window_ms));
+    cJSON_AddItemToObjectCS(o, "progressing", hdx_json_bool(p->progressing));
+    cJSON_AddItemToObjectCS(o, "stack_changed", hdx_json_bool(p->stack_changed));
+    cJSON_AddItemToObjectCS(o, "asked", cJSON_CreateBool(p->asked));
+    cJSON_AddItemToObjectCS(o, "stopped_us", hdx_json_int(p->stopped_us));
+    cJSON_AddItemToObjectCS(o, "max_stop_us", cJSON_CreateNumber((double)p->max_stop_us));
+    cJSON_AddItemToObjectCS(o, "n_stopped", cJSON_CreateNumber(p->n_stopped));
+    cJSON_AddItemToObjectCS(o, "alive", hdx_json_bool(p->alive));
+    cJSON_AddItemToObjectCS(o, "read_error", errno_or_null(p->read_error));
+    cJSON_AddItemToObjectCS(o, "python", hdx_json_str(p->python));
+    cJSON *threads = cJSON_CreateArray();
+    cJSON_AddItemToObjectCS(o, "threads", threads);
     for (size_t i = 0; threads && i < p->n_threads; i++)
         cJSON_AddItemToArray(threads, thread_json(&p->threads[i], p->rank, tab, c));
     return o;
