@@ -48,6 +48,7 @@ typedef struct rd {
         size_t n_frames, n_py;
     } *classes;            /* n_stacks of them */
     const cJSON *process_keys, *thread_keys; /* a /3 snapshot's or /2 report's rows' keys; else NULL */
+    cJSON *process_view, *thread_view; /* as_object's objects for the rows of each; r's */
 } rd;
 
 static int fail(rd *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -559,21 +560,32 @@ static const cJSON *row_keys(rd *r, const cJSON *root, const char *key)
 
 /*
  * A /3 row (an array of values in the order of keys) as the object that /2 writes, of
- * references to the row's values: what read_process and read_thread read. Other inputs: o
- * itself (keys NULL). The caller frees a view (*view, NULL when o is returned) with
- * cJSON_Delete; the row stays as it was. NULL with r->rc set on a bad row or ENOMEM.
+ * references to the row's values: what read_process and read_thread read. The object
+ * (*view, made at the first row, freed with r) is the same for every row of those keys, its
+ * references pointed at each row's values in turn, so that a row costs no allocation: it is
+ * good until the next row of those keys. Other inputs: o itself (keys NULL). NULL with r->rc
+ * set on a bad row or ENOMEM.
  */
 static const cJSON *as_object(rd *r, const cJSON *keys, const cJSON *o, const char *what, cJSON **view)
 {
-    *view = NULL;
     if (!keys)
         return o;
     if (!cJSON_IsArray(o) || cJSON_GetArraySize(o) != cJSON_GetArraySize(keys)) {
         BAD(r, "a %s should be an array of %d values", what, cJSON_GetArraySize(keys));
         return NULL;
     }
-    cJSON *v = cJSON_CreateObject();
     const cJSON *k = keys->child, *c = o->child;
+    if (*view) {
+        for (cJSON *v = (*view)->child; v; v = v->next, c = c->next) {
+            v->type = c->type | cJSON_IsReference;
+            v->child = c->child;
+            v->valuestring = c->valuestring;
+            v->valueint = c->valueint;
+            v->valuedouble = c->valuedouble;
+        }
+        return *view;
+    }
+    cJSON *v = cJSON_CreateObject();
     for (; v && k; k = k->next, c = c->next)
         if (!cJSON_AddItemReferenceToObject(v, k->valuestring, (cJSON *)c)) {
             cJSON_Delete(v);
@@ -738,11 +750,9 @@ static int read_process(rd *r, const cJSON *o, const char *host, hdx_evidence *e
         cJSON_ArrayForEach(c, threads)
         {
             size_t old = enter(r, ".threads[%zu]", i++);
-            cJSON *view;
-            const cJSON *t = as_object(r, r->thread_keys, c, "thread", &view);
+            const cJSON *t = as_object(r, r->thread_keys, c, "thread", &r->thread_view);
             if (t)
                 read_thread(r, t, p);
-            cJSON_Delete(view);
             if (r->rc)
                 break;
             leave(r, old);
@@ -1170,11 +1180,8 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
     cJSON_ArrayForEach(c, procs)
     {
         size_t old = enter(r, "processes[%zu]", i++);
-        cJSON *view = NULL;
-        const cJSON *p = r->rc ? NULL : as_object(r, r->process_keys, c, "process", &view);
-        int bad = !p || read_process(r, p, host, ev);
-        cJSON_Delete(view);
-        if (bad)
+        const cJSON *p = r->rc ? NULL : as_object(r, r->process_keys, c, "process", &r->process_view);
+        if (!p || read_process(r, p, host, ev))
             return r->rc;
         leave(r, old);
     }
@@ -1212,6 +1219,8 @@ int hdx_snapshot_from_json(const cJSON *root, const char *name, hdx_evidence *ev
     if (!src)
         return -ENOMEM;
     int rc = read_root(&r, root, src);
+    cJSON_Delete(r.process_view);
+    cJSON_Delete(r.thread_view);
     char *msg = r.err;
     if (rc == 0) {
         char *merr = NULL;
