@@ -928,15 +928,48 @@ static uint64_t hash_str(uint64_t h, const char *s)
     return hdx_fnv1a(&end, 1, h);
 }
 
-uint64_t hdx_stack_hash(const hdx_thread *t)
+/* The frames' part of hdx_stack_hash. The threads of a loaded stack class share their array
+ * (hdx_thread.shared_frames): its hash is kept per array in a small direct-mapped cache,
+ * emptied when pooled memory may have been reused (hdx_pool_epoch), as waits.c keeps its
+ * signatures. */
+#define FRAMES_MEMO_SLOTS 4096
+static _Thread_local struct {
+    const hdx_frame *frames;
+    size_t n;
+    uint64_t h;
+} frames_memo[FRAMES_MEMO_SLOTS];
+static _Thread_local unsigned long frames_memo_epoch;
+
+static uint64_t frames_hash(const hdx_thread *t)
 {
-    uint64_t h = hash_str(HDX_FNV1A_OFFSET_BASIS, t->wait);
+    size_t slot = 0;
+    if (t->shared_frames && t->frames) {
+        unsigned long e = hdx_pool_epoch();
+        if (e != frames_memo_epoch) {
+            memset(frames_memo, 0, sizeof frames_memo);
+            frames_memo_epoch = e;
+        }
+        slot = (size_t)(((uintptr_t)t->frames >> 4) * 0x9E3779B97F4A7C15ULL >> 20) & (FRAMES_MEMO_SLOTS - 1);
+        if (frames_memo[slot].frames == t->frames && frames_memo[slot].n == t->n_frames)
+            return frames_memo[slot].h;
+    }
+    uint64_t h = HDX_FNV1A_OFFSET_BASIS;
     for (size_t i = 0; i < t->n_frames; i++) {
         h = hash_str(h, t->frames[i].function);
         if (t->frames[i].kind == HDX_FRAME_PYTHON)
             h = hash_str(h, t->frames[i].file) ^ (uint64_t)t->frames[i].line * 31;
     }
+    if (t->shared_frames && t->frames) {
+        frames_memo[slot].frames = t->frames;
+        frames_memo[slot].n = t->n_frames;
+        frames_memo[slot].h = h;
+    }
     return h;
+}
+
+uint64_t hdx_stack_hash(const hdx_thread *t)
+{
+    return hash_str(frames_hash(t), t->wait);
 }
 
 const char *hdx_log_fact_field(const hdx_log_fact *f, const char *name)
