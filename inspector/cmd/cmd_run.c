@@ -20,9 +20,12 @@
 #include <getopt.h>
 #include <limits.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -93,10 +96,12 @@ static void usage(FILE *f)
             "FileBaton removes its lock), SIGTERM after the first grace and SIGKILL after\n"
             "the second, each once to its process group (when it has its own) and to each\n"
             "process of the tree outside it, until nothing of it is left.\n\n"
-            "The exit status is COMMAND's own (128+N when a signal N killed it), or 124 when\n"
-            "--on-hang kill ended it. COMMAND stays in hangdx's process group: a signal to\n"
-            "that group (Ctrl-C, kill -- -PGID) reaches it from the kernel, once; SIGINT,\n"
-            "SIGTERM and SIGHUP sent to hangdx alone are passed on to it, once.\n\n"
+            "The exit status is COMMAND's own, or 124 when --on-hang kill ended it. When a\n"
+            "signal N killed COMMAND, hangdx dies of signal N too, after its report and\n"
+            "clean-up (a shell sees 128+N, and a script stops at a Ctrl-C as without run;\n"
+            "hangdx dumps no core of its own). COMMAND stays in hangdx's process group: a\n"
+            "signal to that group (Ctrl-C, kill -- -PGID) reaches it from the kernel, once;\n"
+            "SIGINT, SIGTERM and SIGHUP sent to hangdx alone are passed on to it, once.\n\n"
             "examples:\n"
             "  hangdx run -d traces/ -- torchrun --nproc_per_node 8 pretrain.py --tp 2\n"
             "  srun hangdx run -d /shared/traces/$SLURM_JOB_ID -- python train.py\n"
@@ -297,7 +302,8 @@ static int find_shim(char *out, size_t size)
     return 0;
 }
 
-/* The job's exit status as run's: its own, or 128+N when signal N ended it. */
+/* The job's exit status as run's: its own, or 128+N when signal N ended it (what run exits
+ * with when it cannot die of that signal itself, die_of_signal). */
 static int exit_status(int status)
 {
     if (WIFEXITED(status))
@@ -305,6 +311,34 @@ static int exit_status(int status)
     if (WIFSIGNALED(status))
         return 128 + WTERMSIG(status);
     return HDX_EXIT_FAILURE;
+}
+
+/*
+ * The job died of signal sig: run dies of it too, after its report and clean-up, so that its
+ * caller sees what it would have seen without run (a shell script stops at a Ctrl-C, Python's
+ * returncode is -sig; README "hangdx run", exit status). The default disposition comes back and
+ * the signal is unblocked first (main.c handles SIGINT, SIGTERM, SIGHUP, SIGQUIT). run never
+ * dumps a core of its own (a core signal: SIGQUIT, SIGSEGV, SIGABRT...): its core is not the
+ * job's, and one named "core" would replace the job's in the same directory; the caller's
+ * status then lacks the core flag even where the job dumped one. Returns only when the signal
+ * did not end run (it cannot then, e.g. one its parent had ignored for it before exec: none
+ * of the fatal ones); the caller exits 128+sig.
+ */
+static void die_of_signal(int sig)
+{
+    fflush(NULL);
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* a core_pattern pipe may not heed RLIMIT_CORE */
+    struct sigaction dfl = {0};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    sigprocmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
 }
 
 /*
@@ -526,9 +560,11 @@ static hdx_supervise_action on_quiet(void *ctx, const hdx_supervise_quiet *q)
     return confirm_hang(&w->pending, &w->found, w->sec) ? HDX_SUPERVISE_END : HDX_SUPERVISE_RECHECK;
 }
 
-/* Run the job, watched when --hang-timeout says so; run's exit status. */
-static int supervise(const struct run_opts *o, const char *dir)
+/* Run the job, watched when --hang-timeout says so; run's exit status. *sig: the signal that
+ * ended the job (0 when it exited, or --on-hang kill ended it, or it could not be run). */
+static int supervise(const struct run_opts *o, const char *dir, int *sig)
 {
+    *sig = 0;
     struct run_watch w = {dir, o->on_hang_kill, o->hang_timeout, {0}, {0}};
     hdx_supervise_options so = {o->command, dir, o->hang_timeout, {o->kill_grace[0], o->kill_grace[1]},
                                 on_quiet, &w, stderr};
@@ -543,7 +579,11 @@ static int supervise(const struct run_opts *o, const char *dir)
                 strerror(-rc));
     if (rc < 0)
         return HDX_EXIT_FAILURE;
-    return r.ended ? HDX_EXIT_TIMEOUT : exit_status(r.status);
+    if (r.ended)
+        return HDX_EXIT_TIMEOUT;
+    if (WIFSIGNALED(r.status))
+        *sig = WTERMSIG(r.status);
+    return exit_status(r.status);
 }
 
 int hdx_cmd_run(int argc, char **argv)
@@ -553,19 +593,21 @@ int hdx_cmd_run(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc != 0)
         return rc > 0 ? HDX_EXIT_OK : HDX_EXIT_USAGE;
-    int created = 0;
+    int created = 0, sig = 0;
     if (find_shim(shim, sizeof shim) != 0 || prepare_trace_dir(o.trace_dir, dir, sizeof dir, &created) != 0)
         return HDX_EXIT_FAILURE;
     if (hdx_supervise_preload(shim, dir) != 0) {
         fprintf(stderr, "hangdx run: cannot set LD_PRELOAD: %s\n", strerror(errno));
         rc = HDX_EXIT_FAILURE;
     } else {
-        rc = supervise(&o, dir);
+        rc = supervise(&o, dir, &sig);
     }
     /* A trace directory that run made and nothing was written into (the command could not
      * start, or no process of it loaded the shim) is not left behind; rmdir removes only an
      * empty one, and never one that was there before. */
     if (created && rmdir(dir) == 0)
         fprintf(stderr, "hangdx: nothing was traced; removed the empty trace directory %s/\n", dir);
+    if (sig)
+        die_of_signal(sig);
     return rc;
 }
