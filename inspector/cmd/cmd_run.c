@@ -155,7 +155,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
         case 't': {
             char *end;
             if (seconds_at(optarg, 1, 30 * 86400.0, &o->hang_timeout, &end) || *end) {
-                fprintf(stderr, "hangdx run: --hang-timeout %s: give seconds, from 1 to 2592000 "
+                hdx_say(stderr, "hangdx run: --hang-timeout %s: give seconds, from 1 to 2592000 "
                                 "(e.g. --hang-timeout 600)\n", optarg);
                 return -1;
             }
@@ -167,14 +167,14 @@ static int parse(int argc, char **argv, struct run_opts *o)
             else if (!strcmp(optarg, "report"))
                 o->on_hang_kill = 0;
             else {
-                fprintf(stderr, "hangdx run: --on-hang %s: say 'report' or 'kill'\n", optarg);
+                hdx_say(stderr, "hangdx run: --on-hang %s: say 'report' or 'kill'\n", optarg);
                 return -1;
             }
             has_on_hang = 1;
             break;
         case 'g':
             if (parse_grace(optarg, o->kill_grace) != 0) {
-                fprintf(stderr, "hangdx run: --kill-grace %s: give seconds from 0 to %.0f, one value for "
+                hdx_say(stderr, "hangdx run: --kill-grace %s: give seconds from 0 to %.0f, one value for "
                                 "both waits or two (after SIGINT, after SIGTERM), e.g. --kill-grace 30 or "
                                 "--kill-grace 60,10\n", optarg, KILL_GRACE_MAX_S);
                 return -1;
@@ -185,23 +185,23 @@ static int parse(int argc, char **argv, struct run_opts *o)
             usage(stdout);
             return 1;
         default:
-            fprintf(stderr, "\n");
+            hdx_say(stderr, "\n");
             usage(stderr);
             return -1;
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "hangdx run: no command given — put it after '--', e.g. "
+        hdx_say(stderr, "hangdx run: no command given — put it after '--', e.g. "
                         "'hangdx run -d traces -- python train.py'\n");
         return -1;
     }
     if (has_on_hang && o->hang_timeout == 0) {
-        fprintf(stderr, "hangdx run: --on-hang needs --hang-timeout SEC, e.g. "
+        hdx_say(stderr, "hangdx run: --on-hang needs --hang-timeout SEC, e.g. "
                         "'hangdx run --hang-timeout 600 --on-hang kill -- python train.py'\n");
         return -1;
     }
     if (has_grace && !o->on_hang_kill) {
-        fprintf(stderr, "hangdx run: --kill-grace needs --on-hang kill, e.g. 'hangdx run --hang-timeout 600 "
+        hdx_say(stderr, "hangdx run: --kill-grace needs --on-hang kill, e.g. 'hangdx run --hang-timeout 600 "
                         "--on-hang kill --kill-grace 30 -- python train.py'\n");
         return -1;
     }
@@ -225,18 +225,18 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
     if (mkdir(dir, 0700) == 0) {
         *created = 1;
     } else if (errno != EEXIST) {
-        fprintf(stderr, "hangdx run: cannot create trace directory %s: %s — "
+        hdx_say(stderr, "hangdx run: cannot create trace directory %s: %s — "
                         "create its parent or choose another -d DIR\n", dir, strerror(errno));
         return -1;
     }
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "hangdx run: %s is not a directory — choose another -d DIR\n", dir);
+        hdx_say(stderr, "hangdx run: %s is not a directory — choose another -d DIR\n", dir);
         return -1;
     }
     if (st.st_uid != geteuid()) {
         struct passwd *pw = getpwuid(st.st_uid);
-        fprintf(stderr,
+        hdx_say(stderr,
                 "hangdx run: trace directory %s belongs to %s (uid %u), not to you — traces "
                 "there could be read or forged by that user; choose another -d DIR\n",
                 dir, pw ? pw->pw_name : "another user", (unsigned)st.st_uid);
@@ -245,7 +245,7 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
     /* The same rule as the reader (traces.c): a directory others can write into without the
      * sticky bit lets them forge, replace or rename traces; hangdx would not read it. */
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
-        fprintf(stderr,
+        hdx_say(stderr,
                 "hangdx run: trace directory %s is writable by %s (mode %04o) — others could forge "
                 "or replace traces there, and hangdx would not read them; run 'chmod 700 %s' or "
                 "choose another -d DIR\n",
@@ -253,18 +253,18 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
         return -1;
     }
     if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "hangdx run: cannot write into trace directory %s: %s\n", dir,
+        hdx_say(stderr, "hangdx run: cannot write into trace directory %s: %s\n", dir,
                 strerror(errno));
         return -1;
     }
     if (!realpath(dir, abs) || strlen(abs) >= size) {
-        fprintf(stderr, "hangdx run: cannot resolve %s: %s\n", dir, strerror(errno));
+        hdx_say(stderr, "hangdx run: cannot resolve %s: %s\n", dir, strerror(errno));
         if (*created)
             rmdir(dir);
         return -1;
     }
     if (dir == def)
-        fprintf(stderr, "hangdx: tracing into %s/\n", abs);
+        hdx_say(stderr, "hangdx: tracing into %s/\n", abs);
     return 0;
 }
 
@@ -287,7 +287,7 @@ static int find_shim(char *out, size_t size)
             first_errno = errno;
         }
         if (i + 1 == sizeof dirs / sizeof dirs[0]) {
-            fprintf(stderr, "hangdx run: the shim is missing: %s (%s) — build the 'hangdx-preload' "
+            hdx_say(stderr, "hangdx run: the shim is missing: %s (%s) — build the 'hangdx-preload' "
                             "target or reinstall hangdx\n", first, strerror(first_errno));
             return -1;
         }
@@ -295,7 +295,7 @@ static int find_shim(char *out, size_t size)
     (void)size;
     /* ld.so splits LD_PRELOAD at spaces and colons. */
     if (strpbrk(out, " :")) {
-        fprintf(stderr, "hangdx run: the shim's path %s has a space or colon, which LD_PRELOAD "
+        hdx_say(stderr, "hangdx run: the shim's path %s has a space or colon, which LD_PRELOAD "
                         "cannot carry — install hangdx under another directory\n", out);
         return -1;
     }
@@ -424,16 +424,16 @@ static int hang_root_same(const struct hang_root *a, const struct hang_root *b)
 static int confirm_hang(struct hang_root *pending, struct hang_root *found, double sec)
 {
     if (found->spare) {
-        fprintf(stderr, "hangdx: not ending the job: %s; next check after %.0f s more without progress\n",
+        hdx_say(stderr, "hangdx: not ending the job: %s; next check after %.0f s more without progress\n",
                 found->spare, sec);
         hang_root_clear(pending);
         return 0;
     }
     if (pending->set && hang_root_same(pending, found)) {
-        fprintf(stderr, "hangdx: the same hang as at the last capture, with no progress since\n");
+        hdx_say(stderr, "hangdx: the same hang as at the last capture, with no progress since\n");
         return 1;
     }
-    fprintf(stderr, "hangdx: --on-hang kill: %sthe job ends if the next capture, after %.0f s more without "
+    hdx_say(stderr, "hangdx: --on-hang kill: %sthe job ends if the next capture, after %.0f s more without "
                     "progress, finds this hang again\n",
             pending->set ? "not the hang that the last capture found; " : "", sec);
     struct hang_root t = *pending;
@@ -466,12 +466,12 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
     char txt[PATH_MAX + 32], json[PATH_MAX + 32], tmp[PATH_MAX + 32];
     hang_root_clear(root);
     if (q->cpu_busy)
-        fprintf(stderr, "hangdx: no progress for %.0f s (no output, no trace event, %s), but the job uses "
+        hdx_say(stderr, "hangdx: no progress for %.0f s (no output, no trace event, %s), but the job uses "
                         "CPU; capturing its %zu process%s to tell work from a spinning wait...\n",
                 quiet_s, q->n_python ? "no Python stack moved" : "no Python stack could be read", n,
                 n == 1 ? "" : "es");
     else
-        fprintf(stderr, "hangdx: no progress for %.0f s; capturing the job's %zu process%s...\n",
+        hdx_say(stderr, "hangdx: no progress for %.0f s; capturing the job's %zu process%s...\n",
                 quiet_s, n, n == 1 ? "" : "es");
     hdx_capture_options co = {pids, n, 0, dir, 2, 250, 0};
     if (!(ev = hdx_evidence_new())) {
@@ -486,14 +486,14 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
     for (size_t i = 0; i < ev->n_procs; i++)
         alive |= ev->procs[i].alive != 0;
     if (!alive) { /* it ended while it was captured: it was not hung */
-        fprintf(stderr, "hangdx: the job's processes ended during the capture; no report\n");
+        hdx_say(stderr, "hangdx: the job's processes ended during the capture; no report\n");
         ret = -1;
         goto out;
     }
     if ((rc = hdx_verdict_words(ev, &v, &summary, &remedy)))
         goto fail;
     if (v.cls == HDX_CLASS_NOT_HUNG) {
-        fprintf(stderr, "hangdx: not_hung: %s; no report, next check after %.0f s more without progress\n",
+        hdx_say(stderr, "hangdx: not_hung: %s; no report, next check after %.0f s more without progress\n",
                 summary ? summary : "(no summary)", quiet_s);
         ret = 0;
         goto out;
@@ -514,16 +514,16 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
     const char *sum = summary ? summary : "(no summary)";
     size_t sl = strlen(sum), bl = strlen(" below");
     if (sl > bl && !strcmp(sum + sl - bl, " below"))
-        fprintf(stderr, "hangdx: %s: %.*s in %s\n", hdx_class_name(v.cls), (int)(sl - bl), sum, txt);
+        hdx_say(stderr, "hangdx: %s: %.*s in %s\n", hdx_class_name(v.cls), (int)(sl - bl), sum, txt);
     else
-        fprintf(stderr, "hangdx: %s: %s\n", hdx_class_name(v.cls), sum);
-    fprintf(stderr, "hangdx: report in %s (and report.json)%s\n", txt,
+        hdx_say(stderr, "hangdx: %s: %s\n", hdx_class_name(v.cls), sum);
+    hdx_say(stderr, "hangdx: report in %s (and report.json)%s\n", txt,
             failures ? "; some processes could not be read" : "");
     *root = r;
     memset(&r, 0, sizeof r);
     goto out;
 fail:
-    fprintf(stderr, "hangdx: cannot report the hang into %s: %s\n", dir, strerror(-rc));
+    hdx_say(stderr, "hangdx: cannot report the hang into %s: %s\n", dir, strerror(-rc));
     root->spare = "its hang could not be reported";
 out:
     hang_root_clear(&r);
@@ -573,9 +573,9 @@ static int supervise(const struct run_opts *o, const char *dir, int *sig)
     hang_root_clear(&w.found);
     hang_root_clear(&w.pending);
     if (rc < 0 && !r.pid)
-        fprintf(stderr, "hangdx run: cannot start %s: %s\n", o->command[0], strerror(-rc));
+        hdx_say(stderr, "hangdx run: cannot start %s: %s\n", o->command[0], strerror(-rc));
     else if (rc < 0)
-        fprintf(stderr, "hangdx run: lost track of %s (pid %d): %s\n", o->command[0], (int)r.pid,
+        hdx_say(stderr, "hangdx run: lost track of %s (pid %d): %s\n", o->command[0], (int)r.pid,
                 strerror(-rc));
     if (rc < 0)
         return HDX_EXIT_FAILURE;
@@ -597,7 +597,7 @@ int hdx_cmd_run(int argc, char **argv)
     if (find_shim(shim, sizeof shim) != 0 || prepare_trace_dir(o.trace_dir, dir, sizeof dir, &created) != 0)
         return HDX_EXIT_FAILURE;
     if (hdx_supervise_preload(shim, dir) != 0) {
-        fprintf(stderr, "hangdx run: cannot set LD_PRELOAD: %s\n", strerror(errno));
+        hdx_say(stderr, "hangdx run: cannot set LD_PRELOAD: %s\n", strerror(errno));
         rc = HDX_EXIT_FAILURE;
     } else {
         rc = supervise(&o, dir, &sig);
@@ -606,7 +606,7 @@ int hdx_cmd_run(int argc, char **argv)
      * start, or no process of it loaded the shim) is not left behind; rmdir removes only an
      * empty one, and never one that was there before. */
     if (created && rmdir(dir) == 0)
-        fprintf(stderr, "hangdx: nothing was traced; removed the empty trace directory %s/\n", dir);
+        hdx_say(stderr, "hangdx: nothing was traced; removed the empty trace directory %s/\n", dir);
     if (sig)
         die_of_signal(sig);
     return rc;
