@@ -500,10 +500,23 @@ static int counters_graph(const hdx_evidence *ev, seqs *s)
                 *slot = (hdx_wf_wait){g->waiting[k], g->op, pg};
         }
     }
+    /* A world larger than the rules take (a rank 16777215 in a prefix, a claimed WORLD_SIZE):
+     * its members are the ranks the logs show (hdx_waitsfor_build_waits). */
+    int *shown = NULL;
+    size_t n_shown = 0;
+    if (!rc && n && world > HDX_WORLD_SIZE_TAKEN) {
+        world = HDX_UNKNOWN;
+        if (!(shown = malloc((ev->n_log_ranks ? ev->n_log_ranks : 1) * sizeof *shown)))
+            rc = -ENOMEM;
+        for (size_t i = 0; shown && i < ev->n_log_ranks; i++)
+            if (ev->log_ranks[i].rank >= 0)
+                shown[n_shown++] = ev->log_ranks[i].rank;
+    }
     if (!rc && n && !(s->graph = calloc(1, sizeof *s->graph)))
         rc = -ENOMEM;
     if (!rc && n)
-        rc = hdx_waitsfor_build_waits(ev, waits, n, world, s->graph);
+        rc = hdx_waitsfor_build_waits(ev, waits, n, world, shown, n_shown, s->graph);
+    free(shown);
     free(waits);
     return rc;
 }
