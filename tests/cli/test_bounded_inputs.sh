@@ -203,5 +203,14 @@ run_small traces "$T/traces"
 check "traces of rank 16777215 (WORLD_SIZE 16777215) and rank 0: exit 0 within 200 MB (got $rc)" test $rc -eq 0
 check "  build_lock: rank 0 waits on the lock rank 16777215 created" verdict traces \
     'v["class"] == "build_lock" and v["culprit_ranks"] == [0] and "created by rank 16777215" in v["summary"]'
+tail -n +2 "$LOGS/store_barrier_missing_worker.log" | sed 's/world_size=4/world_size=2000000000/' >"$T/store-world.log"
+run_small store-world "$T/store-world.log"
+check "a store barrier's timeout claiming world_size=2000000000 over 3 arrived: exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  rendezvous_wait, 1999999997 missing counted, none enumerated" verdict store-world \
+    'v["class"] == "rendezvous_wait" and v["missing_count"] == 1999999997 and v["missing_ranks"] == []'
+tail -n +2 "$LOGS/monitored_barrier_timed_out.log" | sed 's/WORLD_SIZE=4/WORLD_SIZE=16777215/' >"$T/monitored-world.log"
+run_small monitored-world "$T/monitored-world.log"
+check "monitoredBarrier's timeout under a printed WORLD_SIZE=16777215: exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  culprit rank 3, the next unchecked one" verdict monitored-world 'v["culprit_ranks"] == [3] and v["facts"]["unchecked"] == [3]'
 
 exit $fail
