@@ -238,11 +238,12 @@ static int option_secrets(hdx_process *p, struct secret **sec, size_t *n, int *c
     return 0;
 }
 
-int hdx_redact_secrets(hdx_process *p)
+/* The steps of hdx_redact_secrets (redact.h), step 1 only with with_env. */
+static int redact(hdx_process *p, int with_env)
 {
     struct secret *sec = NULL;
     size_t n = 0;
-    int count = 0, oom = env_secrets(p, &sec, &n) < 0;
+    int count = 0, oom = with_env && env_secrets(p, &sec, &n) < 0;
     for (size_t i = 0; !oom && i < p->n_cmdline; i++)
         redact_string(&p->cmdline[i], sec, n, &count, &oom);
     if (!oom && option_secrets(p, &sec, &n, &count) < 0)
@@ -257,4 +258,14 @@ int hdx_redact_secrets(hdx_process *p)
     }
     free(sec);
     return oom ? -ENOMEM : count;
+}
+
+int hdx_redact_secrets(hdx_process *p)
+{
+    return redact(p, 1);
+}
+
+int hdx_redact_command_line(hdx_process *p)
+{
+    return redact(p, 0);
 }

@@ -51,4 +51,12 @@ char *hdx_redact_url_credentials(const char *s);
  */
 int hdx_redact_secrets(hdx_process *p);
 
+/*
+ * Steps 2 to 4 of hdx_redact_secrets, which need no environment, for a process that was not
+ * read live: the argv a trace header recorded (the shim writes it as the process had it), whose
+ * pid may be another process's by now, so /proc/PID/environ is not read. Returns how many
+ * strings were replaced, or -ENOMEM.
+ */
+int hdx_redact_command_line(hdx_process *p);
+
 #endif
