@@ -18,6 +18,14 @@
 #define HDX_BUSY_CPU_SHARE 0.03
 #define HDX_BUSY_CPU_MIN_MS 20.0
 
+/* The largest world size the rules take from input (a process's WORLD_SIZE or a snapshot's
+ * "world_size", a log's WORLD_SIZE line or its highest rank): the rules name the ranks of
+ * [0, world size) that no input shows, one node of the waits-for graph each, so a larger claim,
+ * such as 16777216 over the three ranks a snapshot holds, would make memory and work grow with
+ * the claim instead of with the ranks read. A larger one is taken as unknown (label.c, with a
+ * note; the log rules then take the world's members as the ranks the logs show). */
+#define HDX_WORLD_SIZE_TAKEN (1 << 16)
+
 /* 1 when p made progress, else 0: CPU time across the samples, of its key thread when that
  * waits in a distributed call, else of its threads but the service ones; with one sample a
  * running thread; post-mortem as recorded. Needs the waits labelled (hdx_wait_classify); the label

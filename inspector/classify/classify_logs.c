@@ -500,10 +500,23 @@ static int counters_graph(const hdx_evidence *ev, seqs *s)
                 *slot = (hdx_wf_wait){g->waiting[k], g->op, pg};
         }
     }
+    /* A world larger than the rules take (a rank 16777215 in a prefix, a claimed WORLD_SIZE):
+     * its members are the ranks the logs show (hdx_waitsfor_build_waits). */
+    int *shown = NULL;
+    size_t n_shown = 0;
+    if (!rc && n && world > HDX_WORLD_SIZE_TAKEN) {
+        world = HDX_UNKNOWN;
+        if (!(shown = malloc((ev->n_log_ranks ? ev->n_log_ranks : 1) * sizeof *shown)))
+            rc = -ENOMEM;
+        for (size_t i = 0; shown && i < ev->n_log_ranks; i++)
+            if (ev->log_ranks[i].rank >= 0)
+                shown[n_shown++] = ev->log_ranks[i].rank;
+    }
     if (!rc && n && !(s->graph = calloc(1, sizeof *s->graph)))
         rc = -ENOMEM;
     if (!rc && n)
-        rc = hdx_waitsfor_build_waits(ev, waits, n, world, s->graph);
+        rc = hdx_waitsfor_build_waits(ev, waits, n, world, shown, n_shown, s->graph);
+    free(shown);
     free(waits);
     return rc;
 }
@@ -576,6 +589,31 @@ static int has_rank(const int *rs, size_t n, int r)
         if (rs[i] == r)
             return 1;
     return 0;
+}
+
+/*
+ * The ranks of [from, to) that neither a[0..na) nor b[0..nb) holds, appended to *out (ascending,
+ * each once): the ranks of a world that the lines read do not show. Sorted copies and a binary
+ * search, so a world of HDX_WORLD_SIZE_TAKEN ranks against as many lines stays linear-ish.
+ * 0 or -ENOMEM.
+ */
+static int ranks_not_in(long long from, long long to, const int *a, size_t na, const int *b, size_t nb, int **out,
+                        size_t *n_out)
+{
+    int *s = malloc((na + nb ? na + nb : 1) * sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    memcpy(s, a, na * sizeof *s);
+    memcpy(s + na, b, nb * sizeof *s);
+    qsort(s, na + nb, sizeof *s, hdx_cmp_int);
+    int rc = 0;
+    for (long long r = from; !rc && r < to; r++) {
+        int key = (int)r;
+        if (!bsearch(&key, s, na + nb, sizeof *s, hdx_cmp_int))
+            rc = hdx_cls_append_int(out, n_out, key);
+    }
+    free(s);
+    return rc;
 }
 
 /* Cite the build lines (and the starts of cpp_extension.load) of the ranks builders[0..n). */
@@ -846,15 +884,10 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
         }
     }
     int rc = rendezvous_timeout(t, HDX_FIND_LOG_STORE_BARRIER, v, b);
-    if (!rc && np && world > 0 && (long long)np == count) {
-        /* the Added-key lines tell who arrived: the others are missing */
-        for (int r = 0; r < world && !rc; r++) {
-            int here = 0;
-            for (size_t k = 0; k < np; k++)
-                here |= present[k] == r;
-            if (!here)
-                rc = hdx_cls_add_int(&v->missing_ranks, &v->n_missing_ranks, r);
-        }
+    if (!rc && np && world > 0 && world <= HDX_WORLD_SIZE_TAKEN && (long long)np == count) {
+        /* the Added-key lines tell who arrived: the others are missing (a world larger than the
+         * rules take is not enumerated: the count of missing ranks says it) */
+        rc = ranks_not_in(0, world, present, np, NULL, 0, &v->missing_ranks, &v->n_missing_ranks);
         if (!rc)
             rc = set_culprits(v, v->missing_ranks, v->n_missing_ranks);
         if (!rc)
@@ -1002,10 +1035,12 @@ static int monitored_timeout(const hdx_evidence *ev, size_t at, hdx_verdict *v, 
         last = processed[i] > last ? processed[i] : last;
     int from_env = 0;
     long long world = log_world_size(ev, &from_env);
+    if (world > HDX_WORLD_SIZE_TAKEN)
+        world = 0; /* more than the rules take: not known */
     /* the ranks after the last checked one: up to the world size, or the next one */
-    for (long long r = last + 1; !rc && next && r < (world > 0 ? world : last + 2); r++)
-        if (!has_rank(processed, np, (int)r) && !has_rank(reached, nr, (int)r))
-            rc = hdx_cls_add_int(&unchecked, &nu, (int)r);
+    if (!rc && next)
+        rc = ranks_not_in((long long)last + 1, world > 0 ? world : (long long)last + 2, processed, np, reached, nr,
+                          &unchecked, &nu);
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
     v->confidence = HDX_CONF_LOW;
     v->finding = HDX_FIND_LOG_MONITORED_BARRIER;

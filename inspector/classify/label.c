@@ -41,12 +41,8 @@ static int label_waits(hdx_evidence *ev)
     return 0;
 }
 
-/* The largest world size taken from a process's rank variables (WORLD_SIZE, or a snapshot's
- * "world_size"). The rules name the ranks of [0, world size) that no process shows: a larger
- * claim, such as 16777216 over the three ranks a snapshot holds, would make that work grow with
- * the claim instead of with the ranks present. A larger one is taken as unknown, with a note. */
-#define WORLD_SIZE_TAKEN (1 << 16)
-
+/* A world size from a process's rank variables (WORLD_SIZE, or a snapshot's "world_size") over
+ * HDX_WORLD_SIZE_TAKEN is taken as unknown, with a note. */
 static int bound_world_sizes(hdx_evidence *ev)
 {
     const hdx_process *first = NULL;
@@ -54,7 +50,7 @@ static int bound_world_sizes(hdx_evidence *ev)
     size_t n = 0;
     for (size_t i = 0; i < ev->n_procs; i++) {
         hdx_process *p = &ev->procs[i];
-        if (p->world_size <= WORLD_SIZE_TAKEN)
+        if (p->world_size <= HDX_WORLD_SIZE_TAKEN)
             continue;
         if (!n++) {
             first = p;
@@ -65,7 +61,7 @@ static int bound_world_sizes(hdx_evidence *ev)
     if (n && hdx_evidence_note(ev, "pid %d%s%s (rank %d) claims a world size of %d, more than hangdx takes (%d)%s: "
                                    "taken as unknown, so the ranks that no input shows are not named",
                                first->pid, first->host ? " on " : "", first->host ? first->host : "", first->rank,
-                               claim, WORLD_SIZE_TAKEN, n > 1 ? ", as do other processes" : "") < 0)
+                               claim, HDX_WORLD_SIZE_TAKEN, n > 1 ? ", as do other processes" : "") < 0)
         return -ENOMEM;
     return 0;
 }

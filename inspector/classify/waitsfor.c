@@ -11,7 +11,6 @@
 
 /* The world sizes worth walking when a rendezvous waits for the ranks that never came:
  * larger ones come from a variable, not from processes (as classify_dist.c bounds them). */
-#define MAX_WORLD (1 << 20)
 
 const char *hdx_wf_kind_name(enum hdx_wf_kind k)
 {
@@ -37,6 +36,7 @@ void hdx_waitsfor_free(hdx_waitsfor *g)
     free(g->calls);
     free(g->roots);
     free(g->ranks);
+    free(g->world_ranks);
     memset(g, 0, sizeof *g);
 }
 
@@ -339,7 +339,8 @@ static int add_absent(hdx_wf_call *c, int rank)
     return 0;
 }
 
-/* The members of call c's group (the world when its group is unknown) that are not in it. */
+/* The members of call c's group (the world when its group is unknown: [0, world size), else
+ * the world's ranks known) that are not in it. */
 static int fill_absent(const hdx_evidence *ev, hdx_waitsfor *g, hdx_wf_call *c, long ci)
 {
     const int *members = NULL;
@@ -348,7 +349,10 @@ static int fill_absent(const hdx_evidence *ev, hdx_waitsfor *g, hdx_wf_call *c, 
         members = ev->pgroups[c->pgroup].ranks;
         n = ev->pgroups[c->pgroup].n_ranks;
     } else if (g->world_size > 0) {
-        n = (size_t)(g->world_size < MAX_WORLD ? g->world_size : MAX_WORLD);
+        n = (size_t)g->world_size; /* at most HDX_WORLD_SIZE_TAKEN (label.c, hdx_waitsfor_build_waits) */
+    } else {
+        members = g->world_ranks;
+        n = g->n_world_ranks;
     }
     for (size_t k = 0; k < n; k++) {
         int m = members ? members[k] : (int)k;
@@ -712,37 +716,46 @@ static int make_root(const hdx_evidence *ev, hdx_waitsfor *g, const size_t *node
 }
 
 /* For each root rank: what waits on it. Calls into it give the group (the smallest
- * first); without a call, only p2p waits do. */
-static void root_edges(hdx_waitsfor *g, size_t n)
+ * first); without a call, only p2p waits do. Linear in the edges: a world of missing ranks
+ * makes as many roots. 0 or -ENOMEM. */
+static int root_edges(hdx_waitsfor *g, size_t n)
 {
+    long *root_at = malloc((g->n_ranks ? g->n_ranks : 1) * sizeof *root_at); /* by rank node */
+    if (!root_at)
+        return -ENOMEM;
+    for (size_t v = 0; v < g->n_ranks; v++)
+        root_at[v] = -1;
+    for (size_t i = 0; i < g->n_roots; i++) {
+        long v = g->roots[i].kind == HDX_WF_ROOT_RANK ? rank_index(g, g->roots[i].ranks[0]) : -1;
+        if (v >= 0)
+            root_at[v] = (long)i; /* a rank is in one component, so in one root */
+    }
     for (size_t v = 0; v < n; v++)
         for (size_t k = 0;; k++) {
             long w = succ(g, v, k);
             if (w < 0)
                 break;
-            if ((size_t)w >= g->n_ranks || !g->ranks[w].culprit)
+            if ((size_t)w >= g->n_ranks || !g->ranks[w].culprit || root_at[w] < 0)
                 continue;
-            for (size_t i = 0; i < g->n_roots; i++) {
-                hdx_wf_root *r = &g->roots[i];
-                if (r->kind != HDX_WF_ROOT_RANK || r->ranks[0] != g->ranks[w].rank)
-                    continue;
-                if (v >= g->n_ranks) {
-                    const hdx_wf_call *c = &g->calls[v - g->n_ranks];
-                    r->rendezvous |= c->kind == HDX_WF_RENDEZVOUS;
-                    size_t size = c->pgroup >= 0 ? g->ev->pgroups[c->pgroup].n_ranks : (size_t)-1;
-                    size_t have = r->call >= 0 && g->calls[r->call].pgroup >= 0
-                                      ? g->ev->pgroups[g->calls[r->call].pgroup].n_ranks
-                                      : (size_t)-1;
-                    if (r->call < 0 || size < have)
-                        r->call = (long)(v - g->n_ranks);
-                } else {
-                    r->p2p = 1;
-                }
+            hdx_wf_root *r = &g->roots[root_at[w]];
+            if (v >= g->n_ranks) {
+                const hdx_wf_call *c = &g->calls[v - g->n_ranks];
+                r->rendezvous |= c->kind == HDX_WF_RENDEZVOUS;
+                size_t size = c->pgroup >= 0 ? g->ev->pgroups[c->pgroup].n_ranks : (size_t)-1;
+                size_t have = r->call >= 0 && g->calls[r->call].pgroup >= 0
+                                  ? g->ev->pgroups[g->calls[r->call].pgroup].n_ranks
+                                  : (size_t)-1;
+                if (r->call < 0 || size < have)
+                    r->call = (long)(v - g->n_ranks);
+            } else {
+                r->p2p = 1;
             }
         }
+    free(root_at);
     for (size_t i = 0; i < g->n_roots; i++)
         if (g->roots[i].kind == HDX_WF_ROOT_RANK && g->roots[i].call >= 0)
             g->roots[i].p2p = 0;
+    return 0;
 }
 
 /* Which root each rank waits on, and how many hops away: a 0-1 BFS on the reversed
@@ -969,7 +982,8 @@ static int build_graph(const hdx_evidence *ev, hdx_waitsfor *g)
             rc = make_root(ev, g, order + first[c], first[c + 1] - first[c], comp, in);
     if (rc)
         goto out;
-    root_edges(g, n);
+    if ((rc = root_edges(g, n)))
+        goto out;
     sort_graph = g;
     qsort(g->roots, g->n_roots, sizeof *g->roots, cmp_root);
     rc = assign_depths(g, n);
@@ -988,11 +1002,18 @@ int hdx_waitsfor_build(const hdx_evidence *ev, hdx_waitsfor *g)
 }
 
 int hdx_waitsfor_build_waits(const hdx_evidence *ev, const hdx_wf_wait *waits, size_t n, int world_size,
-                             hdx_waitsfor *g)
+                             const int *world_ranks, size_t n_world_ranks, hdx_waitsfor *g)
 {
     memset(g, 0, sizeof *g);
     g->ev = ev;
-    g->world_size = world_size > 0 ? world_size : HDX_UNKNOWN;
+    g->world_size = world_size > 0 && world_size <= HDX_WORLD_SIZE_TAKEN ? world_size : HDX_UNKNOWN;
+    if (g->world_size == HDX_UNKNOWN && n_world_ranks) {
+        if (!(g->world_ranks = malloc(n_world_ranks * sizeof *g->world_ranks)))
+            return -ENOMEM;
+        memcpy(g->world_ranks, world_ranks, n_world_ranks * sizeof *g->world_ranks);
+        qsort(g->world_ranks, n_world_ranks, sizeof *g->world_ranks, hdx_cmp_int);
+        g->n_world_ranks = n_world_ranks;
+    }
     for (size_t i = 0; i < n; i++) {
         hdx_wf_rank *r = hdx_append((void **)&g->ranks, &g->n_ranks, sizeof *r);
         if (!r)

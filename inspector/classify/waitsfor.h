@@ -126,6 +126,8 @@ typedef struct hdx_waitsfor {
     hdx_wf_root *roots;    /* most telling first: rendezvous, cycles and mismatches, ranks, calls */
     size_t n_roots;
     int world_size;        /* HDX_UNKNOWN */
+    int *world_ranks;      /* with world_size unknown, the world's members known (heap, ascending), or NULL */
+    size_t n_world_ranks;
     size_t n_waiting;      /* ranks in a distributed wait */
     size_t n_guessed;      /* waits whose group was not read */
 } hdx_waitsfor;
@@ -152,12 +154,15 @@ typedef struct hdx_wf_wait {
  * The same graph built from waits[0..n) instead of ev's processes: each wait's rank is in the
  * collective on its group; a rank without a wait (a member absent from a call) waits for nothing
  * known, and is a root with state HDX_WF_MISSING (no process was inspected). Each rank is given
- * at most once. world_size (HDX_UNKNOWN when not known) gives the members of the
- * world group. The graph borrows from ev and waits' op strings, which must outlive it; *g is filled
- * (freed with hdx_waitsfor_free, also on failure). Returns 0 or -ENOMEM.
+ * at most once. world_size (HDX_UNKNOWN when not known; at most HDX_WORLD_SIZE_TAKEN,
+ * classify_impl.h, are taken) gives the members of the world group, [0, world_size); when it is
+ * unknown, world_ranks[0..n_world_ranks) (copied; NULL when none are known) are its members, so
+ * that memory grows with the ranks read, not with a claimed size. The graph borrows from ev and
+ * waits' op strings, which must outlive it; *g is filled (freed with hdx_waitsfor_free, also on
+ * failure). Returns 0 or -ENOMEM.
  */
 int hdx_waitsfor_build_waits(const hdx_evidence *ev, const hdx_wf_wait *waits, size_t n, int world_size,
-                             hdx_waitsfor *g);
+                             const int *world_ranks, size_t n_world_ranks, hdx_waitsfor *g);
 
 /* Release what g owns and zero it. Accepts NULL. */
 void hdx_waitsfor_free(hdx_waitsfor *g);

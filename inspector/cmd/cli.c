@@ -43,17 +43,17 @@ int hdx_cli_capture_option(const char *cmd, int c, const char *arg, hdx_cli_capt
     case 's':
         if (!hdx_parse_long(arg, 1, 100, &o->samples))
             return 1;
-        fprintf(stderr, "hangdx %s: --samples wants a number from 1 to 100, not '%s'\n", cmd, arg);
+        hdx_say(stderr, "hangdx %s: --samples wants a number from 1 to 100, not '%s'\n", cmd, arg);
         return -1;
     case 'i':
         if (!hdx_parse_long(arg, 1, 60000, &o->interval_ms))
             return 1;
-        fprintf(stderr, "hangdx %s: --interval wants milliseconds from 1 to 60000, not '%s'\n", cmd, arg);
+        hdx_say(stderr, "hangdx %s: --interval wants milliseconds from 1 to 60000, not '%s'\n", cmd, arg);
         return -1;
     case 'b':
         if (!hdx_parse_long(arg, 1, 7 * 86400, &o->build_timeout))
             return 1;
-        fprintf(stderr, "hangdx %s: --build-timeout wants seconds from 1 to 604800, not '%s'\n", cmd, arg);
+        hdx_say(stderr, "hangdx %s: --build-timeout wants seconds from 1 to 604800, not '%s'\n", cmd, arg);
         return -1;
     default: return 0;
     }
@@ -65,7 +65,7 @@ static int conflict(const char *cmd, int cur, int dflt, int v, const char *what)
 {
     if (cur == dflt || cur == v)
         return 0;
-    fprintf(stderr, "hangdx %s: two options ask for different %s: give one\n", cmd, what);
+    hdx_say(stderr, "hangdx %s: two options ask for different %s: give one\n", cmd, what);
     return 1;
 }
 
@@ -91,7 +91,7 @@ int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_op
     case 'H': o->html = arg; return 1;
     case 'S':
         if (strcmp(arg, "1") && strcmp(arg, "2")) {
-            fprintf(stderr, "hangdx %s: --schema %s: give 1 (hangdx.report/1) or 2 (hangdx.report/2)\n", cmd, arg);
+            hdx_say(stderr, "hangdx %s: --schema %s: give 1 (hangdx.report/1) or 2 (hangdx.report/2)\n", cmd, arg);
             return -1;
         }
         o->flags = (o->flags & ~HDX_REPORT_V1) | (!strcmp(arg, "1") ? HDX_REPORT_V1 : 0);
@@ -103,7 +103,7 @@ int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_op
             o->format = format;
             return 1;
         }
-        fprintf(stderr, "hangdx %s: --format wants text, json, speedscope, collapsed or dot, not '%s'\n", cmd, arg);
+        hdx_say(stderr, "hangdx %s: --format wants text, json, speedscope, collapsed or dot, not '%s'\n", cmd, arg);
         return -1;
     default: return 0;
     }
@@ -112,11 +112,11 @@ int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_op
 int hdx_cli_report_check(const char *cmd, const hdx_report_options *o)
 {
     if (o->flags && o->format != HDX_REPORT_JSON) {
-        fprintf(stderr, "hangdx %s: --full and --schema shape the JSON report: add --json\n", cmd);
+        hdx_say(stderr, "hangdx %s: --full and --schema shape the JSON report: add --json\n", cmd);
         return -1;
     }
     if ((o->flags & HDX_REPORT_FULL) && (o->flags & HDX_REPORT_V1)) {
-        fprintf(stderr, "hangdx %s: --full is of hangdx.report/2 (a /1 report always holds every frame)\n", cmd);
+        hdx_say(stderr, "hangdx %s: --full is of hangdx.report/2 (a /1 report always holds every frame)\n", cmd);
         return -1;
     }
     return 0;
@@ -126,7 +126,7 @@ int hdx_cli_report_check(const char *cmd, const hdx_report_options *o)
 static int slurm_job_id(const char *cmd, int argc, char **argv, hdx_cli_capture *o)
 {
     if (o->all || argc > 1 || (argc == 1 && o->slurm_job)) {
-        fprintf(stderr, "hangdx %s: --slurm-job takes the rank processes of every node of the job: give it "
+        hdx_say(stderr, "hangdx %s: --slurm-job takes the rank processes of every node of the job: give it "
                         "no PID and no --all (hangdx %s --slurm-job JOBID)\n", cmd, cmd);
         return -1;
     }
@@ -135,7 +135,7 @@ static int slurm_job_id(const char *cmd, int argc, char **argv, hdx_cli_capture 
     if (!o->slurm_job) {
         const char *env = getenv("SLURM_JOB_ID");
         if (!env || !*env) {
-            fprintf(stderr, "hangdx %s: --slurm-job without a job id, outside a Slurm allocation (SLURM_JOB_ID "
+            hdx_say(stderr, "hangdx %s: --slurm-job without a job id, outside a Slurm allocation (SLURM_JOB_ID "
                             "is not set): give the id, e.g. 'hangdx %s --slurm-job 1234' (squeue -u $USER "
                             "lists yours)\n", cmd, cmd);
             return -1;
@@ -143,7 +143,7 @@ static int slurm_job_id(const char *cmd, int argc, char **argv, hdx_cli_capture 
         o->slurm_job = env;
     }
     if (!hdx_slurm_job_id_valid(o->slurm_job)) {
-        fprintf(stderr, "hangdx %s: '%s' is not a Slurm job id (digits, as squeue's JOBID column shows them, "
+        hdx_say(stderr, "hangdx %s: '%s' is not a Slurm job id (digits, as squeue's JOBID column shows them, "
                         "e.g. 1234 or 1234_7)\n", cmd, o->slurm_job);
         return -1;
     }
@@ -155,18 +155,18 @@ int hdx_cli_capture_pids(const char *cmd, int argc, char **argv, hdx_cli_capture
     if (o->slurm)
         return slurm_job_id(cmd, argc, argv, o);
     if (argc <= 0 && !o->all) {
-        fprintf(stderr, "hangdx %s: no PID given (or --all for every rank on this host); see 'hangdx %s --help'\n",
+        hdx_say(stderr, "hangdx %s: no PID given (or --all for every rank on this host); see 'hangdx %s --help'\n",
                 cmd, cmd);
         return -1;
     }
     if (argc > 0 && !(o->pids = calloc((size_t)argc, sizeof *o->pids))) {
-        fprintf(stderr, "hangdx %s: out of memory\n", cmd);
+        hdx_say(stderr, "hangdx %s: out of memory\n", cmd);
         return -1;
     }
     for (int i = 0; i < argc; i++) {
         long v;
         if (hdx_parse_long(argv[i], 1, 1 << 22, &v)) {
-            fprintf(stderr, "hangdx %s: '%s' is not a process id\n", cmd, argv[i]);
+            hdx_say(stderr, "hangdx %s: '%s' is not a process id\n", cmd, argv[i]);
             return -1;
         }
         o->pids[o->n_pids++] = (int)v;
@@ -180,7 +180,7 @@ int hdx_cli_check_output(const char *cmd, const char *what, const char *flag, co
         return 0; /* standard output */
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "hangdx %s: cannot write the %s to %s: it is a directory — give a file in it, "
+        hdx_say(stderr, "hangdx %s: cannot write the %s to %s: it is a directory — give a file in it, "
                         "e.g. %s %s/%s-$(hostname).json\n", cmd, what, path, flag, path, what);
         return -1;
     }
@@ -196,7 +196,7 @@ int hdx_cli_check_output(const char *cmd, const char *what, const char *flag, co
     free(tmp);
     if (!e)
         return 0;
-    fprintf(stderr, "hangdx %s: cannot write the %s to %s: %s — %s%s FILE; nothing was done\n", cmd, what, path,
+    hdx_say(stderr, "hangdx %s: cannot write the %s to %s: %s — %s%s FILE; nothing was done\n", cmd, what, path,
             strerror(e),
             e == ENOENT ? "its directory does not exist: create it, or choose another "
             : e == EACCES || e == EROFS ? "it or its directory is not writable: choose another "
@@ -218,12 +218,12 @@ int hdx_cli_check_not_input(const char *cmd, const char *flag, const char *path,
 {
     for (size_t i = 0; i < n; i++)
         if (same_file(path, inputs[i])) {
-            fprintf(stderr, "hangdx %s: %s %s is an input (%s): the report would overwrite it; give another %s FILE\n",
+            hdx_say(stderr, "hangdx %s: %s %s is an input (%s): the report would overwrite it; give another %s FILE\n",
                     cmd, flag, path, inputs[i], flag);
             return -1;
         }
     if (other && same_file(path, other)) {
-        fprintf(stderr, "hangdx %s: -o and --html both name %s: one would overwrite the other; give two files\n",
+        hdx_say(stderr, "hangdx %s: -o and --html both name %s: one would overwrite the other; give two files\n",
                 cmd, path);
         return -1;
     }
@@ -236,15 +236,15 @@ int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture
                               o->trace_dir, (int)o->samples, (int)o->interval_ms,
                               o->native_lines};
     ev->build_timeout_s = o->build_timeout;
-    fprintf(stderr, "hangdx %s: looking at %s%s, ", cmd, o->n_pids ? "the given processes" : "",
+    hdx_say(stderr, "hangdx %s: looking at %s%s, ", cmd, o->n_pids ? "the given processes" : "",
             o->all ? (o->n_pids ? " and every rank on this host" : "every rank on this host") : "");
     if (o->samples == 1)
-        fprintf(stderr, "1 sample...\n");
+        hdx_say(stderr, "1 sample...\n");
     else
-        fprintf(stderr, "%ld samples %ld ms apart...\n", o->samples, o->interval_ms);
+        hdx_say(stderr, "%ld samples %ld ms apart...\n", o->samples, o->interval_ms);
     int rc = hdx_capture(ev, &co, failures);
     if (rc) {
-        fprintf(stderr, "hangdx %s: capture failed: %s\n", cmd, strerror(-rc));
+        hdx_say(stderr, "hangdx %s: capture failed: %s\n", cmd, strerror(-rc));
         return -1;
     }
     /* What a snapshot records of each lock besides its facts, for people and older readers
@@ -261,17 +261,17 @@ int hdx_cli_capture_run(const char *cmd, hdx_evidence *ev, const hdx_cli_capture
     }
     for (size_t i = 0; i < ev->n_notes; i++)
         if (!strncmp(ev->notes[i], "no process ", 11))
-            fprintf(stderr, "hangdx %s: %s — check the PID (ps -ef | grep python)\n", cmd, ev->notes[i]);
+            hdx_say(stderr, "hangdx %s: %s — check the PID (ps -ef | grep python)\n", cmd, ev->notes[i]);
         else if (!strncmp(ev->notes[i], "cannot attach to ", 17) || !strncmp(ev->notes[i], "/proc/", 6) ||
                  strstr(ev->notes[i], " exited while being inspected") || strstr(ev->notes[i], " is a kernel thread"))
-            fprintf(stderr, "hangdx %s: %s\n", cmd, ev->notes[i]); /* what is missing, and why */
+            hdx_say(stderr, "hangdx %s: %s\n", cmd, ev->notes[i]); /* what is missing, and why */
     if (!ev->n_procs) {
         const char *job = getenv("SLURM_JOB_ID");
         if (o->all && job && *job)
-            fprintf(stderr, "hangdx %s: nothing to look at: no rank process of Slurm job %s on %s (hangdx runs "
+            hdx_say(stderr, "hangdx %s: nothing to look at: no rank process of Slurm job %s on %s (hangdx runs "
                             "in that job, so --all takes only its processes)\n", cmd, job, hdx_hostname());
         else
-            fprintf(stderr, "hangdx %s: nothing to look at%s\n", cmd,
+            hdx_say(stderr, "hangdx %s: nothing to look at%s\n", cmd,
                     o->all ? ": no rank process on this host (none has RANK, LOCAL_RANK, SLURM_PROCID, "
                              "OMPI_COMM_WORLD_RANK or PMI_RANK set, or they belong to another user)"
                            : "");
@@ -287,15 +287,15 @@ int hdx_cli_capture_status(const char *cmd, const hdx_evidence *ev, int failures
         unread += ev->procs[i].read_error != 0 && ev->procs[i].read_error != -ESRCH;
     if (!failures && !unread)
         return HDX_EXIT_OK;
-    fprintf(stderr, "hangdx %s: partial result (exit status %d):", cmd, HDX_EXIT_PARTIAL);
+    hdx_say(stderr, "hangdx %s: partial result (exit status %d):", cmd, HDX_EXIT_PARTIAL);
     for (size_t i = 0, told = 0; i < ev->n_procs && told < 8; i++) {
         const hdx_process *p = &ev->procs[i];
         if (p->read_error != 0 && p->read_error != -ESRCH)
-            fprintf(stderr, "%s pid %d could not be read whole (%s)", told++ ? ";" : "", p->pid, strerror(-p->read_error));
+            hdx_say(stderr, "%s pid %d could not be read whole (%s)", told++ ? ";" : "", p->pid, strerror(-p->read_error));
     }
     if (failures)
-        fprintf(stderr, "%s the stacks of %d process%s could not be read", unread ? ";" : "", failures,
+        hdx_say(stderr, "%s the stacks of %d process%s could not be read", unread ? ";" : "", failures,
                 failures == 1 ? "" : "es");
-    fprintf(stderr, "%s — the report's notes say what is missing and why\n", unread > 8 ? "; ..." : "");
+    hdx_say(stderr, "%s — the report's notes say what is missing and why\n", unread > 8 ? "; ..." : "");
     return HDX_EXIT_PARTIAL;
 }

@@ -83,11 +83,11 @@ int hdx_cli_slurm_collect(const char *cmd, const hdx_cli_capture *o, hdx_evidenc
 
     const char *exe = hdx_self_exe();
     if (!exe) {
-        fprintf(stderr, "hangdx %s: cannot find hangdx's own path (/proc/self/exe): %s\n", cmd, strerror(errno));
+        hdx_say(stderr, "hangdx %s: cannot find hangdx's own path (/proc/self/exe): %s\n", cmd, strerror(errno));
         return -1;
     }
     if (!hdx_slurm_have("srun") || !hdx_slurm_have("squeue")) {
-        fprintf(stderr, "hangdx %s: cannot collect from Slurm job %s: %s is not in PATH — run this where Slurm's "
+        hdx_say(stderr, "hangdx %s: cannot collect from Slurm job %s: %s is not in PATH — run this where Slurm's "
                         "client commands are (a login node; Debian: apt install slurm-client), or take one "
                         "'hangdx snapshot --all' per node and give them to 'hangdx analyze'\n",
                 cmd, o->slurm_job, hdx_slurm_have("srun") ? "squeue" : "srun");
@@ -95,14 +95,14 @@ int hdx_cli_slurm_collect(const char *cmd, const hdx_cli_capture *o, hdx_evidenc
     }
     int q = hdx_slurm_job_query(o->slurm_job, &job, &err);
     if (q) {
-        fprintf(stderr, "hangdx %s: cannot collect from Slurm job %s: %s — %s\n", cmd, o->slurm_job,
+        hdx_say(stderr, "hangdx %s: cannot collect from Slurm job %s: %s — %s\n", cmd, o->slurm_job,
                 err ? err : strerror(-q),
                 q == -ESRCH ? "check the job id (squeue -u $USER lists your jobs)"
                             : "check that Slurm answers here (squeue, SLURM_CONF)");
         goto out;
     }
     if (strcmp(job.state, "RUNNING") != 0) {
-        fprintf(stderr, "hangdx %s: Slurm job %s is %s, not RUNNING: it has no processes to look at%s\n", cmd,
+        hdx_say(stderr, "hangdx %s: Slurm job %s is %s, not RUNNING: it has no processes to look at%s\n", cmd,
                 job.id, job.state,
                 !strcmp(job.state, "PENDING") ? " yet" : "; for a job that ended, 'hangdx analyze' its logs");
         goto out;
@@ -111,12 +111,12 @@ int hdx_cli_slurm_collect(const char *cmd, const hdx_cli_capture *o, hdx_evidenc
     char *argv[16];
     node_argv(o, exe, &words, argv);
     int timeout = 120 + (int)(o->samples * o->interval_ms / 1000) * 2;
-    fprintf(stderr, "hangdx %s: collecting from %d node%s of Slurm job %s (%s): srun --overlap runs '%s snapshot "
+    hdx_say(stderr, "hangdx %s: collecting from %d node%s of Slurm job %s (%s): srun --overlap runs '%s snapshot "
                     "--all' on each...\n",
             cmd, job.nodes, job.nodes == 1 ? "" : "s", job.id, job.nodelist, exe);
     int c = hdx_slurm_collect(&job, argv, timeout, &fr, &status, &err);
     if (c) {
-        fprintf(stderr, "hangdx %s: %s\n", cmd, err ? err : strerror(-c));
+        hdx_say(stderr, "hangdx %s: %s\n", cmd, err ? err : strerror(-c));
         if (c != -ETIMEDOUT)
             goto out;
     }
@@ -138,7 +138,7 @@ int hdx_cli_slurm_collect(const char *cmd, const hdx_cli_capture *o, hdx_evidenc
         }
         if (r) {
             *partial = 1;
-            fprintf(stderr, "hangdx %s: the snapshot of %s came back %s%s%s\n", cmd, d->id,
+            hdx_say(stderr, "hangdx %s: the snapshot of %s came back %s%s%s\n", cmd, d->id,
                     d->complete ? "unreadable" : "incomplete (srun's output ended in the middle of it)",
                     lerr ? ": " : "", lerr ? lerr : "");
         }
@@ -146,15 +146,15 @@ int hdx_cli_slurm_collect(const char *cmd, const hdx_cli_capture *o, hdx_evidenc
         hdx_evidence_free(ev);
     }
     if (!*n)
-        fprintf(stderr, "hangdx %s: no node of job %s sent a snapshot (srun exit %d; the nodes' own messages are "
+        hdx_say(stderr, "hangdx %s: no node of job %s sent a snapshot (srun exit %d; the nodes' own messages are "
                         "above) — hangdx must be at %s on every node (a shared file system, or the same "
                         "package everywhere)\n", cmd, job.id, status, exe);
     else if ((int)*n < job.nodes) {
         *partial = 1;
-        fprintf(stderr, "hangdx %s: snapshots from %zu of %d nodes (srun exit %d; the nodes' own messages are "
+        hdx_say(stderr, "hangdx %s: snapshots from %zu of %d nodes (srun exit %d; the nodes' own messages are "
                         "above): the verdict is from those only\n", cmd, *n, job.nodes, status);
     } else {
-        fprintf(stderr, "hangdx %s: snapshot%s received from %s\n", cmd, job.nodes == 1 ? "" : "s",
+        hdx_say(stderr, "hangdx %s: snapshot%s received from %s\n", cmd, job.nodes == 1 ? "" : "s",
                 job.nodes == 1 ? "the job's one node" : "every node");
     }
     rc = *n ? 0 : -1;
@@ -186,7 +186,7 @@ int hdx_cli_slurm_merged(const char *cmd, const hdx_cli_capture *o, hdx_evidence
         char *err = NULL;
         int r = hdx_evidence_merge(ev, nodes[i], &err);
         if (r) {
-            fprintf(stderr, "hangdx %s: cannot merge the snapshot of %s: %s\n", cmd,
+            hdx_say(stderr, "hangdx %s: cannot merge the snapshot of %s: %s\n", cmd,
                     nodes[i]->host ? nodes[i]->host : "a node", err ? err : strerror(-r));
             free(err);
             goto out;
@@ -206,13 +206,13 @@ out:
 int hdx_cli_slurm_snapshots(const char *cmd, const hdx_cli_capture *o, const char *dir, int frames)
 {
     if (frames || !dir) {
-        fprintf(stderr, "hangdx %s: --slurm-job writes one snapshot file per node into a directory: give it "
+        hdx_say(stderr, "hangdx %s: --slurm-job writes one snapshot file per node into a directory: give it "
                         "with -o DIR%s\n", cmd, frames ? ", without --frames" : "");
         return HDX_EXIT_USAGE;
     }
     struct stat st;
     if (mkdir(dir, 0777) != 0 && (errno != EEXIST || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
-        fprintf(stderr, "hangdx %s: cannot make the directory %s for the snapshots: %s\n", cmd, dir,
+        hdx_say(stderr, "hangdx %s: cannot make the directory %s for the snapshots: %s\n", cmd, dir,
                 errno == EEXIST ? "a file of that name is in the way" : strerror(errno));
         return HDX_EXIT_FAILURE;
     }
@@ -238,7 +238,7 @@ int hdx_cli_slurm_snapshots(const char *cmd, const hdx_cli_capture *o, const cha
             }
         int r = names[i] ? hdx_snapshot_write(nodes[i], names[i]) : -ENOMEM;
         if (r) {
-            fprintf(stderr, "hangdx %s: cannot write %s: %s\n", cmd, names[i] ? names[i] : "a snapshot",
+            hdx_say(stderr, "hangdx %s: cannot write %s: %s\n", cmd, names[i] ? names[i] : "a snapshot",
                     strerror(-r));
             goto out;
         }
@@ -247,7 +247,7 @@ int hdx_cli_slurm_snapshots(const char *cmd, const hdx_cli_capture *o, const cha
     }
     if (!names)
         goto out;
-    fprintf(stderr, "hangdx: %zu snapshot%s (%zu processes) written to %s; 'hangdx analyze %s' gives the verdict\n",
+    hdx_say(stderr, "hangdx: %zu snapshot%s (%zu processes) written to %s; 'hangdx analyze %s' gives the verdict\n",
             written, written == 1 ? "" : "s", procs, dir, dir);
     status = partial ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
     for (size_t i = 0; status == HDX_EXIT_OK && i < n; i++)

@@ -19,6 +19,7 @@
 #include "gather/locks.h"
 #include "gather/proc.h" /* hdx_proc_trace_host */
 #include "hangdx/report.h" /* exit statuses */
+#include "model/util.h"
 #include "cmd/cli.h"
 #include "report/html.h"
 #include "report/report.h"
@@ -102,7 +103,7 @@ int hdx_cmd_analyze(int argc, char **argv)
         return HDX_EXIT_USAGE;
     }
     if (optind >= argc) {
-        fprintf(stderr, "hangdx analyze: no input given\n\n");
+        hdx_say(stderr, "hangdx analyze: no input given\n\n");
         usage(stderr);
         return HDX_EXIT_USAGE;
     }
@@ -126,7 +127,7 @@ int hdx_cmd_analyze(int argc, char **argv)
         goto nomem;
     r = hdx_load_inputs(inputs, n_inputs, &lo, ev, &res, &err);
     for (size_t i = 0; i < res.n_left_out; i++)
-        fprintf(stderr, "hangdx analyze: %s\n", res.left_out[i]);
+        hdx_say(stderr, "hangdx analyze: %s\n", res.left_out[i]);
     if (r < 0)
         goto fail;
     /* The locks only traces brought are looked at here, now; classify judges them all. */
@@ -134,11 +135,11 @@ int hdx_cmd_analyze(int argc, char **argv)
         (r = hdx_classify(ev, &v)) < 0)
         goto nomem;
     if ((r = hdx_report_write(ev, &v, &ro, out)) < 0) {
-        fprintf(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));
+        hdx_say(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));
         goto out;
     }
     if (ro.html && (r = hdx_report_html_write(ev, &v, ro.html)) < 0) {
-        fprintf(stderr, "hangdx analyze: cannot write the HTML report to %s: %s\n", ro.html, strerror(-r));
+        hdx_say(stderr, "hangdx analyze: cannot write the HTML report to %s: %s\n", ro.html, strerror(-r));
         goto out;
     }
     status = res.n_left_out ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
@@ -146,10 +147,10 @@ int hdx_cmd_analyze(int argc, char **argv)
 fail:
     if (r == -ENOMEM)
         goto nomem;
-    fprintf(stderr, "hangdx analyze: %s\n", err ? err : strerror(-r));
+    hdx_say(stderr, "hangdx analyze: %s\n", err ? err : strerror(-r));
     goto out;
 nomem:
-    fprintf(stderr, "hangdx analyze: out of memory\n");
+    hdx_say(stderr, "hangdx analyze: out of memory\n");
 out:
     free(err);
     hdx_load_result_clear(&res);

@@ -62,7 +62,7 @@ int hdx_cmd_dump(int argc, char **argv)
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "hangdx dump: no PID given\n\n");
+        hdx_say(stderr, "hangdx dump: no PID given\n\n");
         usage(stderr);
         return HDX_EXIT_USAGE;
     }
@@ -74,19 +74,19 @@ int hdx_cmd_dump(int argc, char **argv)
     for (int i = optind; i < argc; i++) {
         long pid;
         if (hdx_parse_long(argv[i], 1, 1 << 22, &pid)) {
-            fprintf(stderr, "hangdx dump: '%s' is not a process id\n", argv[i]);
+            hdx_say(stderr, "hangdx dump: '%s' is not a process id\n", argv[i]);
             hdx_evidence_free(ev);
             return HDX_EXIT_USAGE;
         }
         int root = (int)pid, *pids = NULL;
         size_t n = 0;
         if (hdx_proc_is_kernel_thread(root)) {
-            fprintf(stderr, "hangdx dump: process %d is a kernel thread: it has no user-space stacks\n", root);
+            hdx_say(stderr, "hangdx dump: process %d is a kernel thread: it has no user-space stacks\n", root);
             partial = 1;
             continue;
         }
         if (hdx_proc_descendants(&root, 1, &pids, &n) != 0) {
-            fprintf(stderr, "hangdx dump: no process %d — check the PID\n", root);
+            hdx_say(stderr, "hangdx dump: no process %d — check the PID\n", root);
             partial = 1;
             continue;
         }
@@ -99,19 +99,19 @@ int hdx_cmd_dump(int argc, char **argv)
                 /* another user's process: show what /proc still shows, and say what is not */
                 char denied[512];
                 if (hdx_proc_denied(pids[j], denied, sizeof denied) > 0)
-                    fprintf(stderr, "hangdx dump: /proc/%d: %s (it belongs to uid %d, hangdx runs as uid %d) — "
+                    hdx_say(stderr, "hangdx dump: /proc/%d: %s (it belongs to uid %d, hangdx runs as uid %d) — "
                                     "%s\n",
                             pids[j], denied, hdx_proc_uid(pids[j]), (int)geteuid(), hdx_proc_access_advice());
                 partial = 1;
             } else if (r != 0) {
                 if (p) { /* gone meanwhile, or unreadable */
                     if (r == -ESRCH && hdx_proc_state(pids[j]) == 'Z')
-                        fprintf(stderr, "hangdx dump: no process %d: it has exited (a zombie its parent has not "
+                        hdx_say(stderr, "hangdx dump: no process %d: it has exited (a zombie its parent has not "
                                         "reaped)\n", pids[j]);
                     else if (r == -ESRCH)
-                        fprintf(stderr, "hangdx dump: process %d exited while being inspected\n", pids[j]);
+                        hdx_say(stderr, "hangdx dump: process %d exited while being inspected\n", pids[j]);
                     else
-                        fprintf(stderr, "hangdx dump: cannot read /proc/%d: %s\n", pids[j], strerror(-r));
+                        hdx_say(stderr, "hangdx dump: cannot read /proc/%d: %s\n", pids[j], strerror(-r));
                     hdx_process_clear(p);
                     ev->n_procs--;
                 }
@@ -121,7 +121,7 @@ int hdx_cmd_dump(int argc, char **argv)
             if (hdx_sample_stacks(p, ev, flags) != 0)
                 partial = 1;
             if (!hdx_proc_alive(p->pid, p->start_ticks)) {
-                fprintf(stderr, "hangdx dump: process %d exited while being inspected: its stacks may be "
+                hdx_say(stderr, "hangdx dump: process %d exited while being inspected: its stacks may be "
                                 "missing or partial\n", p->pid);
                 p->alive = 0;
                 partial = 1;
@@ -150,7 +150,7 @@ int hdx_cmd_dump(int argc, char **argv)
         }
     }
     for (size_t i = 0; i < ev->n_notes; i++) /* with --json too: what is missing, and why */
-        fprintf(stderr, "note: %s\n", ev->notes[i]);
+        hdx_say(stderr, "note: %s\n", ev->notes[i]);
     int status = !ev->n_procs ? HDX_EXIT_FAILURE : partial ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
     hdx_stacks_forget();
     hdx_evidence_free(ev);

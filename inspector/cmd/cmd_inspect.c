@@ -12,6 +12,7 @@
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "hangdx/report.h"
+#include "model/util.h"
 #include "report/html.h"
 #include "report/report.h"
 
@@ -100,11 +101,11 @@ int hdx_cmd_inspect(int argc, char **argv)
         goto out;
     int rc = hdx_report_write(ev, &v, &ro, out);
     if (rc) {
-        fprintf(stderr, "hangdx inspect: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-rc));
+        hdx_say(stderr, "hangdx inspect: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-rc));
         goto out;
     }
     if (ro.html && (rc = hdx_report_html_write(ev, &v, ro.html))) {
-        fprintf(stderr, "hangdx inspect: cannot write the HTML report to %s: %s\n", ro.html, strerror(-rc));
+        hdx_say(stderr, "hangdx inspect: cannot write the HTML report to %s: %s\n", ro.html, strerror(-rc));
         goto out;
     }
     status = hdx_cli_capture_status("inspect", ev, failures);

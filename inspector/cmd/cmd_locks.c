@@ -73,11 +73,11 @@ static int add_dir(hdx_evidence *ev, const char *dir, int required, int *partial
     hdx_lock_search found;
     int r = hdx_locks_find_files(dir, &found);
     if (r < 0 && r != -ENOMEM && (required || r != -ENOENT)) {
-        fprintf(stderr, "hangdx locks: %s: %s\n", dir,
+        hdx_say(stderr, "hangdx locks: %s: %s\n", dir,
                 r == -ENOENT ? "no such directory" : strerror(-r));
         *partial = 1;
     } else if (r == 0 && found.cut) {
-        fprintf(stderr, "hangdx locks: %s: looked in %zu directories, %d levels down at most; deeper or further "
+        hdx_say(stderr, "hangdx locks: %s: looked in %zu directories, %d levels down at most; deeper or further "
                         "ones were not read: give the build directory itself\n",
                 dir, found.dirs, HDX_LOCKS_MAX_DEPTH);
     }
@@ -217,9 +217,9 @@ static int remove_named(const hdx_lock *l, char *buf, size_t size, const char **
  * directory's name may hold a newline or an escape sequence). */
 static void say(const char *what, const char *path, const char *rest)
 {
-    fprintf(stderr, "hangdx locks: %s", what);
-    hdx_report_put_text(stderr, path);
-    fprintf(stderr, ": %s\n", rest);
+    hdx_say(stderr, "hangdx locks: %s", what);
+    hdx_put_text(stderr, path);
+    hdx_say(stderr, ": %s\n", rest);
 }
 
 /* Processes of this host waiting on l (by a trace, or their Python stack now) that still live;
@@ -316,7 +316,7 @@ static void print_text(const hdx_lock *l, const hdx_lock_judgement *j, int delet
     }
     format_age(l->mtime_ns, age, sizeof age);
     printf("%-5s  %-5s  ", hdx_lock_state_name(j->state), hdx_lock_kind_name(j->kind));
-    hdx_report_put_text(stdout, l->path);
+    hdx_put_text(stdout, l->path);
     if (l->foreign)
         printf(" (in the container of mount namespace %llu, whose processes are all gone: not found here)",
                (unsigned long long)l->mnt_ns);
@@ -390,7 +390,7 @@ int hdx_cmd_locks(int argc, char **argv)
         }
     }
     if (force && !clean) {
-        fprintf(stderr, "hangdx locks: --force only goes with --clean-stale\n");
+        hdx_say(stderr, "hangdx locks: --force only goes with --clean-stale\n");
         return HDX_EXIT_USAGE;
     }
 
@@ -409,7 +409,7 @@ int hdx_cmd_locks(int argc, char **argv)
     if (trace_dir) {
         int r = hdx_trace_load_dir(trace_dir, &set, &err);
         if (r < 0) {
-            fprintf(stderr, "hangdx locks: %s\n", err ? err : strerror(-r));
+            hdx_say(stderr, "hangdx locks: %s\n", err ? err : strerror(-r));
             goto out;
         }
         if ((r = hdx_trace_to_evidence(set, ev, 0, hdx_proc_trace_host())) < 0)
@@ -518,16 +518,16 @@ int hdx_cmd_locks(int argc, char **argv)
                    n_left + more, n_left + more == 1 ? "" : "s");
         for (size_t i = 0; i < ev->n_notes; i++) {
             printf("note: ");
-            hdx_report_put_text(stdout, ev->notes[i]);
+            hdx_put_text(stdout, ev->notes[i]);
             printf("\n");
         }
     }
-    fprintf(stderr, "hangdx locks: a build on another node that shares these directories cannot be seen from "
+    hdx_say(stderr, "hangdx locks: a build on another node that shares these directories cannot be seen from "
                     "here; check that none runs before deleting a lock.\n");
     status = partial ? HDX_EXIT_PARTIAL : HDX_EXIT_OK;
     goto out;
 nomem:
-    fprintf(stderr, "hangdx locks: out of memory\n");
+    hdx_say(stderr, "hangdx locks: out of memory\n");
 out:
     for (size_t i = 0; i < n_all; i++)
         hdx_lock_search_clear(&all[i]);

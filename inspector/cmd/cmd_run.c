@@ -20,9 +20,12 @@
 #include <getopt.h>
 #include <limits.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -93,10 +96,12 @@ static void usage(FILE *f)
             "FileBaton removes its lock), SIGTERM after the first grace and SIGKILL after\n"
             "the second, each once to its process group (when it has its own) and to each\n"
             "process of the tree outside it, until nothing of it is left.\n\n"
-            "The exit status is COMMAND's own (128+N when a signal N killed it), or 124 when\n"
-            "--on-hang kill ended it. COMMAND stays in hangdx's process group: a signal to\n"
-            "that group (Ctrl-C, kill -- -PGID) reaches it from the kernel, once; SIGINT,\n"
-            "SIGTERM and SIGHUP sent to hangdx alone are passed on to it, once.\n\n"
+            "The exit status is COMMAND's own, or 124 when --on-hang kill ended it. When a\n"
+            "signal N killed COMMAND, hangdx dies of signal N too, after its report and\n"
+            "clean-up (a shell sees 128+N, and a script stops at a Ctrl-C as without run;\n"
+            "hangdx dumps no core of its own). COMMAND stays in hangdx's process group: a\n"
+            "signal to that group (Ctrl-C, kill -- -PGID) reaches it from the kernel, once;\n"
+            "SIGINT, SIGTERM and SIGHUP sent to hangdx alone are passed on to it, once.\n\n"
             "examples:\n"
             "  hangdx run -d traces/ -- torchrun --nproc_per_node 8 pretrain.py --tp 2\n"
             "  srun hangdx run -d /shared/traces/$SLURM_JOB_ID -- python train.py\n"
@@ -150,7 +155,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
         case 't': {
             char *end;
             if (seconds_at(optarg, 1, 30 * 86400.0, &o->hang_timeout, &end) || *end) {
-                fprintf(stderr, "hangdx run: --hang-timeout %s: give seconds, from 1 to 2592000 "
+                hdx_say(stderr, "hangdx run: --hang-timeout %s: give seconds, from 1 to 2592000 "
                                 "(e.g. --hang-timeout 600)\n", optarg);
                 return -1;
             }
@@ -162,14 +167,14 @@ static int parse(int argc, char **argv, struct run_opts *o)
             else if (!strcmp(optarg, "report"))
                 o->on_hang_kill = 0;
             else {
-                fprintf(stderr, "hangdx run: --on-hang %s: say 'report' or 'kill'\n", optarg);
+                hdx_say(stderr, "hangdx run: --on-hang %s: say 'report' or 'kill'\n", optarg);
                 return -1;
             }
             has_on_hang = 1;
             break;
         case 'g':
             if (parse_grace(optarg, o->kill_grace) != 0) {
-                fprintf(stderr, "hangdx run: --kill-grace %s: give seconds from 0 to %.0f, one value for "
+                hdx_say(stderr, "hangdx run: --kill-grace %s: give seconds from 0 to %.0f, one value for "
                                 "both waits or two (after SIGINT, after SIGTERM), e.g. --kill-grace 30 or "
                                 "--kill-grace 60,10\n", optarg, KILL_GRACE_MAX_S);
                 return -1;
@@ -180,23 +185,23 @@ static int parse(int argc, char **argv, struct run_opts *o)
             usage(stdout);
             return 1;
         default:
-            fprintf(stderr, "\n");
+            hdx_say(stderr, "\n");
             usage(stderr);
             return -1;
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "hangdx run: no command given — put it after '--', e.g. "
+        hdx_say(stderr, "hangdx run: no command given — put it after '--', e.g. "
                         "'hangdx run -d traces -- python train.py'\n");
         return -1;
     }
     if (has_on_hang && o->hang_timeout == 0) {
-        fprintf(stderr, "hangdx run: --on-hang needs --hang-timeout SEC, e.g. "
+        hdx_say(stderr, "hangdx run: --on-hang needs --hang-timeout SEC, e.g. "
                         "'hangdx run --hang-timeout 600 --on-hang kill -- python train.py'\n");
         return -1;
     }
     if (has_grace && !o->on_hang_kill) {
-        fprintf(stderr, "hangdx run: --kill-grace needs --on-hang kill, e.g. 'hangdx run --hang-timeout 600 "
+        hdx_say(stderr, "hangdx run: --kill-grace needs --on-hang kill, e.g. 'hangdx run --hang-timeout 600 "
                         "--on-hang kill --kill-grace 30 -- python train.py'\n");
         return -1;
     }
@@ -220,18 +225,18 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
     if (mkdir(dir, 0700) == 0) {
         *created = 1;
     } else if (errno != EEXIST) {
-        fprintf(stderr, "hangdx run: cannot create trace directory %s: %s — "
+        hdx_say(stderr, "hangdx run: cannot create trace directory %s: %s — "
                         "create its parent or choose another -d DIR\n", dir, strerror(errno));
         return -1;
     }
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "hangdx run: %s is not a directory — choose another -d DIR\n", dir);
+        hdx_say(stderr, "hangdx run: %s is not a directory — choose another -d DIR\n", dir);
         return -1;
     }
     if (st.st_uid != geteuid()) {
         struct passwd *pw = getpwuid(st.st_uid);
-        fprintf(stderr,
+        hdx_say(stderr,
                 "hangdx run: trace directory %s belongs to %s (uid %u), not to you — traces "
                 "there could be read or forged by that user; choose another -d DIR\n",
                 dir, pw ? pw->pw_name : "another user", (unsigned)st.st_uid);
@@ -240,7 +245,7 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
     /* The same rule as the reader (traces.c): a directory others can write into without the
      * sticky bit lets them forge, replace or rename traces; hangdx would not read it. */
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
-        fprintf(stderr,
+        hdx_say(stderr,
                 "hangdx run: trace directory %s is writable by %s (mode %04o) — others could forge "
                 "or replace traces there, and hangdx would not read them; run 'chmod 700 %s' or "
                 "choose another -d DIR\n",
@@ -248,18 +253,18 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
         return -1;
     }
     if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "hangdx run: cannot write into trace directory %s: %s\n", dir,
+        hdx_say(stderr, "hangdx run: cannot write into trace directory %s: %s\n", dir,
                 strerror(errno));
         return -1;
     }
     if (!realpath(dir, abs) || strlen(abs) >= size) {
-        fprintf(stderr, "hangdx run: cannot resolve %s: %s\n", dir, strerror(errno));
+        hdx_say(stderr, "hangdx run: cannot resolve %s: %s\n", dir, strerror(errno));
         if (*created)
             rmdir(dir);
         return -1;
     }
     if (dir == def)
-        fprintf(stderr, "hangdx: tracing into %s/\n", abs);
+        hdx_say(stderr, "hangdx: tracing into %s/\n", abs);
     return 0;
 }
 
@@ -282,7 +287,7 @@ static int find_shim(char *out, size_t size)
             first_errno = errno;
         }
         if (i + 1 == sizeof dirs / sizeof dirs[0]) {
-            fprintf(stderr, "hangdx run: the shim is missing: %s (%s) — build the 'hangdx-preload' "
+            hdx_say(stderr, "hangdx run: the shim is missing: %s (%s) — build the 'hangdx-preload' "
                             "target or reinstall hangdx\n", first, strerror(first_errno));
             return -1;
         }
@@ -290,14 +295,15 @@ static int find_shim(char *out, size_t size)
     (void)size;
     /* ld.so splits LD_PRELOAD at spaces and colons. */
     if (strpbrk(out, " :")) {
-        fprintf(stderr, "hangdx run: the shim's path %s has a space or colon, which LD_PRELOAD "
+        hdx_say(stderr, "hangdx run: the shim's path %s has a space or colon, which LD_PRELOAD "
                         "cannot carry — install hangdx under another directory\n", out);
         return -1;
     }
     return 0;
 }
 
-/* The job's exit status as run's: its own, or 128+N when signal N ended it. */
+/* The job's exit status as run's: its own, or 128+N when signal N ended it (what run exits
+ * with when it cannot die of that signal itself, die_of_signal). */
 static int exit_status(int status)
 {
     if (WIFEXITED(status))
@@ -305,6 +311,34 @@ static int exit_status(int status)
     if (WIFSIGNALED(status))
         return 128 + WTERMSIG(status);
     return HDX_EXIT_FAILURE;
+}
+
+/*
+ * The job died of signal sig: run dies of it too, after its report and clean-up, so that its
+ * caller sees what it would have seen without run (a shell script stops at a Ctrl-C, Python's
+ * returncode is -sig; README "hangdx run", exit status). The default disposition comes back and
+ * the signal is unblocked first (main.c handles SIGINT, SIGTERM, SIGHUP, SIGQUIT). run never
+ * dumps a core of its own (a core signal: SIGQUIT, SIGSEGV, SIGABRT...): its core is not the
+ * job's, and one named "core" would replace the job's in the same directory; the caller's
+ * status then lacks the core flag even where the job dumped one. Returns only when the signal
+ * did not end run (it cannot then, e.g. one its parent had ignored for it before exec: none
+ * of the fatal ones); the caller exits 128+sig.
+ */
+static void die_of_signal(int sig)
+{
+    fflush(NULL);
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* a core_pattern pipe may not heed RLIMIT_CORE */
+    struct sigaction dfl = {0};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    sigprocmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
 }
 
 /*
@@ -390,16 +424,16 @@ static int hang_root_same(const struct hang_root *a, const struct hang_root *b)
 static int confirm_hang(struct hang_root *pending, struct hang_root *found, double sec)
 {
     if (found->spare) {
-        fprintf(stderr, "hangdx: not ending the job: %s; next check after %.0f s more without progress\n",
+        hdx_say(stderr, "hangdx: not ending the job: %s; next check after %.0f s more without progress\n",
                 found->spare, sec);
         hang_root_clear(pending);
         return 0;
     }
     if (pending->set && hang_root_same(pending, found)) {
-        fprintf(stderr, "hangdx: the same hang as at the last capture, with no progress since\n");
+        hdx_say(stderr, "hangdx: the same hang as at the last capture, with no progress since\n");
         return 1;
     }
-    fprintf(stderr, "hangdx: --on-hang kill: %sthe job ends if the next capture, after %.0f s more without "
+    hdx_say(stderr, "hangdx: --on-hang kill: %sthe job ends if the next capture, after %.0f s more without "
                     "progress, finds this hang again\n",
             pending->set ? "not the hang that the last capture found; " : "", sec);
     struct hang_root t = *pending;
@@ -432,12 +466,12 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
     char txt[PATH_MAX + 32], json[PATH_MAX + 32], tmp[PATH_MAX + 32];
     hang_root_clear(root);
     if (q->cpu_busy)
-        fprintf(stderr, "hangdx: no progress for %.0f s (no output, no trace event, %s), but the job uses "
+        hdx_say(stderr, "hangdx: no progress for %.0f s (no output, no trace event, %s), but the job uses "
                         "CPU; capturing its %zu process%s to tell work from a spinning wait...\n",
                 quiet_s, q->n_python ? "no Python stack moved" : "no Python stack could be read", n,
                 n == 1 ? "" : "es");
     else
-        fprintf(stderr, "hangdx: no progress for %.0f s; capturing the job's %zu process%s...\n",
+        hdx_say(stderr, "hangdx: no progress for %.0f s; capturing the job's %zu process%s...\n",
                 quiet_s, n, n == 1 ? "" : "es");
     hdx_capture_options co = {pids, n, 0, dir, 2, 250, 0};
     if (!(ev = hdx_evidence_new())) {
@@ -452,14 +486,14 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
     for (size_t i = 0; i < ev->n_procs; i++)
         alive |= ev->procs[i].alive != 0;
     if (!alive) { /* it ended while it was captured: it was not hung */
-        fprintf(stderr, "hangdx: the job's processes ended during the capture; no report\n");
+        hdx_say(stderr, "hangdx: the job's processes ended during the capture; no report\n");
         ret = -1;
         goto out;
     }
     if ((rc = hdx_verdict_words(ev, &v, &summary, &remedy)))
         goto fail;
     if (v.cls == HDX_CLASS_NOT_HUNG) {
-        fprintf(stderr, "hangdx: not_hung: %s; no report, next check after %.0f s more without progress\n",
+        hdx_say(stderr, "hangdx: not_hung: %s; no report, next check after %.0f s more without progress\n",
                 summary ? summary : "(no summary)", quiet_s);
         ret = 0;
         goto out;
@@ -480,16 +514,16 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
     const char *sum = summary ? summary : "(no summary)";
     size_t sl = strlen(sum), bl = strlen(" below");
     if (sl > bl && !strcmp(sum + sl - bl, " below"))
-        fprintf(stderr, "hangdx: %s: %.*s in %s\n", hdx_class_name(v.cls), (int)(sl - bl), sum, txt);
+        hdx_say(stderr, "hangdx: %s: %.*s in %s\n", hdx_class_name(v.cls), (int)(sl - bl), sum, txt);
     else
-        fprintf(stderr, "hangdx: %s: %s\n", hdx_class_name(v.cls), sum);
-    fprintf(stderr, "hangdx: report in %s (and report.json)%s\n", txt,
+        hdx_say(stderr, "hangdx: %s: %s\n", hdx_class_name(v.cls), sum);
+    hdx_say(stderr, "hangdx: report in %s (and report.json)%s\n", txt,
             failures ? "; some processes could not be read" : "");
     *root = r;
     memset(&r, 0, sizeof r);
     goto out;
 fail:
-    fprintf(stderr, "hangdx: cannot report the hang into %s: %s\n", dir, strerror(-rc));
+    hdx_say(stderr, "hangdx: cannot report the hang into %s: %s\n", dir, strerror(-rc));
     root->spare = "its hang could not be reported";
 out:
     hang_root_clear(&r);
@@ -526,9 +560,11 @@ static hdx_supervise_action on_quiet(void *ctx, const hdx_supervise_quiet *q)
     return confirm_hang(&w->pending, &w->found, w->sec) ? HDX_SUPERVISE_END : HDX_SUPERVISE_RECHECK;
 }
 
-/* Run the job, watched when --hang-timeout says so; run's exit status. */
-static int supervise(const struct run_opts *o, const char *dir)
+/* Run the job, watched when --hang-timeout says so; run's exit status. *sig: the signal that
+ * ended the job (0 when it exited, or --on-hang kill ended it, or it could not be run). */
+static int supervise(const struct run_opts *o, const char *dir, int *sig)
 {
+    *sig = 0;
     struct run_watch w = {dir, o->on_hang_kill, o->hang_timeout, {0}, {0}};
     hdx_supervise_options so = {o->command, dir, o->hang_timeout, {o->kill_grace[0], o->kill_grace[1]},
                                 on_quiet, &w, stderr};
@@ -537,13 +573,17 @@ static int supervise(const struct run_opts *o, const char *dir)
     hang_root_clear(&w.found);
     hang_root_clear(&w.pending);
     if (rc < 0 && !r.pid)
-        fprintf(stderr, "hangdx run: cannot start %s: %s\n", o->command[0], strerror(-rc));
+        hdx_say(stderr, "hangdx run: cannot start %s: %s\n", o->command[0], strerror(-rc));
     else if (rc < 0)
-        fprintf(stderr, "hangdx run: lost track of %s (pid %d): %s\n", o->command[0], (int)r.pid,
+        hdx_say(stderr, "hangdx run: lost track of %s (pid %d): %s\n", o->command[0], (int)r.pid,
                 strerror(-rc));
     if (rc < 0)
         return HDX_EXIT_FAILURE;
-    return r.ended ? HDX_EXIT_TIMEOUT : exit_status(r.status);
+    if (r.ended)
+        return HDX_EXIT_TIMEOUT;
+    if (WIFSIGNALED(r.status))
+        *sig = WTERMSIG(r.status);
+    return exit_status(r.status);
 }
 
 int hdx_cmd_run(int argc, char **argv)
@@ -553,19 +593,21 @@ int hdx_cmd_run(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc != 0)
         return rc > 0 ? HDX_EXIT_OK : HDX_EXIT_USAGE;
-    int created = 0;
+    int created = 0, sig = 0;
     if (find_shim(shim, sizeof shim) != 0 || prepare_trace_dir(o.trace_dir, dir, sizeof dir, &created) != 0)
         return HDX_EXIT_FAILURE;
     if (hdx_supervise_preload(shim, dir) != 0) {
-        fprintf(stderr, "hangdx run: cannot set LD_PRELOAD: %s\n", strerror(errno));
+        hdx_say(stderr, "hangdx run: cannot set LD_PRELOAD: %s\n", strerror(errno));
         rc = HDX_EXIT_FAILURE;
     } else {
-        rc = supervise(&o, dir);
+        rc = supervise(&o, dir, &sig);
     }
     /* A trace directory that run made and nothing was written into (the command could not
      * start, or no process of it loaded the shim) is not left behind; rmdir removes only an
      * empty one, and never one that was there before. */
     if (created && rmdir(dir) == 0)
-        fprintf(stderr, "hangdx: nothing was traced; removed the empty trace directory %s/\n", dir);
+        hdx_say(stderr, "hangdx: nothing was traced; removed the empty trace directory %s/\n", dir);
+    if (sig)
+        die_of_signal(sig);
     return rc;
 }

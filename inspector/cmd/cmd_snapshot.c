@@ -93,7 +93,7 @@ int hdx_cmd_snapshot(int argc, char **argv)
         goto out;
     }
     if (frames && out) {
-        fprintf(stderr, "hangdx snapshot: --frames writes to stdout, not to a file: drop -o %s\n", out);
+        hdx_say(stderr, "hangdx snapshot: --frames writes to stdout, not to a file: drop -o %s\n", out);
         goto out;
     }
     status = HDX_EXIT_FAILURE;
@@ -104,12 +104,12 @@ int hdx_cmd_snapshot(int argc, char **argv)
         goto out;
     int rc = frames ? hdx_cli_write_frames(ev) : hdx_snapshot_write(ev, out);
     if (rc) {
-        fprintf(stderr, "hangdx snapshot: cannot write the snapshot to %s: %s\n", out ? out : "stdout",
+        hdx_say(stderr, "hangdx snapshot: cannot write the snapshot to %s: %s\n", out ? out : "stdout",
                 strerror(-rc));
         goto out;
     }
     if (out)
-        fprintf(stderr, "hangdx: snapshot of %zu process%s written to %s; 'hangdx analyze %s' gives the verdict\n",
+        hdx_say(stderr, "hangdx: snapshot of %zu process%s written to %s; 'hangdx analyze %s' gives the verdict\n",
                 ev->n_procs, ev->n_procs == 1 ? "" : "es", out, out);
     status = hdx_cli_capture_status("snapshot", ev, failures);
 out:

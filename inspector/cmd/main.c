@@ -8,6 +8,7 @@
 
 #include "cmd/cmd.h"
 #include "hangdx/report.h"
+#include "model/util.h"
 #include "native/stacks.h"
 
 static const struct {
@@ -103,7 +104,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "hangdx: unknown command '%s'\n\n", argv[1]);
+    hdx_say(stderr, "hangdx: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return HDX_EXIT_USAGE;
 }

@@ -15,6 +15,7 @@
 
 #include "hangdx/trace.h"
 #include "model/json_read.h"
+#include "model/redact.h"
 #include "model/util.h"
 
 /* Longest line the reader keeps; the shim writes at most HDX_TRACE_LINE_MAX. */
@@ -1004,7 +1005,8 @@ static int add_process(const hdx_trace_set *set, const nsview *views, size_t i, 
     for (size_t k = 0; k < img->n_env; k++)
         if (hdx_process_set_env(p, img->env[k].name, img->env[k].value) < 0)
             return -ENOMEM;
-    return 0;
+    /* The shim records argv as it was: its secrets stay here (docs/design.md "what leaves the host"). */
+    return hdx_redact_command_line(p) == -ENOMEM ? -ENOMEM : 0;
 }
 
 int hdx_trace_to_evidence(const hdx_trace_set *set, hdx_evidence *ev, int add_processes, const hdx_trace_host *host)

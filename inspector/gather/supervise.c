@@ -44,7 +44,7 @@ static void say(const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(say_to, fmt, ap);
+    hdx_vsay(say_to, fmt, ap); /* the command's name and a process's are the job's text */
     va_end(ap);
 }
 

@@ -8,6 +8,7 @@
 
 #include "model/index.h"
 #include "model/pool.h"
+#include "model/redact.h"
 #include "model/util.h"
 #include "hangdx/fnv.h"
 #include "hangdx/trace.h"
@@ -617,9 +618,16 @@ int hdx_process_set_env(hdx_process *p, const char *name, const char *value)
             allowed = 1;
     if (!allowed || hdx_process_env(p, name))
         return 0;
-    hdx_env *e = hdx_append((void **)&p->env, &p->n_env, sizeof *e);
-    if (!e || !(e->name = strdup(name)) || !(e->value = strdup(value)))
+    /* A URL's credentials in an allowed value (MASTER_ADDR) would leave the host with it. */
+    char *blanked = hdx_redact_url_credentials(value);
+    if (!blanked && errno == ENOMEM)
         return -ENOMEM;
+    hdx_env *e = hdx_append((void **)&p->env, &p->n_env, sizeof *e);
+    if (!e || !(e->name = strdup(name)) || !(e->value = blanked ? blanked : strdup(value))) {
+        if (!e || !e->name)
+            free(blanked);
+        return -ENOMEM;
+    }
     /* Recompute the rank variables: the first listed name that is set wins. */
     int idx = env_priority(name);
     if (idx < 0)

@@ -23,13 +23,12 @@ static int is_allowed(const char *name, size_t len)
 
 struct secret {
     char *label;  /* "$NAME" (an environment variable) or "--option" (the command line); heap */
-    char *value;  /* heap */
-    int inside;   /* also looked for inside longer strings ("Bearer <token>") */
+    char *value;  /* heap; looked for in whole strings and inside longer ones ("Bearer <token>") */
 };
 
-/* Names that say their value is a secret: its copies inside longer strings are redacted too.
- * Other values only where a string is exactly the value: a word such as a conda environment's
- * name also appears in paths that the classifier needs (a build directory). name: upper case. */
+/* Names that say their value is a secret. Only such variables' values are looked for: a value
+ * that merely equals another variable's (argv[0] is $_, a conda environment's name is in its
+ * paths) says nothing secret. name: upper case. */
 static int secret_name(const char *name)
 {
     static const char *const words[] = {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "KEY", "CREDENTIAL",
@@ -66,23 +65,67 @@ static int worth_hiding(const char *v, const hdx_process *p)
     return 1;
 }
 
-static int add_secret(struct secret **sec, size_t *n, const char *label, size_t label_len, const char *value,
-                      int inside)
+static int add_secret(struct secret **sec, size_t *n, const char *label, size_t label_len, const char *value)
 {
     struct secret *e = hdx_append((void **)sec, n, sizeof *e);
     if (!e)
         return -ENOMEM;
     e->label = strndup(label, label_len);
     e->value = strdup(value);
-    e->inside = inside;
     return e->label && e->value ? 0 : -ENOMEM;
+}
+
+/* Where the userinfo of a URL at or after s starts ("scheme://USERINFO@host"), its length in
+ * *len; NULL when s holds none. The authority ends at '/', '?', '#', a blank or a quote. */
+static const char *url_userinfo(const char *s, size_t *len)
+{
+    for (const char *m = strstr(s, "://"); m; m = strstr(m + 3, "://")) {
+        if (m == s || !(isalnum((unsigned char)m[-1]) || strchr("+.-", m[-1])))
+            continue; /* no scheme before it */
+        const char *a = m + 3;
+        size_t end = strcspn(a, "/?#\"' \t\n");
+        const char *at = NULL;
+        for (size_t i = 0; i < end; i++)
+            if (a[i] == '@')
+                at = a + i;
+        if (at && at > a && strncmp(a, "<redacted>@", 11)) {
+            *len = (size_t)(at - a);
+            return a;
+        }
+    }
+    return NULL;
+}
+
+char *hdx_redact_url_credentials(const char *s)
+{
+    static const char blank[] = "<redacted>";
+    size_t len, n = 0, cut = 0;
+    for (const char *u = url_userinfo(s, &len); u; u = url_userinfo(u + len, &len)) {
+        n++;
+        cut += len;
+    }
+    errno = 0;
+    if (!n)
+        return NULL;
+    char *out = malloc(strlen(s) - cut + n * (sizeof blank - 1) + 1), *o = out;
+    if (!out)
+        return NULL;
+    const char *from = s;
+    for (const char *u = url_userinfo(s, &len); u; from = u + len, u = url_userinfo(from, &len)) {
+        memcpy(o, from, (size_t)(u - from));
+        o += u - from;
+        memcpy(o, blank, sizeof blank - 1);
+        o += sizeof blank - 1;
+    }
+    strcpy(o, from);
+    return out;
 }
 
 /* The replacement for s, or NULL when s holds no secret (or on ENOMEM, *oom set). */
 static char *redacted(const char *s, const struct secret *sec, size_t n, int *oom)
 {
     for (size_t i = 0; s && i < n; i++) {
-        if (sec[i].inside ? !strstr(s, sec[i].value) : strcmp(s, sec[i].value) != 0)
+        if (!strstr(s, sec[i].value))
             continue;
         char *r = hdx_asprintf(strcmp(s, sec[i].value) ? "<redacted: holds the value of %s>"
                                                         : "<redacted: value of %s>",
@@ -94,10 +137,13 @@ static char *redacted(const char *s, const struct secret *sec, size_t n, int *oo
     return NULL;
 }
 
-/* Replace *s when it holds a secret; counts in *count. */
+/* Replace *s when it holds a secret, or blank the credentials of the URLs in it; counts in
+ * *count. */
 static void redact_string(char **s, const struct secret *sec, size_t n, int *count, int *oom)
 {
     char *r = redacted(*s, sec, n, oom);
+    if (!r && !*oom && *s && !(r = hdx_redact_url_credentials(*s)) && errno == ENOMEM)
+        *oom = 1;
     if (r) {
         free(*s);
         *s = r;
@@ -131,8 +177,9 @@ static void redact_frames(hdx_frame *f, size_t nf, const hdx_process *p, const s
     }
 }
 
-/* The values of p's environment variables outside the allowed names that are worth hiding
- * (none when /proc/PID/environ cannot be read). 0 or -ENOMEM. */
+/* The values of p's environment variables whose names say they are secrets, outside the
+ * allowed names, that are worth hiding (none when /proc/PID/environ cannot be read). 0 or
+ * -ENOMEM. */
 static int env_secrets(const hdx_process *p, struct secret **sec, size_t *n)
 {
     char path[64];
@@ -152,15 +199,17 @@ static int env_secrets(const hdx_process *p, struct secret **sec, size_t *n)
         char label[80];
         int ll = snprintf(label, sizeof label, "$%.*s", (int)(eq - kv), kv);
         *eq = 0;
-        r = add_secret(sec, n, label, ll < (int)sizeof label ? (size_t)ll : sizeof label - 1, eq + 1,
-                       secret_name(kv));
+        if (secret_identifier(kv, strlen(kv)))
+            r = add_secret(sec, n, label, ll < (int)sizeof label ? (size_t)ll : sizeof label - 1, eq + 1);
     }
     free(buf);
     return r;
 }
 
-/* The values of command-line options whose names say they are secrets and that no environment
- * value covered: each is replaced, and becomes a secret looked for in the locals. */
+/* The values of command-line options whose names say they are secrets (or -p, the password of
+ * mysql, sshpass and the like: its value is kept when it is no secret by worth_hiding, a port
+ * number) and that no environment value covered: each is replaced, and becomes a secret looked
+ * for in the locals. */
 static int option_secrets(hdx_process *p, struct secret **sec, size_t *n, int *count)
 {
     for (size_t i = 0; i < p->n_cmdline; i++) {
@@ -170,7 +219,7 @@ static int option_secrets(hdx_process *p, struct secret **sec, size_t *n, int *c
         const char *name = a + strspn(a, "-");
         const char *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        if (!len || !secret_identifier(name, len))
+        if (!len || !(secret_identifier(name, len) || !strcmp(a, "-p")))
             continue;
         size_t at = eq ? i : i + 1;
         const char *value = eq ? eq + 1 : at < p->n_cmdline ? p->cmdline[at] : NULL;
@@ -178,7 +227,7 @@ static int option_secrets(hdx_process *p, struct secret **sec, size_t *n, int *c
             continue;
         size_t opt_len = eq ? (size_t)(eq - a) : strlen(a);
         char *r = eq ? hdx_asprintf("%.*s=<redacted>", (int)opt_len, a) : hdx_asprintf("<redacted: value of %s>", a);
-        if (!r || add_secret(sec, n, a, opt_len, value, 1) < 0) {
+        if (!r || add_secret(sec, n, a, opt_len, value) < 0) {
             free(r);
             return -ENOMEM;
         }
@@ -189,12 +238,13 @@ static int option_secrets(hdx_process *p, struct secret **sec, size_t *n, int *c
     return 0;
 }
 
-int hdx_redact_secrets(hdx_process *p)
+/* The steps of hdx_redact_secrets (redact.h), step 1 only with with_env. */
+static int redact(hdx_process *p, int with_env)
 {
     struct secret *sec = NULL;
     size_t n = 0;
-    int count = 0, oom = env_secrets(p, &sec, &n) < 0;
-    for (size_t i = 0; !oom && n && i < p->n_cmdline; i++)
+    int count = 0, oom = with_env && env_secrets(p, &sec, &n) < 0;
+    for (size_t i = 0; !oom && i < p->n_cmdline; i++)
         redact_string(&p->cmdline[i], sec, n, &count, &oom);
     if (!oom && option_secrets(p, &sec, &n, &count) < 0)
         oom = 1;
@@ -208,4 +258,14 @@ int hdx_redact_secrets(hdx_process *p)
     }
     free(sec);
     return oom ? -ENOMEM : count;
+}
+
+int hdx_redact_secrets(hdx_process *p)
+{
+    return redact(p, 1);
+}
+
+int hdx_redact_command_line(hdx_process *p)
+{
+    return redact(p, 0);
 }

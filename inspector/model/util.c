@@ -336,6 +336,63 @@ int hdx_utf8_next(const char *s, uint32_t *cp)
     return n;
 }
 
+/* Code points a terminal acts on: the C1 controls, and the marks that reorder text
+ * (Unicode bidirectional formatting: a right-to-left override hides what follows). */
+static int acting_code_point(uint32_t cp)
+{
+    return (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
+           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+void hdx_put_text(FILE *f, const char *s)
+{
+    while (*s) {
+        unsigned char c = (unsigned char)*s;
+        uint32_t cp = 0;
+        int n = c >= 0x80 ? hdx_utf8_next(s, &cp) : 1;
+        if (c >= 0x20 && c < 0x7f)
+            fputc(c, f);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c == '\r')
+            fputs("\\r", f);
+        else if (c < 0x80 || n == 0)
+            fprintf(f, "\\x%02x", c); /* a control byte, or no valid UTF-8 */
+        else if (acting_code_point(cp))
+            fprintf(f, "\\u%04x", (unsigned)cp);
+        else
+            fwrite(s, 1, (size_t)n, f);
+        s += n ? n : 1;
+    }
+}
+
+void hdx_vsay(FILE *f, const char *fmt, va_list ap)
+{
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0) {
+        fputs(fmt, f);
+        return;
+    }
+    size_t n = strlen(s), end = n;
+    while (end > 0 && s[end - 1] == '\n')
+        end--;
+    s[end] = 0;
+    hdx_put_text(f, s);
+    for (; end < n; end++)
+        fputc('\n', f);
+    free(s);
+}
+
+void hdx_say(FILE *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    hdx_vsay(f, fmt, ap);
+    va_end(ap);
+}
+
 const char *hdx_self_exe(void)
 {
     static char exe[PATH_MAX];

@@ -5,8 +5,10 @@
 #ifndef HDX_UTIL_H
 #define HDX_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /*
  * Make room for one more element in a heap array of *n elements of elsize
@@ -109,5 +111,24 @@ size_t hdx_runtime_stamp(const char *s);
  * a code point past U+10FFFF (RFC 3629). s is NUL-terminated.
  */
 int hdx_utf8_next(const char *s, uint32_t *cp);
+
+/*
+ * Write s, text that input controls (command lines, thread and function names, locals, paths,
+ * log lines, the schema or group name a file gives, and the summaries and messages made of
+ * them), to f as one line of text: a newline, an escape sequence or another control byte
+ * printed raw would forge lines or drive the reader's terminal, so those bytes are written as
+ * \n, \t, \r or \xHH, a byte that is no valid UTF-8 as \xHH, and the C1 controls and
+ * bidirectional marks (U+0080-U+009F, U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C)
+ * as \uHHHH (docs/design.md "Escaping"). The text report and every message use it.
+ */
+void hdx_put_text(FILE *f, const char *s);
+
+/*
+ * A message for a person (stderr, the run supervisor's lines): fmt and its arguments formatted,
+ * then written through hdx_put_text, so that any text from input in it is escaped; only the
+ * newlines that end it are written as they are. Never fails: out of memory, it writes fmt.
+ */
+void hdx_say(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hdx_vsay(FILE *f, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 #endif

@@ -167,7 +167,7 @@ int hdx_export_collapsed(FILE *f, const hdx_tree *t)
                 *c = ',';
             if (i)
                 fputc(';', f);
-            hdx_report_put_text(f, label);
+            hdx_put_text(f, label);
         }
         fprintf(f, " %zu\n", br->n_ends);
         free(path);

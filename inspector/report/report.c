@@ -593,43 +593,11 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
     return rc;
 }
 
-/* Code points a terminal acts on: the C1 controls, and the marks that reorder text
- * (Unicode bidirectional formatting: a right-to-left override hides what follows). */
-static int acting_code_point(uint32_t cp)
-{
-    return (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
-           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
-void hdx_report_put_text(FILE *f, const char *s)
-{
-    while (*s) {
-        unsigned char c = (unsigned char)*s;
-        uint32_t cp = 0;
-        int n = c >= 0x80 ? hdx_utf8_next(s, &cp) : 1;
-        if (c >= 0x20 && c < 0x7f)
-            fputc(c, f);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c == '\t')
-            fputs("\\t", f);
-        else if (c == '\r')
-            fputs("\\r", f);
-        else if (c < 0x80 || n == 0)
-            fprintf(f, "\\x%02x", c); /* a control byte, or no valid UTF-8 */
-        else if (acting_code_point(cp))
-            fprintf(f, "\\u%04x", (unsigned)cp);
-        else
-            fwrite(s, 1, (size_t)n, f);
-        s += n ? n : 1;
-    }
-}
-
-/* hdx_report_put_text between prefix and suffix (plain text of ours). */
+/* hdx_put_text between prefix and suffix (plain text of ours). */
 static void put_field(FILE *f, const char *prefix, const char *s, const char *suffix)
 {
     fputs(prefix, f);
-    hdx_report_put_text(f, s);
+    hdx_put_text(f, s);
     fputs(suffix, f);
 }
 
@@ -658,7 +626,7 @@ static void text_frame(FILE *f, size_t i, const hdx_frame *fr)
 {
     const char *mod = fr->module ? strrchr(fr->module, '/') : NULL;
     fprintf(f, "      #%-2zu ", i);
-    hdx_report_put_text(f, fr->function ? fr->function : "??");
+    hdx_put_text(f, fr->function ? fr->function : "??");
     if (fr->file && fr->line > 0) {
         put_field(f, " (", fr->file, "");
         fprintf(f, ":%d)", fr->line);

@@ -26,16 +26,6 @@ struct cJSON *hdx_report_json(const hdx_evidence *ev, const hdx_verdict *v);
  * cJSON_Delete. NULL on ENOMEM. */
 struct cJSON *hdx_report_verdict_json(const hdx_evidence *ev, const hdx_verdict *v);
 
-/*
- * Write s, text that a process controls (command lines, thread and function names, locals,
- * paths, and the summaries made of them), into a line of a text report: a newline, an
- * escape sequence or another control byte printed raw would forge report lines or drive
- * the reader's terminal, so those bytes are written as \n, \t, \r or \xHH, a byte
- * that is no valid UTF-8 as \xHH, and the C1 controls and bidirectional marks
- * (U+0080-U+009F, U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) as \uHHHH.
- */
-void hdx_report_put_text(FILE *f, const char *s);
-
 /* Every thread of p with its merged stack, as text (hangdx dump). 0 or -EIO. */
 int hdx_report_threads_text(FILE *f, const hdx_process *p);
 

@@ -75,7 +75,7 @@ void hdx_tree_free(hdx_tree *t);
  * fit): a Python frame "function (file.py:line)" with the file's last component, a native one
  * "function [module]" with the module's last component ("??" for a function without a symbol;
  * no "[...]" when the module is unknown). The text is the process's: escape it before printing
- * it to a terminal (hdx_report_put_text). Returns buf.
+ * it to a terminal (hdx_put_text). Returns buf.
  */
 const char *hdx_tree_frame_label(const hdx_frame *f, char *buf, size_t size);
 

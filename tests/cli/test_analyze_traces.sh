@@ -109,6 +109,26 @@ assert any(n.endswith("dropped: 2 events not recorded: every buffer of the shim 
                       "recording at once); the locks\x27 waits may be undercounted") for n in notes), notes
 ' "$out"
 
+# The shim records argv and the allowed variables as the process had them: a password option's
+# value and a URL's credentials are blanked on the way into the report (its pid may be another
+# process's by now, so no environment is read); ./prog, python and train.py stay.
+mkdir -m 700 "$T/secrets"
+cat >"$T/secrets/$host-$r0.jsonl" <<JSON
+{"schema":"hangdx.trace/1","type":"header","t":1700000000000000000,"pid":$r0,"ppid":1,"host":"$host","boot_id":"$boot","start_time":42,"cwd":"$T","exe":"/usr/bin/python3","argv":["./prog","python","train.py","--password","pw-from-cli","-p","hunter2secret","--data","https://user:s3cret@data.example/set"],"env":{"RANK":"0","WORLD_SIZE":"1","MASTER_ADDR":"https://user:s3cret@host.example"}}
+JSON
+out=$("$HANGDX" analyze --json "$T/secrets" 2>"$T/err")
+check "a trace's secrets are blanked in the report ($(cat "$T/err"))" $PY -c '
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["HDX_SOURCE_DIR"], "tests"))
+import report_frames
+doc = report_frames.loads(sys.argv[1])
+p = [p for p in doc["processes"] if p["pid"] == int(sys.argv[2])][0]
+assert p["cmdline"] == ["./prog", "python", "train.py", "--password", "<redacted: value of --password>", "-p",
+                        "<redacted: value of -p>", "--data", "https://<redacted>@data.example/set"], p["cmdline"]
+assert p["env"]["MASTER_ADDR"] == "https://<redacted>@host.example", p["env"]
+assert "s3cret" not in sys.argv[1] and "hunter2secret" not in sys.argv[1] and "pw-from-cli" not in sys.argv[1]
+' "$out" "$r0"
+
 "$HANGDX" analyze "$T/nope/" >/dev/null 2>"$T/err"; rc=$?
 check "a missing dir fails with 2 (got $rc)" test $rc -eq 2
 check "a missing dir is named" grep -q "analyze: $T/nope/: no such file or directory" "$T/err"

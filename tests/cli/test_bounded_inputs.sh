@@ -3,7 +3,9 @@
 # tests/fuzz/regressions/ and made here at test time): each is answered from what it holds, with
 # the verdict or the error a person needs, and work and memory bounded by its size. A claimed
 # rank of 10^25 in a launcher prefix, a world size of 16777216 over three ranks, a core without
-# memory, ppids in a loop, a line of 1 MB, a hole of 1 GiB of NULs, a FIFO. The test's TIMEOUT
+# memory, ppids in a loop, a line of 1 MB, a hole of 1 GiB of NULs, a FIFO; ranks of 16777215 and
+# world sizes of 16777215 in logs, file names, snapshots, Flight Recorder dumps and traces (in
+# 200 MB of address space, with the verdict of the ranks read). The test's TIMEOUT
 # (CMakeLists.txt) is the bound on time; memory is bounded here with ulimit -v (not under ASan,
 # which reserves terabytes of address space). Needs $HANGDX and $HDX_SOURCE_DIR.
 set -u
@@ -120,5 +122,95 @@ mkfifo "$T/snaps/snap-node0002.json"
 run snapdir "$T/snaps"
 check "a snapshot directory with a FIFO in it: exit 1, partial, not blocked (got $rc)" test $rc -eq 1
 check "  the FIFO named as left out" grep -q "snap-node0002.json: left out: a FIFO (named pipe), not a regular file: not read" "$T/snapdir.err"
+
+# Ranks up to the largest one taken (16777215) and world sizes up to it, in every reader: memory
+# grows with the ranks read, not with the numbers (each run at most 200 MB of address space).
+# Once a log of ranks 0-2 and 16777215 made a world of 2^20 missing ranks (300 MB, > 10 min).
+small=""
+grep -q __asan_init "$HANGDX" 2>/dev/null || small="ulimit -v 204800;"
+run_small() {
+    local name=$1
+    shift
+    bash -c "$small"' exec timeout 50 "$@"' analyze "$HANGDX" analyze --json "$@" >"$T/$name.out" 2>"$T/$name.err"
+    rc=$?
+}
+# verdict NAME PYTHON-EXPRESSION: over the JSON report d of NAME (v its verdict)
+verdict() {
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); v = d["verdict"]; sys.exit(0 if eval(sys.argv[2]) else 1)' "$T/$1.out" "$2"
+}
+LOGS="$HDX_SOURCE_DIR/tests/fixtures/logs"
+tail -n +2 "$LOGS/nccl_rank_never_enqueued.log" | sed 's/\[rank3\]/[rank16777215]/; s/\[Rank 3\]/[Rank 16777215]/' >"$T/rank-max.log"
+run_small rank-max "$T/rank-max.log"
+check "a log of ranks 0-2 and 16777215 (rank 2 behind): exit 0 within 200 MB (got $rc; $(head -c 300 "$T/rank-max.err"))" test $rc -eq 0
+check "  culprit rank 2, ranks 0, 1, 16777215 waiting" verdict rank-max \
+    'v["culprit_ranks"] == [2] and v["facts"]["waiting"] == [0, 1, 16777215] and v["facts"]["behind"] == [2]'
+tail -n +2 "$LOGS/nccl_rank_never_enqueued.log" | sed 's/\[rank3\]/[rank65535]/; s/\[Rank 3\]/[Rank 65535]/' >"$T/rank-65535.log"
+run_small rank-65535 "$T/rank-65535.log"
+check "the same with rank 65535 (a world of 65536, the largest taken): exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  culprit rank 2" verdict rank-65535 'v["culprit_ranks"] == [2] and v["facts"]["waiting"] == [0, 1, 65535]'
+{ sed 's/^\[rank0\]:\(.*\)\[Rank 0\]/[rank16777215]:\1[Rank 16777215]/' "$WATCHDOG"; cat "$WATCHDOG"; } >"$T/prefix-max.log"
+run_small prefix-max "$T/prefix-max.log"
+check "[rank16777215]: and [rank0]: watchdog lines: exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  both ranks timed out in SeqNum=57" verdict prefix-max \
+    'v["class"] == "collective_wait" and "ranks 0,16777215 timed out in ALLREDUCE SeqNum=57" in v["summary"]'
+sed 's/^\[rank0\]://; s/\[Rank 0\] /[Rank 16777214] /' "$WATCHDOG" >"$T/rank16777214.log"
+run_small name-max "$T/rank16777214.log"
+check "a file named rank16777214.log: exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  its rank is 16777214" verdict name-max '"rank 16777214 timed out in ALLREDUCE SeqNum=57" in v["summary"]'
+python3 - "$REG/snapshot/snapshot-world-size-max.json" "$T" <<'PY'
+import json, sys
+for name, world, ranks in (("world-max", 16777215, (0, 1, 16777215)), ("world-65536", 65536, (0, 1, 65535))):
+    d = json.load(open(sys.argv[1]))
+    for p, r in zip(d["processes"], ranks):
+        p["rank"], p["world_size"] = r, world
+        p["env"].update(RANK=str(r), WORLD_SIZE=str(world))
+    json.dump(d, open(f"{sys.argv[2]}/{name}.json", "w"))
+PY
+run_small world-max "$T/world-max.json"
+check "a snapshot of ranks 0, 1, 16777215 claiming a world size of 16777215: exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  culprit rank 1, no missing rank named, the claim noted" verdict world-max \
+    'v["culprit_ranks"] == [1] and v["missing_ranks"] == [] and any("claims a world size of 16777215" in n for n in d["notes"])'
+run_small world-65536 --html "$T/world.html" "$T/world-65536.json"
+check "a snapshot of ranks 0, 1, 65535 of a world of 65536, with --html: exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  culprit rank 1, the 65533 ranks no input shows missing" verdict world-65536 \
+    'v["culprit_ranks"] == [1] and v["missing_ranks"] == list(range(2, 65535))'
+mkdir "$T/fr"
+python3 - "$HDX_SOURCE_DIR/tests/fixtures/fr/world_skip_json" "$T/fr" <<'PY'
+import json, sys
+for r, name in ((0, 0), (1, 1), (2, 2), (3, 16777215)):
+    d = json.load(open(f"{sys.argv[1]}/nccl_trace_rank_{r}"))
+    d["pg_config"]["0"]["ranks"] = "[0, 1, 2, 16777215]"
+    for e in d["entries"]:
+        for k in ("collective_seq_id", "op_id", "record_id"):
+            e[k] += 1 << 40
+    json.dump(d, open(f"{sys.argv[2]}/nccl_trace_rank_{name}", "w"))
+PY
+run_small fr "$T/fr"
+check "Flight Recorder dumps of ranks 0-2 and 16777215, sequence numbers past 2^40: exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  culprit rank 2 at all_reduce #2^40+7" verdict fr 'v["culprit_ranks"] == [2] and v["facts"]["seq"] == (1 << 40) + 7'
+mkdir -m 700 "$T/traces"
+: >"$T/lock"
+boot=$(cat /proc/sys/kernel/random/boot_id) host=$(hostname)
+cat >"$T/traces/$host-4194303.jsonl" <<JSON
+{"schema":"hangdx.trace/1","type":"header","t":1700000000000000000,"pid":4194303,"ppid":1,"host":"$host","boot_id":"$boot","start_time":42,"cwd":"$T","exe":"/usr/bin/python3","argv":["python3","train.py"],"env":{"RANK":"16777215","LOCAL_RANK":"16777215","WORLD_SIZE":"16777215","LOCAL_WORLD_SIZE":"16777215"}}
+{"type":"acquire","t":1700000001000000000,"tid":4194303,"path":"$T/lock","fd":5}
+JSON
+cat >"$T/traces/$host-4194302.jsonl" <<JSON
+{"schema":"hangdx.trace/1","type":"header","t":1700000000000000000,"pid":4194302,"ppid":1,"host":"$host","boot_id":"$boot","start_time":43,"cwd":"$T","exe":"/usr/bin/python3","argv":["python3","train.py"],"env":{"RANK":"0","WORLD_SIZE":"16777215"}}
+{"type":"wait","t":1700000060000000000,"tid":4194302,"path":"$T/lock","how":"stat","polls":512,"since":1700000002000000000}
+JSON
+run_small traces "$T/traces"
+check "traces of rank 16777215 (WORLD_SIZE 16777215) and rank 0: exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  build_lock: rank 0 waits on the lock rank 16777215 created" verdict traces \
+    'v["class"] == "build_lock" and v["culprit_ranks"] == [0] and "created by rank 16777215" in v["summary"]'
+tail -n +2 "$LOGS/store_barrier_missing_worker.log" | sed 's/world_size=4/world_size=2000000000/' >"$T/store-world.log"
+run_small store-world "$T/store-world.log"
+check "a store barrier's timeout claiming world_size=2000000000 over 3 arrived: exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  rendezvous_wait, 1999999997 missing counted, none enumerated" verdict store-world \
+    'v["class"] == "rendezvous_wait" and v["missing_count"] == 1999999997 and v["missing_ranks"] == []'
+tail -n +2 "$LOGS/monitored_barrier_timed_out.log" | sed 's/WORLD_SIZE=4/WORLD_SIZE=16777215/' >"$T/monitored-world.log"
+run_small monitored-world "$T/monitored-world.log"
+check "monitoredBarrier's timeout under a printed WORLD_SIZE=16777215: exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  culprit rank 3, the next unchecked one" verdict monitored-world 'v["culprit_ranks"] == [3] and v["facts"]["unchecked"] == [3]'
 
 exit $fail
