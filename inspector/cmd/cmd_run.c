@@ -33,6 +33,7 @@
 #include "gather/capture.h"
 #include "gather/supervise.h"
 #include "hangdx/report.h"
+#include "model/outfile.h"
 #include "model/util.h"
 #include "report/report.h"
 #include "report/words.h"
@@ -227,9 +228,9 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
     struct stat st;
     /* A link to a directory of ours is followed only when it is ours or root's, as an output
      * is (model/outfile.h): another user's would send traces and reports where they chose. */
-    if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0) {
-        fprintf(stderr, "hangdx run: trace directory %s is a symbolic link that another user (uid %u) owns — "
-                        "give the directory it names, or choose another -d DIR\n", dir, (unsigned)st.st_uid);
+    if (hdx_outfile_foreign_link(dir)) {
+        fprintf(stderr, "hangdx run: trace directory %s is a symbolic link that another user owns — "
+                        "give the directory it names, or choose another -d DIR\n", dir);
         return -1;
     }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {

@@ -30,6 +30,18 @@ typedef struct resolved {
     struct stat st;
 } resolved;
 
+/* The link of lstat st is one that outfile.h does not follow. */
+static int foreign(const struct stat *st)
+{
+    return S_ISLNK(st->st_mode) && st->st_uid != geteuid() && st->st_uid != 0;
+}
+
+int hdx_outfile_foreign_link(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && foreign(&st);
+}
+
 /* Split path into its directory (opened O_PATH) and last component. -errno. */
 static int split(const char *path, resolved *r)
 {
@@ -77,7 +89,7 @@ static int resolve(const char *path, resolved *r)
             r->kind = S_ISREG(r->st.st_mode) ? REPLACE : S_ISDIR(r->st.st_mode) ? DIR_ : INPLACE;
             return 0;
         }
-        if (r->st.st_uid != geteuid() && r->st.st_uid != 0) {
+        if (foreign(&r->st)) {
             r->kind = FOREIGN_LINK;
             return 0;
         }

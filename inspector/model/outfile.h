@@ -62,4 +62,12 @@ int hdx_outfile_close(hdx_outfile *o, int rc);
  */
 int hdx_outfile_check(const char *path);
 
+/*
+ * 1 when path is a symbolic link that the rules above do not follow (owned by neither the
+ * effective user nor root), else 0 (not a link, a trusted one, or nothing there). For the
+ * directories that commands write into (run -d, snapshot --slurm-job -o DIR), which follow
+ * the same rule.
+ */
+int hdx_outfile_foreign_link(const char *path);
+
 #endif
