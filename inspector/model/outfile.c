@@ -106,7 +106,7 @@ static int resolve(const char *path, resolved *r)
         if (n < 0)
             goto fail;
         target[n] = 0;
-        if (depth + 1 >= MAX_LINKS) {
+        if (depth >= MAX_LINKS) { /* cur was the (depth+1)th link */
             errno = ELOOP;
             goto fail;
         }
