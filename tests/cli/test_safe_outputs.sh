@@ -8,8 +8,9 @@
 # and mode are untouched, each output is a regular file of root's whose JSON parses with its
 # schema, and (strace) every file hangdx creates is O_TMPFILE or O_CREAT|O_EXCL|O_NOFOLLOW, under
 # a random name, renamed within its directory; also with O_TMPFILE refused (strace injects
-# EOPNOTSUPP), with a hard link at the output's name, and with a hard link planted at a job's
-# trace name; and run -d through another user's link is refused. Root only (skips 77 otherwise).
+# EOPNOTSUPP), with linkat's AT_EMPTY_PATH refused (the /proc/self/fd way), with a hard link
+# at the output's name, and with a hard link planted at a job's trace name; and run -d through
+# another user's link is refused. Root only (skips 77 otherwise).
 set -u
 : "${HANGDX:?HANGDX must name the hangdx binary}"
 : "${HDX_SOURCE_DIR:?HDX_SOURCE_DIR must name the source tree}"
@@ -107,6 +108,15 @@ a=$(grep -oE '"\.out\.json\.[0-9a-f]{16}"' "$T/st.an" | sort -u)
 $ST -o "$T/st.an2" "$HANGDX" analyze --json -o "$T/sticky/out.json" "$LOG" 2>/dev/null
 b=$(grep -oE '"\.out\.json\.[0-9a-f]{16}"' "$T/st.an2" | sort -u)
 check "  a second run publishes through another name ($a, $b)" bash -c "[ -n '$a' ] && [ -n '$b' ] && [ '$a' != '$b' ]"
+
+# where linkat(AT_EMPTY_PATH) is refused (kernels before 6.10 without CAP_DAC_READ_SEARCH:
+# ENOENT, injected) the nameless file is linked through /proc/self/fd
+strace -f -qq -e trace=linkat,renameat -e inject=linkat:error=ENOENT:when=1 -o "$T/st.proc" \
+    "$HANGDX" analyze --json -o "$T/sticky/proc.json" "$LOG" 2>/dev/null; rc=$?
+check "analyze -o with AT_EMPTY_PATH refused: exit 0 (got $rc), linked through /proc/self/fd" \
+    bash -c "test $rc -eq 0 && grep -qE 'linkat\(AT_FDCWD, \"/proc/self/fd/[0-9]+\", [0-9]+, \"\.proc\.json\.[0-9a-f]{16}\", AT_SYMLINK_FOLLOW\) = 0' '$T/st.proc'"
+check "  proc.json is root's, schema hangdx.report/2" root_json "$T/sticky/proc.json" hangdx.report/2
+check "  the victim is untouched" victim_intact
 
 # a link another user planted at the output's own name: refused before anything is read
 as_user ln -s "$T/victim" "$T/sticky/out.txt"
