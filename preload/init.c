@@ -163,7 +163,8 @@ static int is_trace_fd(int fd, struct stat *st)
  * previous trace fd, checked, or -1). Refuses, with -1 and nothing created, a
  * trace directory that another user owns (that user could read, forge or
  * redirect our traces: trace.h), and a file that is not a regular file of
- * ours. Raw system calls only; one thread, signals blocked: this runs in the
+ * ours with one link (docs/design.md "Writing outputs safely"). Raw system
+ * calls only; one thread, signals blocked: this runs in the
  * constructor and the fork child.
  */
 static int create_trace_file(int reuse)
@@ -187,7 +188,9 @@ static int create_trace_file(int reuse)
     syscall(SYS_close, dfd);
     if (fd < 0)
         goto fail;
-    if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != me) {
+    /* One link only: a hard link planted at the trace's name to a file of ours (where
+     * fs.protected_hardlinks is off) would have the trace appended to that file. */
+    if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != me || st.st_nlink != 1) {
         syscall(SYS_close, fd);
         goto fail;
     }

@@ -13,6 +13,7 @@
 #include "gather/capture.h"
 #include "hangdx/report.h"
 #include "gather/slurm.h"
+#include "model/outfile.h"
 #include "model/util.h"
 
 void hdx_cli_capture_init(hdx_cli_capture *o)
@@ -176,26 +177,20 @@ int hdx_cli_capture_pids(const char *cmd, int argc, char **argv, hdx_cli_capture
 
 int hdx_cli_check_output(const char *cmd, const char *what, const char *flag, const char *path)
 {
-    if (!strcmp(path, "-"))
-        return 0; /* standard output */
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    int e = -hdx_outfile_check(path); /* creates no name ("-" is standard output: model/outfile.h) */
+    if (!e)
+        return 0;
+    if (e == EISDIR) {
         hdx_say(stderr, "hangdx %s: cannot write the %s to %s: it is a directory — give a file in it, "
                         "e.g. %s %s/%s-$(hostname).json\n", cmd, what, path, flag, path, what);
         return -1;
     }
-    char *tmp = hdx_asprintf("%s.tmp.%d", path, (int)getpid());
-    int fd = tmp ? open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) : -1;
-    int e = fd < 0 ? (tmp ? errno : ENOMEM) : 0;
-    if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-        if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
-            e = errno; /* written in place: the file itself must be writable */
+    if (e == EPERM) {
+        hdx_say(stderr, "hangdx %s: cannot write the %s to %s: it is a symbolic link that another user owns, "
+                        "and hangdx writes through no such link — remove it, or give the file it names "
+                        "with %s FILE; nothing was done\n", cmd, what, path, flag);
+        return -1;
     }
-    free(tmp);
-    if (!e)
-        return 0;
     hdx_say(stderr, "hangdx %s: cannot write the %s to %s: %s — %s%s FILE; nothing was done\n", cmd, what, path,
             strerror(e),
             e == ENOENT ? "its directory does not exist: create it, or choose another "

@@ -138,9 +138,10 @@ int hdx_cli_capture_status(const char *cmd, const hdx_evidence *ev, int failures
 
 /*
  * Can command cmd write its `what` ("snapshot", "report") to path (given by option flag, "-o"
- * or "--html"; "-": standard output, 0), before it reads or captures anything? A file made and removed beside path (a snapshot is renamed over path; a
- * report is written in place, so an existing path must be writable too). 0, or -1 with
- * the message printed (a directory, a missing or read-only directory, a read-only file).
+ * or "--html"; "-": standard output, 0), before it reads or captures anything?
+ * hdx_outfile_check() (model/outfile.h), which makes no file. 0, or -1 with the message
+ * printed (a directory, a missing or read-only directory, a read-only file, a symbolic link
+ * another user owns).
  */
 int hdx_cli_check_output(const char *cmd, const char *what, const char *flag, const char *path);
 

@@ -17,6 +17,7 @@
 #include "gather/slurm.h"
 #include "formats/snapshot.h"
 #include "model/jsonout.h"
+#include "model/outfile.h"
 #include "model/util.h"
 
 int hdx_cli_write_frames(const hdx_evidence *ev)
@@ -211,6 +212,11 @@ int hdx_cli_slurm_snapshots(const char *cmd, const hdx_cli_capture *o, const cha
         return HDX_EXIT_USAGE;
     }
     struct stat st;
+    if (hdx_outfile_foreign_link(dir)) { /* model/outfile.h: its snapshots would go where that user chose */
+        hdx_say(stderr, "hangdx %s: -o %s is a symbolic link that another user owns — give the directory it "
+                        "names, or choose another -o DIR\n", cmd, dir);
+        return HDX_EXIT_USAGE;
+    }
     if (mkdir(dir, 0777) != 0 && (errno != EEXIST || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
         hdx_say(stderr, "hangdx %s: cannot make the directory %s for the snapshots: %s\n", cmd, dir,
                 errno == EEXIST ? "a file of that name is in the way" : strerror(errno));

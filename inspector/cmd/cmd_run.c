@@ -36,6 +36,7 @@
 #include "gather/capture.h"
 #include "gather/supervise.h"
 #include "hangdx/report.h"
+#include "model/outfile.h"
 #include "model/util.h"
 #include "report/report.h"
 #include "report/words.h"
@@ -230,6 +231,13 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
         return -1;
     }
     struct stat st;
+    /* A link to a directory of ours is followed only when it is ours or root's, as an output
+     * is (model/outfile.h): another user's would send traces and reports where they chose. */
+    if (hdx_outfile_foreign_link(dir)) {
+        hdx_say(stderr, "hangdx run: trace directory %s is a symbolic link that another user owns — "
+                        "give the directory it names, or choose another -d DIR\n", dir);
+        return -1;
+    }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         hdx_say(stderr, "hangdx run: %s is not a directory — choose another -d DIR\n", dir);
         return -1;
@@ -463,7 +471,7 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
     hdx_verdict v = {0};
     char *summary = NULL, *remedy = NULL;
     struct hang_root r = {0};
-    char txt[PATH_MAX + 32], json[PATH_MAX + 32], tmp[PATH_MAX + 32];
+    char txt[PATH_MAX + 32], json[PATH_MAX + 32];
     hang_root_clear(root);
     if (q->cpu_busy)
         hdx_say(stderr, "hangdx: no progress for %.0f s (no output, no trace event, %s), but the job uses "
@@ -502,12 +510,10 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
         goto fail;
     snprintf(txt, sizeof txt, "%s/report.txt", dir);
     snprintf(json, sizeof json, "%s/report.json", dir);
-    /* Each file appears whole (a reader waiting for report.json never sees half of it). */
-    snprintf(tmp, sizeof tmp, "%s/.report.txt.tmp", dir);
-    if ((rc = hdx_report_write(ev, &v, NULL, tmp)) || (rename(tmp, txt) && (rc = -errno)))
-        goto fail;
-    snprintf(tmp, sizeof tmp, "%s/.report.json.tmp", dir);
-    if ((rc = hdx_report_write(ev, &v, &(hdx_report_options){HDX_REPORT_JSON, HDX_TREE_AUTO, 0, NULL}, tmp)) || (rename(tmp, json) && (rc = -errno)))
+    /* Each file appears whole (model/outfile.h: a reader waiting for report.json never sees
+     * half of it, and a link planted in a sticky DIR is replaced, not written through). */
+    if ((rc = hdx_report_write(ev, &v, NULL, txt)) ||
+        (rc = hdx_report_write(ev, &v, &(hdx_report_options){HDX_REPORT_JSON, HDX_TREE_AUTO, 0, NULL}, json)))
         goto fail;
     /* The summary points at what follows it in a report ("read the stack groups below"): on
      * stderr nothing follows, so it points at the report file instead. */

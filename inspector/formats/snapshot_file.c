@@ -17,6 +17,7 @@
 
 #include "formats/json_arena.h"
 #include "model/jsonout.h"
+#include "model/outfile.h"
 #include "model/util.h"
 
 int hdx_snapshot_write(const hdx_evidence *ev, const char *path)
@@ -28,31 +29,12 @@ int hdx_snapshot_write(const hdx_evidence *ev, const char *path)
     cJSON_Delete(j);
     if (!s)
         return -ENOMEM;
-    int rc = 0;
+    /* Published whole by rename (model/outfile.h): a reader never sees half a snapshot. */
+    hdx_outfile out;
+    int rc = hdx_outfile_open(&out, path);
     size_t len = strlen(s);
-    if (!path || !strcmp(path, "-")) {
-        if (fwrite(s, 1, len, stdout) != len || fputc('\n', stdout) == EOF || fflush(stdout) != 0)
-            rc = -EIO;
-        free(s);
-        return rc;
-    }
-    /* Written beside the target and renamed: a reader never sees half a snapshot. */
-    char *tmp = hdx_asprintf("%s.tmp.%d", path, (int)getpid());
-    FILE *f = tmp ? fopen(tmp, "w") : NULL;
-    if (!f) {
-        rc = tmp ? -errno : -ENOMEM;
-        goto out;
-    }
-    if (fwrite(s, 1, len, f) != len || fputc('\n', f) == EOF)
-        rc = -EIO;
-    if (fclose(f) != 0 && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path) != 0)
-        rc = -errno;
-    if (rc)
-        unlink(tmp);
-out:
-    free(tmp);
+    if (!rc)
+        rc = hdx_outfile_close(&out, fwrite(s, 1, len, out.f) != len || fputc('\n', out.f) == EOF ? -EIO : 0);
     free(s);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include "classify/groups.h"
 #include "classify/waitsfor.h"
 #include "model/jsonout.h"
+#include "model/outfile.h"
 #include "model/util.h"
 #include "report/report.h"
 #include "report/tree.h"
@@ -514,14 +515,7 @@ int hdx_report_html(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
 
 int hdx_report_html_write(const hdx_evidence *ev, const hdx_verdict *v, const char *path)
 {
-    int to_stdout = !strcmp(path, "-");
-    FILE *f = to_stdout ? stdout : fopen(path, "w");
-    if (!f)
-        return -errno;
-    int rc = hdx_report_html(f, ev, v);
-    if (to_stdout)
-        fflush(f);
-    else if (fclose(f) != 0 && !rc)
-        rc = -errno;
-    return rc;
+    hdx_outfile out;
+    int rc = hdx_outfile_open(&out, path);
+    return rc ? rc : hdx_outfile_close(&out, hdx_report_html(out.f, ev, v));
 }

@@ -38,8 +38,9 @@
  */
 int hdx_report_html(FILE *f, const hdx_evidence *ev, const hdx_verdict *v);
 
-/* The same into the file path (made or truncated; "-": stdout). 0, or -ENOMEM, -EIO, or
- * fopen's or fclose's negative errno. */
+/* The same into the file path ("-": stdout) through hdx_outfile_open() (model/outfile.h: a
+ * new file renamed over path, whole, or nothing). 0, or -ENOMEM, -EIO, or hdx_outfile_open's
+ * or _close's negative errno. */
 int hdx_report_html_write(const hdx_evidence *ev, const hdx_verdict *v, const char *path);
 
 #endif

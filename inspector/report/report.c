@@ -10,6 +10,7 @@
 #include "hangdx/report.h"
 #include "classify/groups.h"
 #include "model/jsonout.h"
+#include "model/outfile.h"
 #include "model/syscalls.h"
 #include "model/evidence_json.h"
 #include "model/util.h"
@@ -1049,11 +1050,11 @@ int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, const hdx_rep
     hdx_report_options text = {HDX_REPORT_TEXT, HDX_TREE_AUTO, 0, NULL};
     if (!o)
         o = &text;
-    int to_stdout = !path || !strcmp(path, "-");
-    FILE *f = to_stdout ? stdout : fopen(path, "w");
-    if (!f)
-        return -errno;
-    int rc = 0;
+    hdx_outfile out;
+    int rc = hdx_outfile_open(&out, path);
+    if (rc)
+        return rc;
+    FILE *f = out.f;
     if (o->format == HDX_REPORT_JSON && (o->flags & HDX_REPORT_V1))
         rc = report_json_write(f, ev, v);
     else if (o->format == HDX_REPORT_JSON)
@@ -1062,9 +1063,5 @@ int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, const hdx_rep
         rc = hdx_report_text(f, ev, v, o->tree);
     else
         rc = export_write(f, ev, v, o->format);
-    if (to_stdout)
-        fflush(f);
-    else if (fclose(f) != 0 && !rc)
-        rc = -errno;
-    return rc;
+    return hdx_outfile_close(&out, rc);
 }

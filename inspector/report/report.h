@@ -64,8 +64,9 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, int t
 
 /*
  * Write the report in the format o says (NULL: text, its tree HDX_TREE_AUTO) to path, or to
- * stdout when path is NULL or "-". The JSON is printed a process at a time, never held as
- * one tree. 0 or a negative errno (-ENOMEM, -EIO, or fopen's or fclose's).
+ * stdout when path is NULL or "-", through hdx_outfile_open() (model/outfile.h: a new file
+ * renamed over path, whole, or nothing). The JSON is printed a process at a time, never held
+ * as one tree. 0 or a negative errno (-ENOMEM, -EIO, or hdx_outfile_open's or _close's).
  */
 int hdx_report_write(const hdx_evidence *ev, const hdx_verdict *v, const hdx_report_options *o,
                      const char *path);
