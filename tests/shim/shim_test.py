@@ -310,7 +310,7 @@ def test_run(helper):
         check(r.returncode == 7, f"exit status {r.returncode}, expected 7")
         check(os.stat(d).st_mode & 0o777 == 0o700, "trace dir not 0700")
         r = subprocess.run([HANGDX, "run", "-d", d, "--", "sh", "-c", "kill -TERM $$"])
-        check(r.returncode == 128 + signal.SIGTERM, f"killed: {r.returncode}, expected 143")
+        check(r.returncode == -signal.SIGTERM, f"killed: {r.returncode}, expected -15 (run dies of the job's signal)")
         r = subprocess.run([HANGDX, "run", "-d", d, "--", PY, "-c",
                             "import os; print(os.environ['LD_PRELOAD'])"],
                            env=env_with(None, LD_PRELOAD="libother.so", HANGDX_TRACE_DIR="x"),
@@ -325,7 +325,7 @@ def test_run(helper):
         p = subprocess.Popen([HANGDX, "run", "-d", d, "--", "sleep", "30"])
         time.sleep(0.5)
         p.send_signal(signal.SIGTERM)
-        check(p.wait(timeout=10) == 128 + signal.SIGTERM, f"forwarded SIGTERM: {p.returncode}")
+        check(p.wait(timeout=10) == -signal.SIGTERM, f"forwarded SIGTERM: {p.returncode}, expected -15")
         r = subprocess.run([HANGDX, "run"], capture_output=True, text=True)
         check(r.returncode == 64 and "--" in r.stderr, f"usage: {r.returncode} {r.stderr}")
         r = subprocess.run([HANGDX, "run", "--bogus", "--", "true"], capture_output=True)
