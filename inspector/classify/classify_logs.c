@@ -603,8 +603,10 @@ static int ranks_not_in(long long from, long long to, const int *a, size_t na, c
     int *s = malloc((na + nb ? na + nb : 1) * sizeof *s);
     if (!s)
         return -ENOMEM;
-    memcpy(s, a, na * sizeof *s);
-    memcpy(s + na, b, nb * sizeof *s);
+    if (na) /* a or b may be NULL when empty */
+        memcpy(s, a, na * sizeof *s);
+    if (nb)
+        memcpy(s + na, b, nb * sizeof *s);
     qsort(s, na + nb, sizeof *s, hdx_cmp_int);
     int rc = 0;
     for (long long r = from; !rc && r < to; r++) {

@@ -710,7 +710,8 @@ static int make_root(const hdx_evidence *ev, hdx_waitsfor *g, const size_t *node
         free(root.ranks);
         return -ENOMEM;
     }
-    qsort(root.ranks, root.n_ranks, sizeof *root.ranks, hdx_cmp_int);
+    if (root.n_ranks)
+        qsort(root.ranks, root.n_ranks, sizeof *root.ranks, hdx_cmp_int);
     *slot = root;
     return 0;
 }
@@ -894,7 +895,8 @@ static int add_missing_ranks(hdx_waitsfor *g)
         r->root = r->depth = -1;
     }
     free(miss);
-    qsort(g->ranks, g->n_ranks, sizeof *g->ranks, cmp_rank);
+    if (g->n_ranks)
+        qsort(g->ranks, g->n_ranks, sizeof *g->ranks, cmp_rank);
     return 0;
 }
 
@@ -912,7 +914,8 @@ static int collect_ranks(const hdx_evidence *ev, hdx_waitsfor *g)
         if (p->world_size > g->world_size)
             g->world_size = p->world_size;
     }
-    qsort(g->ranks, g->n_ranks, sizeof *g->ranks, cmp_rank_then_process);
+    if (g->n_ranks) /* none: g->ranks is NULL */
+        qsort(g->ranks, g->n_ranks, sizeof *g->ranks, cmp_rank_then_process);
     size_t n = 0;
     for (size_t i = 0; i < g->n_ranks; i++)
         if (!n || g->ranks[i].rank != g->ranks[n - 1].rank)
@@ -985,7 +988,8 @@ static int build_graph(const hdx_evidence *ev, hdx_waitsfor *g)
     if ((rc = root_edges(g, n)))
         goto out;
     sort_graph = g;
-    qsort(g->roots, g->n_roots, sizeof *g->roots, cmp_root);
+    if (g->n_roots) /* none: g->roots is NULL */
+        qsort(g->roots, g->n_roots, sizeof *g->roots, cmp_root);
     rc = assign_depths(g, n);
 out:
     free(comp), free(order), free(first), free(out), free(in);
@@ -1027,7 +1031,8 @@ int hdx_waitsfor_build_waits(const hdx_evidence *ev, const hdx_wf_wait *waits, s
         r->moved_on_from = -1;
         r->root = r->depth = -1;
     }
-    qsort(g->ranks, g->n_ranks, sizeof *g->ranks, cmp_rank);
+    if (g->n_ranks)
+        qsort(g->ranks, g->n_ranks, sizeof *g->ranks, cmp_rank);
     g->n_waiting = g->n_ranks;
     return build_graph(ev, g);
 }
