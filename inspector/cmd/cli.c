@@ -186,7 +186,7 @@ int hdx_cli_check_output(const char *cmd, const char *what, const char *flag, co
         return -1;
     }
     if (e == EPERM) {
-        hdx_say(stderr, "hangdx %s: cannot write the %s to %s: it is a symbolic link that another user owns, "
+        hdx_say(stderr, "hangdx %s: cannot write the %s to %s: it, or a directory on its way, is a symbolic link that another user owns, "
                         "and hangdx writes through no such link — remove it, or give the file it names "
                         "with %s FILE; nothing was done\n", cmd, what, path, flag);
         return -1;

@@ -213,7 +213,7 @@ int hdx_cli_slurm_snapshots(const char *cmd, const hdx_cli_capture *o, const cha
     }
     struct stat st;
     if (hdx_outfile_foreign_link(dir)) { /* model/outfile.h: its snapshots would go where that user chose */
-        hdx_say(stderr, "hangdx %s: -o %s is a symbolic link that another user owns — give the directory it "
+        hdx_say(stderr, "hangdx %s: -o %s, or a directory on its way, is a symbolic link that another user owns — give the directory it "
                         "names, or choose another -o DIR\n", cmd, dir);
         return HDX_EXIT_USAGE;
     }

@@ -74,7 +74,10 @@ static int add_dir(hdx_evidence *ev, const char *dir, int required, int *partial
     int r = hdx_locks_find_files(dir, &found);
     if (r < 0 && r != -ENOMEM && (required || r != -ENOENT)) {
         hdx_say(stderr, "hangdx locks: %s: %s\n", dir,
-                r == -ENOENT ? "no such directory" : strerror(-r));
+                r == -ENOENT   ? "no such directory"
+                : r == -EPERM ? "it, or a directory on its way, is a symbolic link that another user owns: not "
+                                "searched (give the directory it names)"
+                               : strerror(-r));
         *partial = 1;
     } else if (r == 0 && found.cut) {
         hdx_say(stderr, "hangdx locks: %s: looked in %zu directories, %d levels down at most; deeper or further "

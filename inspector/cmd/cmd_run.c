@@ -223,6 +223,14 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
         dir = def;
     }
     *created = 0;
+    /* A link to a directory of ours is followed only when it is ours or root's, as an output
+     * is (model/outfile.h): another user's would send traces and reports where they chose.
+     * Before the mkdir: that would make the directory where the link points. */
+    if (hdx_outfile_foreign_link(dir)) {
+        hdx_say(stderr, "hangdx run: trace directory %s, or a directory on its way, is a symbolic link that another user owns — "
+                        "give the directory it names, or choose another -d DIR\n", dir);
+        return -1;
+    }
     if (mkdir(dir, 0700) == 0) {
         *created = 1;
     } else if (errno != EEXIST) {
@@ -231,13 +239,6 @@ static int prepare_trace_dir(const char *dir, char *abs, size_t size, int *creat
         return -1;
     }
     struct stat st;
-    /* A link to a directory of ours is followed only when it is ours or root's, as an output
-     * is (model/outfile.h): another user's would send traces and reports where they chose. */
-    if (hdx_outfile_foreign_link(dir)) {
-        hdx_say(stderr, "hangdx run: trace directory %s is a symbolic link that another user owns — "
-                        "give the directory it names, or choose another -d DIR\n", dir);
-        return -1;
-    }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         hdx_say(stderr, "hangdx run: %s is not a directory — choose another -d DIR\n", dir);
         return -1;

@@ -802,7 +802,7 @@ static void line_in_start(line_in *li, int fd)
 {
     li->fd = fd;
     li->pos = li->end = 0;
-    li->eof = li->in_nul = 0;
+    li->eof = li->in_nul = li->cr = 0;
     li->lines = 0;
     li->run = li->nul_runs = li->nul_longest = 0;
     li->nul_longest_at = 0;

@@ -21,6 +21,7 @@
 #include "gather/proc.h"
 #include "gather/sample.h"
 #include "gather/syswatch.h"
+#include "model/outfile.h"
 #include "model/util.h"
 
 
@@ -1002,6 +1003,8 @@ int hdx_locks_find_files(const char *dir, hdx_lock_search *s)
         return len < 0 ? -errno : -ENAMETOOLONG;
     while (len > 1 && abs[len - 1] == '/')
         abs[--len] = 0;
+    if (hdx_outfile_foreign_link(abs)) /* another user's link would choose what is deleted */
+        return -EPERM;
     if ((s->rootfd = open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         s->rootfd = -1;
         return -errno;

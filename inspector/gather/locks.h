@@ -138,7 +138,8 @@ typedef struct hdx_lock_search {
  * through directory fds, never through a symbolic link, leaving out .git,
  * node_modules and __pycache__. *s is filled (zeroed first; rootfd -1 on failure)
  * and owned by the caller: hdx_lock_search_clear. 0 or a negative errno (-ENOENT no
- * dir, -ENOTDIR, -ENOMEM: what was found so far stays in *s).
+ * dir, -ENOTDIR, -EPERM dir or a directory on its way is another user's symbolic link
+ * (model/outfile.h, hdx_outfile_foreign_link), -ENOMEM: what was found so far stays in *s).
  */
 int hdx_locks_find_files(const char *dir, hdx_lock_search *s);
 

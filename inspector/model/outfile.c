@@ -38,8 +38,27 @@ static int foreign(const struct stat *st)
 
 int hdx_outfile_foreign_link(const char *path)
 {
-    struct stat st;
-    return lstat(path, &st) == 0 && foreign(&st);
+    char p[PATH_MAX];
+    size_t len = strlen(path);
+    if (len >= sizeof p)
+        return 0; /* the open that follows fails with ENAMETOOLONG */
+    memcpy(p, path, len + 1);
+    /* Each prefix that ends a component ("a", "a/b", ..., path), lstat'ed: its last component
+     * as it is, the ones before it as the kernel resolves them. */
+    for (size_t i = 1; i <= len; i++) {
+        if (p[i] != '/' && p[i])
+            continue;
+        if (p[i - 1] == '/')
+            continue; /* "//", or a trailing slash, which would make lstat follow a link */
+        char c = p[i];
+        p[i] = 0;
+        struct stat st;
+        int bad = lstat(p, &st) == 0 && foreign(&st);
+        p[i] = c;
+        if (bad)
+            return 1;
+    }
+    return 0;
 }
 
 /* Split path into its directory (opened O_PATH) and last component. -errno. */
@@ -66,6 +85,8 @@ static int split(const char *path, resolved *r)
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     snprintf(r->name, sizeof r->name, "%s", name);
+    if (hdx_outfile_foreign_link(dir))
+        return -EPERM;
     r->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     return r->dirfd < 0 ? -errno : 0;
 }

@@ -63,10 +63,12 @@ int hdx_outfile_close(hdx_outfile *o, int rc);
 int hdx_outfile_check(const char *path);
 
 /*
- * 1 when path is a symbolic link that the rules above do not follow (owned by neither the
- * effective user nor root), else 0 (not a link, a trusted one, or nothing there). For the
- * directories that commands write into (run -d, snapshot --slurm-job -o DIR), which follow
- * the same rule.
+ * 1 when path, or a directory on its way ("a" and "a/b" of "a/b/c"), is a symbolic link
+ * that the rules above do not follow (owned by neither the effective user nor root), else 0
+ * (no link, trusted ones, or nothing there). The outputs' directories are checked so
+ * (-EPERM), and so are the directories that commands write into or delete in (run -d,
+ * snapshot --slurm-job -o DIR, locks --clean-stale DIR). A link swapped in between this
+ * check and the open is not seen.
  */
 int hdx_outfile_foreign_link(const char *path);
 

@@ -136,7 +136,8 @@ int hdx_export_speedscope(FILE *f, const hdx_verdict *v, const hdx_tree *t)
             active = n_profiles;
         n_profiles++;
     }
-    cJSON_AddNumberToObject(doc, "activeProfileIndex", active < 0 ? 0 : (double)active);
+    if (n_profiles) /* none (logs alone give no stacks): no index into an empty list */
+        cJSON_AddNumberToObject(doc, "activeProfileIndex", active < 0 ? 0 : (double)active);
     if (!(s = hdx_json_print(doc, 0)))
         goto out;
     rc = fprintf(f, "%s\n", s) < 0 ? -EIO : 0;
@@ -177,15 +178,24 @@ int hdx_export_collapsed(FILE *f, const hdx_tree *t)
 
 /* ---- Graphviz ---- */
 
-/* s inside a DOT string: '"' and '\' escaped, a control byte as '?'. */
+/* s inside a DOT string: as the text report shows it (hdx_put_text: control bytes, bytes of
+ * no valid UTF-8 and the code points a terminal acts on escaped), then '"' and '\' escaped
+ * for DOT. */
 static void dot_str(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fputc('\\', f);
-        fputc(c < 0x20 || c == 0x7f ? '?' : c, f);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (m) {
+        hdx_put_text(m, s);
+        fclose(m);
     }
+    for (const char *c = text ? text : "?"; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fputc('\\', f);
+        fputc(*c, f);
+    }
+    free(text);
 }
 
 #define CULPRIT_STYLE "style=filled, fillcolor=\"#f4a6a6\", peripheries=2"

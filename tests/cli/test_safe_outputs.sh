@@ -128,6 +128,24 @@ check "analyze -o a link that nobody owns: exit 2 (got $rc), says so" \
     bash -c "test $rc -eq 2 && grep -q 'is a symbolic link that another user owns' '$T/err'"
 check "  the victim is untouched" victim_intact
 check "  the link is still the attacker's link" test -L "$T/sticky/out.txt"
+# a link another user planted at a directory on the output's way (to a directory of root's
+# that holds a file of root's at the output's name): refused, for -o, --html, snapshot -o and
+# run -d alike; nothing is written or replaced in that directory
+mkdir -m 700 "$T/rootdir2"
+cp "$T/victim" "$T/rootdir2/hang.txt"
+as_user ln -s "$T/rootdir2" "$T/sticky/run1"
+"$HANGDX" analyze -o "$T/sticky/run1/hang.txt" "$LOG" >/dev/null 2>"$T/err"; rc=$?
+check "analyze -o through a directory link that nobody owns: exit 2 (got $rc), says so" \
+    bash -c "test $rc -eq 2 && grep -q 'or a directory on its way, is a symbolic link that another user owns' '$T/err'"
+"$HANGDX" analyze --html "$T/sticky/run1/h.html" "$LOG" >/dev/null 2>&1; rc=$?
+check "analyze --html through it: exit 2 (got $rc)" test $rc -eq 2
+"$HANGDX" snapshot --samples 1 -o "$T/sticky/run1/snap.json" $target >/dev/null 2>&1; rc=$?
+check "snapshot -o through it: refused (exit $rc)" test $rc -ne 0
+"$HANGDX" run -d "$T/sticky/run1/traces" -- /bin/true 2>"$T/err"; rc=$?
+check "run -d through it: refused (exit $rc), says so" \
+    bash -c "test $rc -ne 0 && grep -q 'or a directory on its way, is a symbolic link that another user owns' '$T/err'"
+check "  root's directory holds its one file, unchanged" \
+    bash -c "test \"\$(ls -A '$T/rootdir2')\" = hang.txt && cmp -s '$T/rootdir2/hang.txt' '$T/victim.orig'"
 # a link of root's own is what its owner asked for: written to its target
 ln -s mine.txt "$T/grp/mylink.txt"
 "$HANGDX" analyze -o "$T/grp/mylink.txt" "$LOG" >/dev/null 2>&1; rc=$?

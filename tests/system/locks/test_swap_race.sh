@@ -74,5 +74,17 @@ kill "$attacker"; wait "$attacker" 2>/dev/null; attacker=
 check "the attacker's own locks were never deleted either" \
     test "$(find "$T/scan" -name lock -type f | wc -l)" -eq 8
 
+# A link of the attacker's as the directory given, or as a directory on its way: refused
+# before the walk, and root's stale build locks where it points stay.
+mkdir -p "$T/rootv/build"; : >"$T/rootv/lock"; : >"$T/rootv/build/lock"; chmod -R go-rwx "$T/rootv"
+"${NOBODY[@]}" ln -s "$T/rootv" "$T/scan/torch_extensions"
+"${NOBODY[@]}" ln -s "$T" "$T/scan/up"
+for d in "$T/scan/torch_extensions" "$T/scan/up/rootv"; do
+    "$HANGDX" locks --clean-stale --force "$d" >"$T/out" 2>"$T/err"
+    check "--clean-stale --force $d (nobody's link on its way): refused, says so" \
+        grep -q "or a directory on its way, is a symbolic link that another user owns" "$T/err"
+    check "  root's locks where it points are there still" test -f "$T/rootv/lock" -a -f "$T/rootv/build/lock"
+done
+
 [ $fail -eq 0 ] && echo "locks.swap_race: all checks passed"
 exit $fail
