@@ -17,6 +17,7 @@
  * is written.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pwd.h>
@@ -462,7 +463,10 @@ static int confirm_hang(struct hang_root *pending, struct hang_root *found, doub
  * its spare is set when no report could be written (nothing may end a job whose hang is not on
  * record).
  */
-static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_root *root)
+/* dir: the trace directory, as it is shown; held: the same directory as /proc/self/fd/N of the
+ * fd run holds, which the reports are written through (another user who swaps dir for a link
+ * meanwhile, in a directory they can write, does not choose where they go). */
+static int check_job(const char *dir, const char *held, const hdx_supervise_quiet *q, struct hang_root *root)
 {
     int failures = 0, ret = 1, rc;
     const int *pids = q->pids;
@@ -472,7 +476,7 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
     hdx_verdict v = {0};
     char *summary = NULL, *remedy = NULL;
     struct hang_root r = {0};
-    char txt[PATH_MAX + 32], json[PATH_MAX + 32];
+    char txt[PATH_MAX + 32], txt_io[64], json_io[64];
     hang_root_clear(root);
     if (q->cpu_busy)
         hdx_say(stderr, "hangdx: no progress for %.0f s (no output, no trace event, %s), but the job uses "
@@ -510,11 +514,12 @@ static int check_job(const char *dir, const hdx_supervise_quiet *q, struct hang_
     if ((rc = hang_root_of(&v, &r)))
         goto fail;
     snprintf(txt, sizeof txt, "%s/report.txt", dir);
-    snprintf(json, sizeof json, "%s/report.json", dir);
+    snprintf(txt_io, sizeof txt_io, "%s/report.txt", held);
+    snprintf(json_io, sizeof json_io, "%s/report.json", held);
     /* Each file appears whole (model/outfile.h: a reader waiting for report.json never sees
      * half of it, and a link planted in a sticky DIR is replaced, not written through). */
-    if ((rc = hdx_report_write(ev, &v, NULL, txt)) ||
-        (rc = hdx_report_write(ev, &v, &(hdx_report_options){HDX_REPORT_JSON, HDX_TREE_AUTO, 0, NULL}, json)))
+    if ((rc = hdx_report_write(ev, &v, NULL, txt_io)) ||
+        (rc = hdx_report_write(ev, &v, &(hdx_report_options){HDX_REPORT_JSON, HDX_TREE_AUTO, 0, NULL}, json_io)))
         goto fail;
     /* The summary points at what follows it in a report ("read the stack groups below"): on
      * stderr nothing follows, so it points at the report file instead. */
@@ -543,7 +548,7 @@ out:
 
 /* What --hang-timeout decides on: the last capture's hang and the one to confirm. */
 struct run_watch {
-    const char *dir;
+    const char *dir, *held; /* check_job's */
     int on_hang_kill;
     double sec;                     /* --hang-timeout */
     struct hang_root found, pending;
@@ -556,7 +561,7 @@ static hdx_supervise_action on_quiet(void *ctx, const hdx_supervise_quiet *q)
     struct run_watch *w = ctx;
     if (q->progressed)
         hang_root_clear(&w->pending); /* a hang to confirm needs no progress since */
-    int hung = check_job(w->dir, q, &w->found);
+    int hung = check_job(w->dir, w->held, q, &w->found);
     if (hung == 0) {
         hang_root_clear(&w->pending); /* not_hung is progress; the next check comes SEC from now */
         return HDX_SUPERVISE_RECHECK;
@@ -569,10 +574,10 @@ static hdx_supervise_action on_quiet(void *ctx, const hdx_supervise_quiet *q)
 
 /* Run the job, watched when --hang-timeout says so; run's exit status. *sig: the signal that
  * ended the job (0 when it exited, or --on-hang kill ended it, or it could not be run). */
-static int supervise(const struct run_opts *o, const char *dir, int *sig)
+static int supervise(const struct run_opts *o, const char *dir, const char *held, int *sig)
 {
     *sig = 0;
-    struct run_watch w = {dir, o->on_hang_kill, o->hang_timeout, {0}, {0}};
+    struct run_watch w = {dir, held, o->on_hang_kill, o->hang_timeout, {0}, {0}};
     hdx_supervise_options so = {o->command, dir, o->hang_timeout, {o->kill_grace[0], o->kill_grace[1]},
                                 on_quiet, &w, stderr};
     hdx_supervise_result r;
@@ -603,12 +608,22 @@ int hdx_cmd_run(int argc, char **argv)
     int created = 0, sig = 0;
     if (find_shim(shim, sizeof shim) != 0 || prepare_trace_dir(o.trace_dir, dir, sizeof dir, &created) != 0)
         return HDX_EXIT_FAILURE;
-    if (hdx_supervise_preload(shim, dir) != 0) {
+    /* The directory checked, held: dir is resolved (realpath), so O_NOFOLLOW refuses a link
+     * swapped in since. */
+    int dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    char held[40];
+    snprintf(held, sizeof held, "/proc/self/fd/%d", dfd);
+    if (dfd < 0) {
+        hdx_say(stderr, "hangdx run: cannot open trace directory %s: %s\n", dir, strerror(errno));
+        rc = HDX_EXIT_FAILURE;
+    } else if (hdx_supervise_preload(shim, dir) != 0) {
         hdx_say(stderr, "hangdx run: cannot set LD_PRELOAD: %s\n", strerror(errno));
         rc = HDX_EXIT_FAILURE;
     } else {
-        rc = supervise(&o, dir, &sig);
+        rc = supervise(&o, dir, held, &sig);
     }
+    if (dfd >= 0)
+        close(dfd);
     /* A trace directory that run made and nothing was written into (the command could not
      * start, or no process of it loaded the shim) is not left behind; rmdir removes only an
      * empty one, and never one that was there before. */

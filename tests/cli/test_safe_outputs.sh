@@ -184,6 +184,23 @@ check "  report.json has schema hangdx.report/2" root_json "$T/sticky/report.jso
 check "  report.txt has the verdict" grep -q '^verdict:' "$T/sticky/report.txt"
 check "  every file hangdx created was safe" created_safely "$T/st.run"
 
+# run -d in the attacker's group-writable directory: once run started, the attacker moves the
+# trace directory away and puts a link to a directory of root's in its place; the report goes
+# into the directory run checked and holds (now run.old), nothing into root's
+mkdir -m 700 "$T/rootdir3"
+"$HANGDX" run --hang-timeout 3 -d "$T/grp/run" -- \
+    /usr/bin/python3 -c 'import os; r, w = os.pipe(); os.read(r, 1)' 2>"$T/err.swap" &
+run=$!
+for _ in $(seq 300); do grep -q "tracing into" "$T/err.swap" && break; sleep 0.1; done
+as_user mv "$T/grp/run" "$T/grp/run.old"
+as_user ln -s "$T/rootdir3" "$T/grp/run"
+for _ in $(seq 600); do grep -q "^hangdx: report in" "$T/err.swap" && break; sleep 0.1; done
+kill -TERM $run 2>/dev/null
+wait $run
+check "run -d, its directory swapped for a link mid-run: the report is in the directory run holds" \
+    bash -c "$(declare -f root_file); root_file '$T/grp/run.old/report.txt' && root_file '$T/grp/run.old/report.json'"
+check "  nothing in root's directory that the link names" test -z "$(ls -A "$T/rootdir3")"
+
 # a trace directory given through a link that the attacker planted to a directory of root's
 mkdir -m 700 "$T/rootdir"
 as_user ln -s "$T/rootdir" "$T/sticky/tracelink"
