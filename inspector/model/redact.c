@@ -214,11 +214,13 @@ static int option_secrets(hdx_process *p, struct secret **sec, size_t *n, int *c
 {
     for (size_t i = 0; i < p->n_cmdline; i++) {
         const char *a = p->cmdline[i];
-        if (a[0] != '-')
-            continue;
         const char *name = a + strspn(a, "-");
         const char *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        /* An option, or a variable's assignment ("env HF_TOKEN=... python train.py"). */
+        if (a[0] != '-' && !(eq && len && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == len &&
+                             !isdigit((unsigned char)a[0])))
+            continue;
         if (!len || !(secret_identifier(name, len) || !strcmp(a, "-p")))
             continue;
         size_t at = eq ? i : i + 1;

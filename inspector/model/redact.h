@@ -36,8 +36,9 @@ char *hdx_redact_url_credentials(const char *s);
  *    environment cannot be read (another user's process), this step replaces
  *    nothing: its memory, and so its locals, cannot be read either.
  * 2. Command-line options whose name says the same ("--hf-token VALUE",
- *    "--password=VALUE", "--api_key VALUE"), and "-p VALUE" (a password to
- *    mysql, sshpass): the value, when step 1 left it and it is worth hiding
+ *    "--password=VALUE", "--api_key VALUE"), variables' assignments in the
+ *    command line ("env WANDB_API_KEY=VALUE python train.py"), and "-p VALUE"
+ *    (a password to mysql, sshpass): the value, when step 1 left it and it is worth hiding
  *    by the same measure (so "-p 29500" stays), becomes "<redacted: value of
  *    --hf-token>" (or "--password=<redacted>"), and the locals that hold it
  *    are redacted as in step 1. The command line is readable for every

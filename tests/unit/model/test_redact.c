@@ -76,12 +76,14 @@ static void test_process(void)
         "./prog", "python", "train.py", "-p", "hunter2secret", "-p", "29500", "--password", "pw-from-cli",
         "--token=tok-abcdef", "--repo", "https://oauth2:glpat-xyz@gitlab.example/a/b.git", "pytorch-env",
         "hf_abcdefghijkl", "Bearer hf_abcdefghijkl", "--url=https://u:p@h/x and http://ghp_tok@github.com/y",
+        "WANDB_API_KEY=wandb-secret-123", "OUTPUT_DIR=runs/exp1", "9KEY=not-a-variable",
     };
     static const char *const argv_out[] = {
         "./prog", "python", "train.py", "-p", "<redacted: value of -p>", "-p", "29500", "--password",
         "<redacted: value of --password>", "--token=<redacted>", "--repo",
         "https://<redacted>@gitlab.example/a/b.git", "pytorch-env", "<redacted: value of $HF_TOKEN>",
         "<redacted: holds the value of $HF_TOKEN>", "--url=https://<redacted>@h/x and http://<redacted>@github.com/y",
+        "WANDB_API_KEY=<redacted>", "OUTPUT_DIR=runs/exp1", "9KEY=not-a-variable",
     };
     size_t n = sizeof argv_in / sizeof argv_in[0];
     hdx_evidence *ev = hdx_evidence_new();
@@ -119,8 +121,8 @@ static void test_process(void)
         const char *s = local(f, locals[i][0]);
         CHECK(s && !strcmp(s, locals[i][1]), "local %s is %s, not %s", locals[i][0], s ? s : "(none)", locals[i][1]);
     }
-    /* 7 of the command line, 4 locals */
-    CHECK(count == 11, "%d strings replaced", count);
+    /* 8 of the command line, 4 locals */
+    CHECK(count == 12, "%d strings replaced", count);
     const char *addr = hdx_process_env(p, "MASTER_ADDR");
     CHECK(addr && !strcmp(addr, "https://<redacted>@host.example:29500"), "MASTER_ADDR %s", addr ? addr : "(none)");
     hdx_evidence_free(ev);
