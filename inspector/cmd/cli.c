@@ -70,6 +70,16 @@ static int conflict(const char *cmd, int cur, int dflt, int v, const char *what)
     return 1;
 }
 
+int hdx_cli_once(const char *cmd, const char *flag, const char **dst, const char *arg)
+{
+    if (*dst) {
+        hdx_say(stderr, "hangdx %s: %s given twice (%s, %s): give one\n", cmd, flag, *dst, arg);
+        return -1;
+    }
+    *dst = arg;
+    return 0;
+}
+
 #define FORMATS "report formats (--json, --format)"
 #define TREES "stack trees (--tree, --no-tree)"
 
@@ -89,7 +99,7 @@ int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_op
         o->tree = c == 'T';
         return 1;
     case 'L': o->flags |= HDX_REPORT_FULL; return 1;
-    case 'H': o->html = arg; return 1;
+    case 'H': return hdx_cli_once(cmd, "--html", &o->html, arg) ? -1 : 1;
     case 'S':
         if (strcmp(arg, "1") && strcmp(arg, "2")) {
             hdx_say(stderr, "hangdx %s: --schema %s: give 1 (hangdx.report/1) or 2 (hangdx.report/2)\n", cmd, arg);

@@ -46,9 +46,16 @@
     "                      tree, a rank's stack on a click\n"
 
 /*
+ * *dst = arg for an option that names one file (-o, --html), unless an earlier one did:
+ * then -1, with "hangdx CMD: FLAG given twice" printed (the last one would win silently).
+ * 0 when set.
+ */
+int hdx_cli_once(const char *cmd, const char *flag, const char **dst, const char *arg);
+
+/*
  * Take getopt's c and optarg if they are a report option ('j', 'L', 'S', 'F', 'T', 'U', 'H') into
  * *o. Returns 1 when taken, 0 when c is not one of them, -1 for a format or schema that is
- * none (the message, naming cmd, is printed).
+ * none, or --html given twice (the message, naming cmd, is printed).
  */
 int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_options *o);
 

@@ -93,7 +93,10 @@ int hdx_cmd_analyze(int argc, char **argv)
         if (taken)
             continue;
         switch (c) {
-        case 'o': out = optarg; break;
+        case 'o':
+            if (hdx_cli_once("analyze", "-o", &out, optarg))
+                return HDX_EXIT_USAGE;
+            break;
         case 'h': usage(stdout); return HDX_EXIT_OK;
         default: usage(stderr); return HDX_EXIT_USAGE;
         }

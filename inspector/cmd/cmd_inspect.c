@@ -82,7 +82,10 @@ int hdx_cmd_inspect(int argc, char **argv)
         if (r > 0)
             continue;
         switch (c) {
-        case 'o': out = optarg; break;
+        case 'o':
+            if (hdx_cli_once("inspect", "-o", &out, optarg))
+                goto out;
+            break;
         case 'h': usage(stdout); status = HDX_EXIT_OK; goto out;
         default: usage(stderr); goto out;
         }

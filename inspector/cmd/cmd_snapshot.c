@@ -80,7 +80,10 @@ int hdx_cmd_snapshot(int argc, char **argv)
         if (r > 0)
             continue;
         switch (c) {
-        case 'o': out = optarg; break;
+        case 'o':
+            if (hdx_cli_once("snapshot", "-o", &out, optarg))
+                goto out;
+            break;
         case 'F': frames = 1; break;
         case 'h': usage(stdout); status = HDX_EXIT_OK; goto out;
         default: usage(stderr); goto out;

@@ -227,6 +227,12 @@ for opts in "--json --format dot" "--format collapsed --format dot" "--tree --no
 done
 "$HANGDX" analyze --json --format json --tree --tree "$SKIP" >/dev/null 2>&1; rc=$?
 check "the same option twice is no conflict (got $rc)" test $rc -eq 0
+for opts in "-o $T/x1 -o $T/x2" "--html $T/a.html --html $T/b.html"; do
+    # shellcheck disable=SC2086
+    "$HANGDX" analyze $opts "$SKIP" >"$T/out" 2>"$T/err"; rc=$?
+    check "$opts: usage error 64 (got $rc), says it was given twice, writes nothing" \
+        bash -c "test $rc -eq 64 && grep -q 'given twice' '$T/err' && ! ls '$T'/x[12] '$T'/[ab].html 2>/dev/null"
+done
 for cmd in analyze inspect; do
     check "$cmd --help names --format, its exports and --tree/--no-tree" \
         eval '"$HANGDX" $cmd --help | grep -q "speedscope" && "$HANGDX" $cmd --help | grep -q -- "--tree, --no-tree"'
