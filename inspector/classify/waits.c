@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/pool.h" /* hdx_pool_epoch */
+#include "model/pool.h" /* hdx_pool_epoch_moved */
 #include "model/syscalls.h"
 
 /*
@@ -223,7 +223,7 @@ static int set(hdx_thread *t, const char *wait, const char *op, int peer, long f
  * hold a few thousand distinct (kind, function, file), so the answer is kept per pointer
  * pair in a small direct-mapped cache. The threads of a loaded stack class share one frames
  * array (hdx_thread.shared_frames), so the answer for a whole stack is kept per array too.
- * Pooled memory is only reused after a pool released some (hdx_pool_epoch changes), and
+ * Pooled memory is only reused after a pool released some (hdx_pool_epoch_moved), and
  * then both caches are emptied.
  */
 #define MEMO_SLOTS 4096
@@ -241,11 +241,9 @@ static _Thread_local unsigned long memo_epoch;
 
 static void memo_check_epoch(void)
 {
-    unsigned long e = hdx_pool_epoch();
-    if (e != memo_epoch) {
+    if (hdx_pool_epoch_moved(&memo_epoch)) {
         memset(memo, 0, sizeof memo);
         memset(stack_memo, 0, sizeof stack_memo);
-        memo_epoch = e;
     }
 }
 

@@ -938,7 +938,7 @@ static uint64_t hash_str(uint64_t h, const char *s)
 
 /* The frames' part of hdx_stack_hash. The threads of a loaded stack class share their array
  * (hdx_thread.shared_frames): its hash is kept per array in a small direct-mapped cache,
- * emptied when pooled memory may have been reused (hdx_pool_epoch), as waits.c keeps its
+ * emptied when pooled memory may have been reused (hdx_pool_epoch_moved), as waits.c keeps its
  * signatures. */
 #define FRAMES_MEMO_SLOTS 4096
 static _Thread_local struct {
@@ -952,11 +952,8 @@ static uint64_t frames_hash(const hdx_thread *t)
 {
     size_t slot = 0;
     if (t->shared_frames && t->frames) {
-        unsigned long e = hdx_pool_epoch();
-        if (e != frames_memo_epoch) {
+        if (hdx_pool_epoch_moved(&frames_memo_epoch))
             memset(frames_memo, 0, sizeof frames_memo);
-            frames_memo_epoch = e;
-        }
         slot = (size_t)(((uintptr_t)t->frames >> 4) * 0x9E3779B97F4A7C15ULL >> 20) & (FRAMES_MEMO_SLOTS - 1);
         if (frames_memo[slot].frames == t->frames && frames_memo[slot].n == t->n_frames)
             return frames_memo[slot].h;

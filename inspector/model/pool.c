@@ -39,9 +39,13 @@ hdx_pool *hdx_pool_new(void)
 
 static atomic_ulong epoch;
 
-unsigned long hdx_pool_epoch(void)
+int hdx_pool_epoch_moved(unsigned long *seen)
 {
-    return atomic_load_explicit(&epoch, memory_order_acquire);
+    unsigned long e = atomic_load_explicit(&epoch, memory_order_acquire);
+    if (e == *seen)
+        return 0;
+    *seen = e;
+    return 1;
 }
 
 static void free_blocks(struct block *b)

@@ -38,9 +38,10 @@ void hdx_pool_absorb(hdx_pool *dst, hdx_pool *src);
  * block for what comes next (a parser's scratch memory, reused per input). */
 void hdx_pool_reset(hdx_pool *pool);
 
-/* A count that changes whenever any pool in the process releases memory (free, reset):
- * a cache keyed by pooled pointers stays right while it reads the same count. */
-unsigned long hdx_pool_epoch(void);
+/* 1 when a pool of the process released memory (free, reset) since *seen was set, and *seen
+ * set to now; else 0. A cache keyed by pooled pointers stays right while this says 0, and
+ * empties itself when it says 1 (*seen: the cache's own, 0 at first). */
+int hdx_pool_epoch_moved(unsigned long *seen);
 
 /* Bytes the pool holds (its blocks), for measurements. */
 size_t hdx_pool_size(const hdx_pool *pool);
