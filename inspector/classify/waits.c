@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/pool.h" /* hdx_pool_epoch_moved */
+#include "model/index.h" /* hdx_hash_mix */
+#include "model/pool.h"  /* hdx_pool_epoch_moved */
 #include "model/syscalls.h"
 
 /*
@@ -278,7 +279,7 @@ static int stack_signature(const hdx_thread *t, size_t *at)
     struct stack_memo *m = NULL;
     if (t->shared_frames && t->frames) {
         memo_check_epoch();
-        m = &stack_memo[(((uintptr_t)t->frames >> 4) * 0x9E3779B97F4A7C15ULL >> 20) & (MEMO_SLOTS - 1)];
+        m = &stack_memo[hdx_hash_mix((uintptr_t)t->frames) & (MEMO_SLOTS - 1)];
         if (m->frames == t->frames && m->n_frames == t->n_frames) {
             *at = m->at;
             return m->best;

@@ -954,7 +954,7 @@ static uint64_t frames_hash(const hdx_thread *t)
     if (t->shared_frames && t->frames) {
         if (hdx_pool_epoch_moved(&frames_memo_epoch))
             memset(frames_memo, 0, sizeof frames_memo);
-        slot = (size_t)(((uintptr_t)t->frames >> 4) * 0x9E3779B97F4A7C15ULL >> 20) & (FRAMES_MEMO_SLOTS - 1);
+        slot = (size_t)(hdx_hash_mix((uintptr_t)t->frames) & (FRAMES_MEMO_SLOTS - 1));
         if (frames_memo[slot].frames == t->frames && frames_memo[slot].n == t->n_frames)
             return frames_memo[slot].h;
     }
