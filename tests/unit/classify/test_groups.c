@@ -7,23 +7,13 @@
 #include "model/util.h"
 
 #include "check.h"
+#include "python_process.h"
 
-/* A rank whose main thread runs the Python frames given outermost first. */
+/* Rank r (pid 1000 + r), whose main thread runs the Python frames of train.py given outermost
+ * first. */
 static void rank(hdx_evidence *ev, int r, const char *const *outer_first, size_t n)
 {
-    hdx_process *p = hdx_evidence_add_process(ev);
-    p->pid = 1000 + r;
-    p->rank = r;
-    p->alive = 1;
-    hdx_thread *t = hdx_process_add_thread(p);
-    t->tid = p->pid;
-    for (size_t i = n; i-- > 0;) {
-        hdx_frame *f = hdx_thread_add_frame(t);
-        f->kind = HDX_FRAME_PYTHON;
-        f->function = strdup(outer_first[i]);
-        f->file = strdup("train.py");
-        f->line = (int)(10 * (i + 1));
-    }
+    hdx_test_python_process(ev, 1000 + r, r, "train.py", outer_first, n);
 }
 
 int main(void)

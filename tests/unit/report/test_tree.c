@@ -10,24 +10,13 @@
 #include "report/tree.h"
 
 #include "check.h"
+#include "python_process.h"
 
-/* A process (a rank when r >= 0) whose main thread runs the Python frames given outermost first,
- * the i-th outermost at line 10 * (i + 1). */
+/* A process (a rank when r >= 0) whose main thread runs the Python frames of /job/train.py
+ * given outermost first. */
 static void proc(hdx_evidence *ev, int pid, int r, const char *const *outer_first, size_t n)
 {
-    hdx_process *p = hdx_evidence_add_process(ev);
-    p->pid = pid;
-    p->rank = r;
-    p->alive = 1;
-    hdx_thread *t = hdx_process_add_thread(p);
-    t->tid = p->pid;
-    for (size_t i = n; i-- > 0;) {
-        hdx_frame *f = hdx_thread_add_frame(t);
-        f->kind = HDX_FRAME_PYTHON;
-        f->function = strdup(outer_first[i]);
-        f->file = strdup("/job/train.py");
-        f->line = (int)(10 * (i + 1));
-    }
+    hdx_test_python_process(ev, pid, r, "/job/train.py", outer_first, n);
 }
 
 /* "[ranges] n: frame, frame" of branch b. */
