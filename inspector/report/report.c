@@ -550,12 +550,9 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
         const hdx_thread *key = hdx_key_thread(p);
         cJSON *o = with_part(ev, p, full ? hdx_snapshot_process_json_printed(p, cache)
                                          : hdx_stack_table_process_json(st, p));
-        long k = -1;
-        if (key && full)
-            k = hdx_stack_table_class(st, key, p->rank, 1);
-        else if (key && o) /* the number its thread object was given */
-            k = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "threads"), (int)(key - p->threads)), "stack"));
+        /* full: the key threads' classes only, counted here; else the class its thread object
+         * was given (counted by hdx_stack_table_process_json). */
+        long k = key ? hdx_stack_table_class(st, key, p->rank, full) : -1;
         if (!full && o)
             o = hdx_process_row(o, pkeys, tkeys);
         char *ps = o ? hdx_json_print(o, full) : NULL;
