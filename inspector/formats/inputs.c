@@ -58,15 +58,17 @@ struct walk {
 
 /*
  * One call of hdx_load_inputs: what it loads ahead and what it keeps.
- * The snapshot files named in paths are loaded ahead on every CPU (snapshot.h's batch): each
- * file is parsed alone, so 1024 hosts' files load in parallel, and the merge stays in the order
- * of paths, as does the first error.
+ * The snapshot and frames files named in paths are loaded ahead on every CPU (snapshot.h's
+ * batch): each file is parsed alone, so 16 384 hosts' files load in parallel, and the merge
+ * stays in the order of paths, as does the first error.
  */
 struct loader {
     hdx_log_patterns *patterns;  /* loaded at the first text input that is not a snapshot (logs.h) */
     hdx_snapshot_batch *batch;
+    int *kind_of;                /* per index of paths: what recognise() found it is, or -1 not yet */
     int *batch_at;               /* per index of paths: its file's place in the batch, or -1 */
     const char **batch_paths;
+    unsigned char *batch_frames; /* per file of the batch: 1 a frames file */
     hdx_load_result *res;        /* the caller's: what was left out */
     struct walk walk;            /* the directory of logs recognise() walked last */
     struct log_dump {
@@ -400,24 +402,9 @@ static int recognise(struct loader *l, const char *path, enum input_kind *kind, 
     return -EINVAL;
 }
 
-/* A snapshot or report file into ev (or, with text, the snapshot of len bytes
- * that path held).
+/* one, loaded from path with result r (0, or -errno with *err set), into ev (one is freed).
  * 0 or -errno with *err naming the file. */
-static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int r,
-                      char **err);
-
-static int add_snapshot_text(hdx_evidence *ev, const char *path, const char *text, size_t len, char **err)
-{
-    hdx_evidence *one = hdx_evidence_new();
-    if (!one)
-        return -ENOMEM;
-    int r = text ? hdx_snapshot_load_text(text, len, path, one, err) : hdx_snapshot_load(path, one, err);
-    return add_loaded(ev, path, one, r, err);
-}
-
-/* one, loaded from path with result r, into ev (one is freed). */
-static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int r,
-                      char **err)
+static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int r, char **err)
 {
     char *merr = NULL;
     if (r == 0 && (r = hdx_evidence_merge(ev, one, &merr)) < 0)
@@ -427,40 +414,47 @@ static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int
     return r;
 }
 
-static int add_snapshot(hdx_evidence *ev, const char *path, char **err)
-{
-    return add_snapshot_text(ev, path, NULL, 0, err);
-}
-
-/* Start loading the snapshot files of paths ahead (none when memory is short: each is then
- * loaded in its turn). threads: at most this many; 0, one per CPU up to 8. */
+/* Recognise the regular files of paths, and start loading the snapshot and frames files among
+ * them ahead (none when memory is short: each is then loaded in its turn). threads: at most
+ * this many; 0, one per CPU up to 8. */
 static void batch_start(struct loader *l, char *const *paths, size_t n_paths, int threads)
 {
     size_t n = 0;
     long cpus = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
     if (threads <= 0 && cpus > 8)
         cpus = 8;
-    if (!n_paths || !(l->batch_at = malloc(n_paths * sizeof *l->batch_at)) ||
-        !(l->batch_paths = calloc(n_paths, sizeof *l->batch_paths)))
+    if (!n_paths || !(l->kind_of = malloc(n_paths * sizeof *l->kind_of)) ||
+        !(l->batch_at = malloc(n_paths * sizeof *l->batch_at)) ||
+        !(l->batch_paths = calloc(n_paths, sizeof *l->batch_paths)) || !(l->batch_frames = calloc(n_paths, 1)))
         return;
     for (size_t i = 0; i < n_paths; i++) {
         struct stat st;
-        l->batch_at[i] = -1;
-        if (stat(paths[i], &st) != 0 || !S_ISREG(st.st_mode) || hdx_core_sniff(paths[i]) ||
-            hdx_snapshot_sniff(paths[i]) == HDX_INPUT_NOT_JSON)
+        enum input_kind kind;
+        char *err = NULL;
+        l->kind_of[i] = l->batch_at[i] = -1;
+        /* A directory is recognised in its turn: recognise() walks it into l->walk. */
+        if (stat(paths[i], &st) != 0 || !S_ISREG(st.st_mode) || recognise(l, paths[i], &kind, &err) < 0) {
+            free(err); /* said in its turn */
+            continue;
+        }
+        l->kind_of[i] = (int)kind;
+        if (kind != INPUT_SNAPSHOT && kind != INPUT_FRAMES)
             continue;
         l->batch_at[i] = (int)n;
+        l->batch_frames[n] = kind == INPUT_FRAMES;
         l->batch_paths[n++] = paths[i];
     }
     if (n >= 2) /* one file gains nothing from a thread */
-        l->batch = hdx_snapshot_batch_start(l->batch_paths, n, cpus < 1 ? 1 : (int)cpus);
+        l->batch = hdx_snapshot_batch_start(l->batch_paths, l->batch_frames, n, cpus < 1 ? 1 : (int)cpus);
 }
 
 static void loader_clear(struct loader *l)
 {
     hdx_snapshot_batch_free(l->batch);
+    free(l->kind_of);
     free(l->batch_at);
     free(l->batch_paths);
+    free(l->batch_frames);
     hdx_log_patterns_free(l->patterns);
     walk_clear(&l->walk);
     for (size_t i = 0; i < l->n_dumps; i++)
@@ -469,16 +463,30 @@ static void loader_clear(struct loader *l)
     memset(l, 0, sizeof *l);
 }
 
-/* paths[i], a snapshot: from the batch when it holds it. */
+/* What the file at path gave (a frames file when frames): from the batch when it holds it
+ * (at, its place there; -1 none), else loaded here. 0 or -ENOMEM; out as hdx_loaded_file_load's. */
+static int loaded_file(struct loader *l, const char *path, int frames, int at, hdx_loaded_file *out)
+{
+    return l->batch && at >= 0 ? hdx_snapshot_batch_take(l->batch, (size_t)at, out)
+                               : hdx_loaded_file_load(path, frames, out) == -ENOMEM ? -ENOMEM : 0;
+}
+
+/* paths[i], a snapshot, into ev. 0 or -errno with *err. */
 static int add_snapshot_arg(struct loader *l, hdx_evidence *ev, char *const *paths, size_t i, char **err)
 {
-    if (!l->batch || !l->batch_at || l->batch_at[i] < 0)
-        return add_snapshot(ev, paths[i], err);
-    hdx_evidence *one = NULL;
-    int r = hdx_snapshot_batch_take(l->batch, (size_t)l->batch_at[i], &one, err);
-    if (r == 0 && !one)
+    hdx_loaded_file f;
+    int r = loaded_file(l, paths[i], 0, l->batch_at ? l->batch_at[i] : -1, &f);
+    if (r == 0 && f.n != 1)
         r = -ENOMEM;
-    return add_loaded(ev, paths[i], one, r, err);
+    if (r == 0) {
+        hdx_loaded_doc *d = &f.docs[0];
+        *err = d->err;
+        d->err = NULL;
+        r = add_loaded(ev, paths[i], d->ev, d->rc, err);
+        d->ev = NULL;
+    }
+    hdx_loaded_file_clear(&f);
+    return r;
 }
 
 /* An input that is left out (a bad file of a snapshot directory, an incomplete node of a
@@ -603,46 +611,46 @@ static int add_snapshot_dir(struct loader *l, hdx_evidence *ev, const char *dir,
  * collector does (left_out). 0, or -errno with *err: the file
  * unreadable, no complete snapshot in it, or a merge that fails.
  */
-static int add_frames(struct loader *l, hdx_evidence *ev, const char *path, size_t *n_snapshots,
+static int add_frames(struct loader *l, hdx_evidence *ev, const char *path, int at, size_t *n_snapshots,
                       char **err)
 {
-    hdx_frames fr = {0};
+    hdx_loaded_file f;
     size_t used = 0;
-    int r = hdx_frames_read_file(path, HDX_SNAPSHOT_MAX_BYTES, &fr, err);
-    for (size_t i = 0; r == 0 && i < fr.n; i++) {
-        const hdx_frames_doc *d = &fr.docs[i];
-        char *name = hdx_asprintf("%s (%s)", path, d->id), *why = NULL;
-        hdx_evidence *one = NULL;
+    int r = loaded_file(l, path, 1, at, &f);
+    if (r == 0 && (r = f.rc) < 0) {
+        *err = f.err;
+        f.err = NULL;
+    }
+    for (size_t i = 0; r == 0 && i < f.n; i++) {
+        hdx_loaded_doc *d = &f.docs[i];
+        char *why = NULL;
         int taken = 0;
-        if (!name || !(one = hdx_evidence_new())) {
-            r = -ENOMEM;
-        } else if (!d->complete) {
+        if (d->incomplete) {
             why = hdx_asprintf("the snapshot is incomplete (%s)",
-                               d->broken ? "its frames came out of order, or disagree with their end line"
-                                         : "its frames end early: no end line");
+                               d->incomplete == 2 ? "its frames came out of order, or disagree with their end line"
+                                                  : "its frames end early: no end line");
         } else {
-            int lr = hdx_snapshot_load_text(d->text, d->len, name, one, &why);
-            if ((r = take_loaded(ev, name, &one, lr, &why, n_snapshots, err)) > 0) {
+            why = d->err;
+            d->err = NULL;
+            if ((r = take_loaded(ev, d->name, &d->ev, d->rc, &why, n_snapshots, err)) > 0) {
                 r = 0;
                 taken = 1;
                 used++;
             }
         }
         if (r == 0 && why)
-            r = left_out(l, ev, name, why, "the other nodes' snapshots: take that node's again");
+            r = left_out(l, ev, d->name, why, "the other nodes' snapshots: take that node's again");
         else if (r == 0 && !taken)
             r = -ENOMEM; /* a message that could not be made */
-        hdx_evidence_free(one);
         free(why);
-        free(name);
     }
     if (r == 0 && !used) {
-        *err = fr.n ? hdx_asprintf("%s: no node's snapshot in it is complete (%zu left out, see above): take them "
-                                   "again", path, fr.n)
-                    : hdx_asprintf("%s: no snapshot in its frames", path);
+        *err = f.n ? hdx_asprintf("%s: no node's snapshot in it is complete (%zu left out, see above): take them "
+                                  "again", path, f.n)
+                   : hdx_asprintf("%s: no snapshot in its frames", path);
         r = -ENODATA;
     }
-    hdx_frames_clear(&fr);
+    hdx_loaded_file_clear(&f);
     return r;
 }
 
@@ -925,7 +933,7 @@ static int add_log_dir(struct loader *l, hdx_evidence *ev, const char *dir, char
             r = hdx_core_load(e->path, ev, err);
             l->n_snapshots++;
         } else if (kind == INPUT_FRAMES) {
-            r = add_frames(l, ev, e->path, &l->n_snapshots, err);
+            r = add_frames(l, ev, e->path, -1, &l->n_snapshots, err);
         }
         free(why);
     }
@@ -1052,7 +1060,9 @@ int hdx_load_inputs(char *const *paths, size_t n, const hdx_load_options *o, hdx
     batch_start(&l, paths, n, o ? o->threads : 0);
     for (size_t i = 0; i < n; i++) {
         enum input_kind kind = INPUT_TRACE_DIR;
-        if ((r = recognise(&l, paths[i], &kind, err)) < 0)
+        if (l.kind_of && l.kind_of[i] >= 0)
+            kind = (enum input_kind)l.kind_of[i];
+        else if ((r = recognise(&l, paths[i], &kind, err)) < 0)
             goto out;
         switch (kind) {
         case INPUT_TRACE_DIR:
@@ -1064,7 +1074,7 @@ int hdx_load_inputs(char *const *paths, size_t n, const hdx_load_options *o, hdx
             n_snapshots++;
             break;
         case INPUT_FRAMES:
-            r = add_frames(&l, ev, paths[i], &n_snapshots, err);
+            r = add_frames(&l, ev, paths[i], l.batch_at ? l.batch_at[i] : -1, &n_snapshots, err);
             break;
         case INPUT_SNAPSHOT_DIR:
             r = add_snapshot_dir(&l, ev, paths[i], &n_snapshots, err);

@@ -169,23 +169,53 @@ int hdx_snapshot_parse_time(const char *s, int64_t *ns);
 
 /* ---- many files at once (snapshot_batch.c) ------------------------------------- */
 
+/* One document of a file: a snapshot or report file, or one node's snapshot of a frames file
+ * (frames.h, `hangdx snapshot --frames` output). */
+typedef struct hdx_loaded_doc {
+    char *name;       /* heap: the file's path; "PATH (ID)" for a node of a frames file */
+    hdx_evidence *ev; /* heap, the loaded evidence (the caller's once taken); NULL unless rc is 0 */
+    int rc;           /* 0 loaded, or hdx_snapshot_load's negative errno (with err) */
+    char *err;        /* heap message when rc < 0 and the loader gave one, else NULL */
+    int incomplete;   /* a frames node not loaded: 1 its frames end early (no end line), 2 they
+                         came out of order or disagree with their end line; else 0 */
+} hdx_loaded_doc;
+
+/* What one file gave: its documents, or why it could not be read at all. */
+typedef struct hdx_loaded_file {
+    int rc;               /* 0, or a frames file's hdx_frames_read_file error (with err) */
+    char *err;            /* heap, or NULL */
+    hdx_loaded_doc *docs; /* heap, in the file's order (a snapshot file: one) */
+    size_t n;
+} hdx_loaded_file;
+
 /*
- * Load many snapshot or report files at once, each into an evidence of its own, on up
- * to `threads` threads (the merge stays the caller's, in its order):
- *  - hdx_snapshot_batch_start: starts the threads on paths[0..n) (borrowed: they must
- *    outlive the batch). NULL with errno ENOMEM. Fewer threads than asked (none at all
- *    included) only makes take() load in the caller's thread. The caller frees the
- *    batch with hdx_snapshot_batch_free.
- *  - hdx_snapshot_batch_take: waits for file i and gives its evidence (*out, the
- *    caller's to merge or free; NULL on error), or its error as hdx_snapshot_load
- *    would (returned, and *err, a heap message the caller frees). -EINVAL when b is
- *    NULL or i >= n. Each file is taken once.
+ * Load the file at path into out (zeroed first): a snapshot or report file (frames 0) as one
+ * document, or every node's snapshot of a frames file (frames 1), each into an evidence of
+ * its own. A document that fails keeps its error in its entry. Returns out->rc, or -ENOMEM
+ * when the entries themselves could not be made. Free out with hdx_loaded_file_clear.
+ */
+int hdx_loaded_file_load(const char *path, int frames, hdx_loaded_file *out);
+
+/* Free what f holds (evidences not taken too) and zero it. NULL is fine. */
+void hdx_loaded_file_clear(hdx_loaded_file *f);
+
+/*
+ * Load many files at once with hdx_loaded_file_load, on up to `threads` threads (the merge
+ * stays the caller's, in its order):
+ *  - hdx_snapshot_batch_start: starts the threads on paths[0..n), frames[i] saying whether
+ *    paths[i] is a frames file (both borrowed: they must outlive the batch). NULL with errno
+ *    ENOMEM. Fewer threads than asked (none at all included) only makes take() load in the
+ *    caller's thread. The caller frees the batch with hdx_snapshot_batch_free.
+ *  - hdx_snapshot_batch_take: waits for file i and moves what it gave into *out (the
+ *    caller's, freed with hdx_loaded_file_clear). 0, -EINVAL when b is NULL or i >= n or
+ *    file i was taken already, or -ENOMEM. Each file is taken once.
  *  - hdx_snapshot_batch_free: stops the threads (files not started are never loaded),
  *    and frees what was not taken. Accepts NULL.
  */
 typedef struct hdx_snapshot_batch hdx_snapshot_batch;
-hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, size_t n, int threads);
-int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_evidence **out, char **err);
+hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, const unsigned char *frames, size_t n,
+                                             int threads);
+int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_loaded_file *out);
 void hdx_snapshot_batch_free(hdx_snapshot_batch *b);
 
 #endif
