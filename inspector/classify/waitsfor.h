@@ -1,7 +1,8 @@
 /*
  * The waits-for graph of a job (docs/design.md "The waits-for graph"): one node
- * per rank (ranks that are missing or gone included) and one per distributed
- * call in progress (a collective on one process group, or the rendezvous).
+ * per rank read (gone ones included), one per range of ranks that no input shows
+ * (missing), and one per distributed call in progress (a collective on one
+ * process group, or the rendezvous).
  *  - A rank in a collective on group G waits, through the call's node, for
  *    every member of G that is not in the same call on G; a member in another
  *    collective on G is a mismatch. Where the input recorded each call's sequence
