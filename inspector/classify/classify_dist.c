@@ -94,12 +94,24 @@ static int index_ranks(job *j)
     return 0;
 }
 
-/* The ranks in [0, world size) that no process shows; into v->missing_ranks. */
+/* The ranks in [0, world size) that no process shows, into v->missing_ranks: the gaps between
+ * the ranks shown (by_rank), so that the work grows with the ranks read, not with the world size
+ * claimed. At most HDX_RANKS_NAMED are named; past it v->missing_count is how many there are.
+ * 0 or -ENOMEM. */
 static int missing_ranks(const job *j, hdx_verdict *v)
 {
-    for (int r = 0; j->world_size > 0 && r < j->world_size && r < (1 << 20); r++)
-        if (!find_rank(j, r) && hdx_cls_append_int(&v->missing_ranks, &v->n_missing_ranks, r))
-            return -ENOMEM;
+    long long next = 0, count = 0; /* the first rank not yet placed; the ranks missing */
+    for (size_t i = 0; j->world_size > 0 && i <= j->n && next < j->world_size; i++) {
+        long long upto = i < j->n ? j->r[j->by_rank[i]].p->rank : j->world_size; /* the gap: [next, upto) */
+        upto = upto < j->world_size ? upto : j->world_size;
+        for (long long r = next; r < upto && v->n_missing_ranks < HDX_RANKS_NAMED; r++)
+            if (hdx_cls_append_int(&v->missing_ranks, &v->n_missing_ranks, (int)r))
+                return -ENOMEM;
+        count += upto > next ? upto - next : 0;
+        next = upto + 1 > next ? upto + 1 : next;
+    }
+    if (count > (long long)v->n_missing_ranks)
+        v->missing_count = (int)count;
     return 0;
 }
 
@@ -508,6 +520,8 @@ static int verdict_graph(const hdx_evidence *ev, hdx_waitsfor *g, hdx_verdict *v
 {
     const hdx_wf_root *root = &g->roots[0];
     int all_working = 1;
+    size_t named = 0; /* culprit ranks named from nodes of missing ranks, HDX_RANKS_NAMED at most (but their first ranks) */
+    long long culprits = 0; /* all of them, named or not, told past HDX_RANKS_NAMED */
     for (size_t i = 0; i < g->n_roots; i++) {
         const hdx_wf_root *r = &g->roots[i];
         int working = r->kind == HDX_WF_ROOT_RANK && hdx_waitsfor_rank(g, r->ranks[0])->working;
@@ -519,12 +533,27 @@ static int verdict_graph(const hdx_evidence *ev, hdx_waitsfor *g, hdx_verdict *v
             if (hdx_cls_add_int(&v->culprit_ranks, &v->n_culprit_ranks, x->rank) ||
                 (x->p && hdx_cls_add_pid(v, x->p->pid)))
                 return -ENOMEM;
+            culprits += (long long)x->last - x->rank + 1;
+            /* the rest of a node of missing ranks: in no other root, so appended */
+            for (long long m = (long long)x->rank + 1; m <= x->last && ++named < HDX_RANKS_NAMED; m++)
+                if (hdx_cls_append_int(&v->culprit_ranks, &v->n_culprit_ranks, (int)m))
+                    return -ENOMEM;
         }
     }
-    for (size_t i = 0; i < g->n_ranks; i++)
-        if (!g->ranks[i].p && g->ranks[i].rank >= 0 &&
-            hdx_cls_add_int(&v->missing_ranks, &v->n_missing_ranks, g->ranks[i].rank))
-            return -ENOMEM;
+    if (named >= HDX_RANKS_NAMED && hdx_verdict_set_num(v, "culprit_count", culprits))
+        return -ENOMEM;
+    long long missing = 0; /* the nodes of missing ranks, ascending and disjoint (waitsfor.h) */
+    for (size_t i = 0; i < g->n_ranks; i++) {
+        const hdx_wf_rank *x = &g->ranks[i];
+        if (x->p || x->rank < 0)
+            continue;
+        missing += (long long)x->last - x->rank + 1;
+        for (long long m = x->rank; m <= x->last && v->n_missing_ranks < HDX_RANKS_NAMED; m++)
+            if (hdx_cls_append_int(&v->missing_ranks, &v->n_missing_ranks, (int)m))
+                return -ENOMEM;
+    }
+    if (missing > (long long)v->n_missing_ranks)
+        v->missing_count = (int)missing;
     v->finding = HDX_FIND_GRAPH;
     v->cls = root->kind == HDX_WF_ROOT_CYCLE && root->p2p ? HDX_CLASS_P2P_MISMATCH : HDX_CLASS_COLLECTIVE_WAIT;
     v->confidence = root->kind == HDX_WF_ROOT_CALL ? HDX_CONF_LOW : HDX_CONF_HIGH;

@@ -19,12 +19,19 @@
 #define HDX_BUSY_CPU_MIN_MS 20.0
 
 /* The largest world size the rules take from input (a process's WORLD_SIZE or a snapshot's
- * "world_size", a log's WORLD_SIZE line or its highest rank): the rules name the ranks of
- * [0, world size) that no input shows, one node of the waits-for graph each, so a larger claim,
- * such as 16777216 over the three ranks a snapshot holds, would make memory and work grow with
- * the claim instead of with the ranks read. A larger one is taken as unknown (label.c, with a
- * note; the log rules then take the world's members as the ranks the logs show). */
-#define HDX_WORLD_SIZE_TAKEN (1 << 16)
+ * "world_size", a log's WORLD_SIZE line or its highest rank): the largest rank hangdx takes
+ * (2^24 - 1, as the log reader and the snapshot reader bound ranks). The ranks of [0, world size)
+ * that no input shows are ranges, in the waits-for graph (waitsfor.h) and wherever a rule walks
+ * them, so a claim costs nothing beside the ranks read; a verdict names at most HDX_RANKS_NAMED of
+ * them. A larger one is taken as unknown (label.c, with a note; the log rules then take the
+ * world's members as the ranks the logs show). */
+#define HDX_WORLD_SIZE_TAKEN ((1 << 24) - 1)
+
+/* The most ranks that no input shows a verdict names one by one (its missing_ranks, and the
+ * culprit ranks and facts taken from them): past it, missing_count tells how many there are
+ * (the report's waits-for graph holds them all, as ranges), so that a world of 16777215 ranks
+ * over three read keeps a verdict and its report small. */
+#define HDX_RANKS_NAMED (1 << 16)
 
 /* 1 when p made progress, else 0: CPU time across the samples, of its key thread when that
  * waits in a distributed call, else of its threads but the service ones; with one sample a

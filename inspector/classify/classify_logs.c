@@ -593,14 +593,16 @@ static int has_rank(const int *rs, size_t n, int r)
 
 /*
  * The ranks of [from, to) that neither a[0..na) nor b[0..nb) holds, appended to *out (ascending,
- * each once): the ranks of a world that the lines read do not show. Sorted copies and a binary
- * search, so a world of HDX_WORLD_SIZE_TAKEN ranks against as many lines stays linear-ish.
- * 0 or -ENOMEM.
+ * each once; at most HDX_RANKS_NAMED of them, classify_impl.h), and how many there are in *count
+ * (NULL: not wanted):
+ * the ranks of a world that the lines read do not show. The gaps between the ranks shown, from a
+ * sorted copy, so that the work grows with the lines read, not with the world (to may be
+ * HDX_WORLD_SIZE_TAKEN). 0 or -ENOMEM.
  */
 static int ranks_not_in(long long from, long long to, const int *a, size_t na, const int *b, size_t nb, int **out,
-                        size_t *n_out)
+                        size_t *n_out, long long *count)
 {
-    int *s = malloc((na + nb ? na + nb : 1) * sizeof *s);
+    int *s = malloc((na + nb + 1) * sizeof *s);
     if (!s)
         return -ENOMEM;
     if (na) /* a or b may be NULL when empty */
@@ -609,11 +611,16 @@ static int ranks_not_in(long long from, long long to, const int *a, size_t na, c
         memcpy(s + na, b, nb * sizeof *s);
     qsort(s, na + nb, sizeof *s, hdx_cmp_int);
     int rc = 0;
-    for (long long r = from; !rc && r < to; r++) {
-        int key = (int)r;
-        if (!bsearch(&key, s, na + nb, sizeof *s, hdx_cmp_int))
-            rc = hdx_cls_append_int(out, n_out, key);
+    long long next = from, total = 0; /* the first rank not yet placed; the ranks not in */
+    for (size_t i = 0; !rc && i <= na + nb && next < to; i++) {
+        long long upto = i < na + nb && s[i] < to ? s[i] : to; /* the gap: [next, upto) */
+        for (long long r = next; !rc && r < upto && *n_out < HDX_RANKS_NAMED; r++)
+            rc = hdx_cls_append_int(out, n_out, (int)r);
+        total += upto > next ? upto - next : 0;
+        next = upto + 1 > next ? upto + 1 : next;
     }
+    if (count)
+        *count = total;
     free(s);
     return rc;
 }
@@ -888,8 +895,9 @@ static int store_rule(const hdx_evidence *ev, hdx_verdict *v, basis *b)
     int rc = rendezvous_timeout(t, HDX_FIND_LOG_STORE_BARRIER, v, b);
     if (!rc && np && world > 0 && world <= HDX_WORLD_SIZE_TAKEN && (long long)np == count) {
         /* the Added-key lines tell who arrived: the others are missing (a world larger than the
-         * rules take is not enumerated: the count of missing ranks says it) */
-        rc = ranks_not_in(0, world, present, np, NULL, 0, &v->missing_ranks, &v->n_missing_ranks);
+         * rules take is not enumerated, and at most HDX_RANKS_NAMED are named: the count of
+         * missing ranks says how many) */
+        rc = ranks_not_in(0, world, present, np, NULL, 0, &v->missing_ranks, &v->n_missing_ranks, NULL);
         if (!rc)
             rc = set_culprits(v, v->missing_ranks, v->n_missing_ranks);
         if (!rc)
@@ -1021,6 +1029,7 @@ static int monitored_timeout(const hdx_evidence *ev, size_t at, hdx_verdict *v, 
     const hdx_log_fact *t = &ev->log_facts[at], *next = NULL;
     int *processed = NULL, *reached = NULL, *unchecked = NULL;
     size_t np = 0, nr = 0, nu = 0;
+    long long n_unchecked = 0;
     int rc = 0;
     for (size_t i = 0; i < ev->n_log_facts && !rc; i++) {
         const hdx_log_fact *f = &ev->log_facts[i];
@@ -1042,7 +1051,7 @@ static int monitored_timeout(const hdx_evidence *ev, size_t at, hdx_verdict *v, 
     /* the ranks after the last checked one: up to the world size, or the next one */
     if (!rc && next)
         rc = ranks_not_in((long long)last + 1, world > 0 ? world : (long long)last + 2, processed, np, reached, nr,
-                          &unchecked, &nu);
+                          &unchecked, &nu, &n_unchecked);
     v->cls = HDX_CLASS_COLLECTIVE_WAIT;
     v->confidence = HDX_CONF_LOW;
     v->finding = HDX_FIND_LOG_MONITORED_BARRIER;
@@ -1055,6 +1064,8 @@ static int monitored_timeout(const hdx_evidence *ev, size_t at, hdx_verdict *v, 
         rc = hdx_verdict_set_ints(v, "processed", processed, np);
     if (!rc && next)
         rc = hdx_verdict_set_ints(v, "unchecked", unchecked, nu);
+    if (!rc && next && n_unchecked > (long long)nu) /* more than HDX_RANKS_NAMED: how many */
+        rc = hdx_verdict_set_num(v, "unchecked_count", n_unchecked);
     if (!rc && np)
         rc = hdx_verdict_set_num(v, "late", last);
     if (!rc && next && world > 0)

@@ -9,9 +9,6 @@
 #include "model/util.h"
 #include "classify/waits.h"
 
-/* The world sizes worth walking when a rendezvous waits for the ranks that never came:
- * larger ones come from a variable, not from processes (as classify_dist.c bounds them). */
-
 const char *hdx_wf_kind_name(enum hdx_wf_kind k)
 {
     static const char *const names[] = {"none", "collective", "p2p", "rendezvous", "build_lock"};
@@ -29,8 +26,10 @@ void hdx_waitsfor_free(hdx_waitsfor *g)
 {
     if (!g)
         return;
-    for (size_t i = 0; i < g->n_calls; i++)
+    for (size_t i = 0; i < g->n_calls; i++) {
         free(g->calls[i].absent);
+        free(g->calls[i].node_upto);
+    }
     for (size_t i = 0; i < g->n_roots; i++)
         free(g->roots[i].ranks);
     free(g->calls);
@@ -46,24 +45,63 @@ static int cmp_rank(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+/* The index of the node that holds rank (g->ranks sorted and disjoint), or -1. */
 static long rank_index(const hdx_waitsfor *g, int rank)
 {
-    size_t lo = 0, hi = g->n_ranks;
+    size_t lo = 0, hi = g->n_ranks; /* the first node past rank: lo */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (g->ranks[mid].rank == rank)
-            return (long)mid;
-        if (g->ranks[mid].rank < rank)
+        if (g->ranks[mid].rank <= rank)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return -1;
+    return lo && g->ranks[lo - 1].last >= rank ? (long)lo - 1 : -1;
 }
 
 const hdx_wf_rank *hdx_waitsfor_rank(const hdx_waitsfor *g, int rank)
 {
     long i = rank_index(g, rank);
+    return i < 0 ? NULL : &g->ranks[i];
+}
+
+size_t hdx_wf_call_nodes(const hdx_wf_call *c)
+{
+    return c->node_upto ? c->node_upto[c->n_absent] : 0;
+}
+
+int hdx_wf_call_waits_for(const hdx_wf_call *c, int rank)
+{
+    size_t lo = 0, hi = c->n_absent; /* the first range past rank: lo */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->absent[mid].lo <= rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo && c->absent[lo - 1].hi >= rank;
+}
+
+/* The index in g->ranks of the k-th node call c waits for, or -1 past the last. */
+static long call_node_index(const hdx_waitsfor *g, const hdx_wf_call *c, size_t k)
+{
+    if (k >= hdx_wf_call_nodes(c))
+        return -1;
+    size_t lo = 0, hi = c->n_absent; /* the range that holds it: the last j with node_upto[j] <= k */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->node_upto[mid] <= k)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return rank_index(g, c->absent[lo].lo) + (long)(k - c->node_upto[lo]);
+}
+
+const hdx_wf_rank *hdx_wf_call_node(const hdx_waitsfor *g, const hdx_wf_call *c, size_t k)
+{
+    long i = call_node_index(g, c, k);
     return i < 0 ? NULL : &g->ranks[i];
 }
 
@@ -330,42 +368,75 @@ static int make_calls(hdx_waitsfor *g)
     return 0;
 }
 
-static int add_absent(hdx_wf_call *c, int rank)
+/* Add ranks lo..hi (lo <= hi, above every range c has) to c's absent ranges, joined to the last
+ * one when they touch. 0 or -ENOMEM. */
+static int add_absent(hdx_wf_call *c, int lo, int hi)
 {
-    int *slot = hdx_append((void **)&c->absent, &c->n_absent, sizeof *slot);
+    c->n_absent_ranks += (size_t)(hi - lo) + 1;
+    if (c->n_absent && c->absent[c->n_absent - 1].hi + 1 == lo) {
+        c->absent[c->n_absent - 1].hi = hi;
+        return 0;
+    }
+    hdx_wf_range *slot = hdx_append((void **)&c->absent, &c->n_absent, sizeof *slot);
     if (!slot)
         return -ENOMEM;
-    *slot = rank;
+    *slot = (hdx_wf_range){lo, hi};
     return 0;
 }
 
-/* The members of call c's group (the world when its group is unknown: [0, world size), else
- * the world's ranks known) that are not in it. */
+/* Is node b (a rank a process or a wait shows) a member of call c's group in another collective
+ * on it? */
+static int mismatched(const hdx_wf_call *c, const hdx_wf_rank *b)
+{
+    return c->kind == HDX_WF_COLLECTIVE && b->kind == HDX_WF_COLLECTIVE && b->pgroup == c->pgroup;
+}
+
+/*
+ * The members of call c's group that are not in it, as ranges: of a group, its ranks; of the
+ * world (its group unknown), [0, world size) less the ranks in c, walking the ranks shown, not
+ * the world; else the world's ranks known. Runs before the missing nodes are added (each node
+ * one rank). O(members · log ranks + ranks). 0 or -ENOMEM.
+ */
 static int fill_absent(const hdx_evidence *ev, hdx_waitsfor *g, hdx_wf_call *c, long ci)
 {
-    const int *members = NULL;
-    size_t n = 0;
-    if (c->pgroup >= 0) {
-        members = ev->pgroups[c->pgroup].ranks;
-        n = ev->pgroups[c->pgroup].n_ranks;
-    } else if (g->world_size > 0) {
-        n = (size_t)g->world_size; /* at most HDX_WORLD_SIZE_TAKEN (label.c, hdx_waitsfor_build_waits) */
-    } else {
-        members = g->world_ranks;
-        n = g->n_world_ranks;
+    if (c->pgroup < 0 && g->world_size > 0) {
+        int next = 0; /* the first world rank not yet placed */
+        for (size_t i = 0; i < g->n_ranks && g->ranks[i].rank < g->world_size; i++) {
+            const hdx_wf_rank *b = &g->ranks[i];
+            if (b->call != ci)
+                continue;
+            if (b->rank > next && add_absent(c, next, b->rank - 1))
+                return -ENOMEM;
+            next = b->rank + 1;
+        }
+        if (next < g->world_size && add_absent(c, next, g->world_size - 1))
+            return -ENOMEM;
+        for (size_t i = 0; i < g->n_ranks && g->ranks[i].rank < g->world_size; i++)
+            c->n_mismatch += g->ranks[i].call != ci && mismatched(c, &g->ranks[i]);
+        return 0;
     }
-    for (size_t k = 0; k < n; k++) {
-        int m = members ? members[k] : (int)k;
+    const int *members = c->pgroup >= 0 ? ev->pgroups[c->pgroup].ranks : g->world_ranks;
+    size_t n = c->pgroup >= 0 ? ev->pgroups[c->pgroup].n_ranks : g->n_world_ranks;
+    int *sorted = malloc((n ? n : 1) * sizeof *sorted); /* a group's ranks are in group-rank order */
+    if (!sorted)
+        return -ENOMEM;
+    if (n)
+        memcpy(sorted, members, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, hdx_cmp_int);
+    int rc = 0;
+    for (size_t k = 0; !rc && k < n; k++) {
+        int m = sorted[k];
+        if (m < 0 || (k && m == sorted[k - 1]))
+            continue;
         long at = rank_index(g, m);
         const hdx_wf_rank *b = at >= 0 ? &g->ranks[at] : NULL;
         if (b && b->call == ci)
             continue;
-        if (c->kind == HDX_WF_COLLECTIVE && b && b->kind == HDX_WF_COLLECTIVE && b->pgroup == c->pgroup)
-            c->n_mismatch++;
-        if (add_absent(c, m))
-            return -ENOMEM;
+        c->n_mismatch += b && mismatched(c, b);
+        rc = add_absent(c, m, m);
     }
-    return 0;
+    free(sorted);
+    return rc;
 }
 
 /* Does b answer op o of rank a? Sets o->peer_tag when only the tags differ. */
@@ -410,8 +481,7 @@ static void match_p2p(hdx_waitsfor *g)
 static long succ(const hdx_waitsfor *g, size_t v, size_t k)
 {
     if (v >= g->n_ranks) {
-        const hdx_wf_call *c = &g->calls[v - g->n_ranks];
-        return k < c->n_absent ? rank_index(g, c->absent[k]) : -1;
+        return call_node_index(g, &g->calls[v - g->n_ranks], k);
     }
     const hdx_wf_rank *r = &g->ranks[v];
     if (r->call >= 0)
@@ -670,9 +740,9 @@ static int make_root(const hdx_evidence *ev, hdx_waitsfor *g, const size_t *node
                 continue;
             long ci = (long)(nodes[i] - R);
             const hdx_wf_call *c = &g->calls[ci];
-            for (size_t k = 0; k < c->n_absent; k++) {
-                long b = rank_index(g, c->absent[k]);
-                if (b < 0 || comp[b] != comp[nodes[i]] || g->ranks[b].call < 0 || g->ranks[b].culprit)
+            for (size_t k = 0; k < hdx_wf_call_nodes(c); k++) {
+                long b = call_node_index(g, c, k);
+                if ( comp[b] != comp[nodes[i]] || g->ranks[b].call < 0 || g->ranks[b].culprit)
                     continue;
                 if (strictly_wider(ev, g->calls[g->ranks[b].call].pgroup, c->pgroup)) {
                     g->ranks[b].culprit = 1;
@@ -848,56 +918,116 @@ static int cmp_rank_then_process(const void *a, const void *b)
     return (x->p > y->p) - (x->p < y->p);
 }
 
-static int add_missing(int **miss, size_t *n, const hdx_waitsfor *g, int rank)
+/* A node for ranks lo..hi that no process shows. 0 or -ENOMEM. */
+static int add_missing_node(hdx_waitsfor *g, int lo, int hi)
 {
-    if (rank < 0 || rank_index(g, rank) >= 0)
-        return 0;
-    int *slot = hdx_append((void **)miss, n, sizeof *slot);
-    if (!slot)
+    hdx_wf_rank *r = hdx_append((void **)&g->ranks, &g->n_ranks, sizeof *r);
+    if (!r)
         return -ENOMEM;
-    *slot = rank;
+    r->rank = lo;
+    r->last = hi;
+    r->pgroup = HDX_UNKNOWN;
+    r->seq = HDX_UNKNOWN;
+    r->call = -1;
+    r->lock_holder = HDX_UNKNOWN;
+    r->moved_on_from = -1;
+    r->root = r->depth = -1;
     return 0;
 }
 
-/* Every rank a call or a p2p op names that no process has becomes a node of its own. */
+static int cmp_range(const void *a, const void *b)
+{
+    const hdx_wf_range *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/*
+ * Every rank a call waits for or a p2p op names that no process has goes into a node of missing
+ * ranks: the ranges those name, less the ranks shown, cut where any of them begins or ends, so
+ * that each node lies wholly inside or outside each call's absent ranges (succ walks a call's
+ * nodes as runs of g->ranks). Then each call's node_upto. Nodes and work grow with the ranges
+ * (calls' absent ranges, ops) and the ranks shown, never with the ranks a range holds
+ * (docs/design.md "The waits-for graph"). 0 or -ENOMEM.
+ */
 static int add_missing_ranks(hdx_waitsfor *g)
 {
-    int *miss = NULL;
-    size_t n = 0;
-    int rc = 0;
-    for (size_t i = 0; !rc && i < g->n_calls; i++)
-        for (size_t k = 0; !rc && k < g->calls[i].n_absent; k++)
-            rc = add_missing(&miss, &n, g, g->calls[i].absent[k]);
-    for (size_t i = 0; !rc && i < g->n_ranks; i++) {
-        const hdx_wf_rank *r = &g->ranks[i];
-        for (size_t k = 0; !rc && k < r->n_ops; k++)
-            rc = add_missing(&miss, &n, g, r->ops[k].peer);
-    }
-    if (rc || !n) {
-        free(miss);
-        return rc;
-    }
-    qsort(miss, n, sizeof *miss, hdx_cmp_int);
-    for (size_t i = 0; i < n; i++) {
-        if (i && miss[i] == miss[i - 1])
-            continue;
-        hdx_wf_rank *r = hdx_append((void **)&g->ranks, &g->n_ranks, sizeof *r);
-        if (!r) {
-            free(miss);
-            return -ENOMEM;
+    hdx_wf_range *in = NULL; /* the ranges named */
+    size_t n_in = 0, n_cuts = 0, shown = g->n_ranks;
+    long long *cuts = NULL;  /* where a range begins, or ends (its hi + 1) */
+    int rc = -ENOMEM;
+    for (size_t i = 0; i < g->n_calls; i++)
+        for (size_t k = 0; k < g->calls[i].n_absent; k++) {
+            hdx_wf_range *slot = hdx_append((void **)&in, &n_in, sizeof *slot);
+            if (!slot)
+                goto out;
+            *slot = g->calls[i].absent[k];
         }
-        r->rank = miss[i];
-        r->pgroup = HDX_UNKNOWN;
-        r->seq = HDX_UNKNOWN;
-        r->call = -1;
-        r->lock_holder = HDX_UNKNOWN;
-        r->moved_on_from = -1;
-        r->root = r->depth = -1;
+    for (size_t i = 0; i < shown; i++)
+        for (size_t k = 0; k < g->ranks[i].n_ops; k++) {
+            int peer = g->ranks[i].ops[k].peer;
+            hdx_wf_range *slot = peer >= 0 ? hdx_append((void **)&in, &n_in, sizeof *slot) : NULL;
+            if (peer >= 0 && !slot)
+                goto out;
+            if (slot)
+                *slot = (hdx_wf_range){peer, peer};
+        }
+    if (n_in && !(cuts = malloc(2 * n_in * sizeof *cuts)))
+        goto out;
+    for (size_t i = 0; i < n_in; i++) {
+        cuts[n_cuts++] = in[i].lo;
+        cuts[n_cuts++] = (long long)in[i].hi + 1;
     }
-    free(miss);
-    if (g->n_ranks)
+    if (n_in) {
+        qsort(in, n_in, sizeof *in, cmp_range);
+        qsort(cuts, n_cuts, sizeof *cuts, cmp_ll);
+    }
+    /* each piece [cuts[i], cuts[i+1]) that a range covers, less the ranks shown */
+    size_t u = 0, s = 0;       /* the first range and the first shown rank that may reach it */
+    long long reach = -1;      /* the highest rank of in[0..u) */
+    for (size_t i = 0; i + 1 < n_cuts; i++) {
+        long long lo = cuts[i], hi = cuts[i + 1] - 1;
+        if (hi < lo)
+            continue;
+        while (u < n_in && in[u].lo <= lo) /* ranges begin only at cuts: those up to lo cover it, or end before */
+            reach = reach > in[u].hi ? reach : in[u].hi, u++;
+        if (reach < hi)
+            continue;
+        while (s < shown && g->ranks[s].rank < lo)
+            s++;
+        for (long long from = lo; from <= hi;) {
+            long long to = hi;
+            if (s < shown && g->ranks[s].rank <= hi)
+                to = g->ranks[s].rank - 1;
+            if (to >= from && add_missing_node(g, (int)from, (int)to))
+                goto out;
+            if (to == hi)
+                break;
+            from = (long long)g->ranks[s++].rank + 1;
+        }
+    }
+    if (g->n_ranks > shown)
         qsort(g->ranks, g->n_ranks, sizeof *g->ranks, cmp_rank);
-    return 0;
+    for (size_t i = 0; i < g->n_calls; i++) {
+        hdx_wf_call *c = &g->calls[i];
+        if (!(c->node_upto = malloc((c->n_absent + 1) * sizeof *c->node_upto)))
+            goto out;
+        c->node_upto[0] = 0;
+        for (size_t k = 0; k < c->n_absent; k++) {
+            long first = rank_index(g, c->absent[k].lo), last = rank_index(g, c->absent[k].hi);
+            c->node_upto[k + 1] = c->node_upto[k] + (size_t)(last - first + 1);
+        }
+    }
+    rc = 0;
+out:
+    free(in);
+    free(cuts);
+    return rc;
 }
 
 static int collect_ranks(const hdx_evidence *ev, hdx_waitsfor *g)
@@ -909,7 +1039,7 @@ static int collect_ranks(const hdx_evidence *ev, hdx_waitsfor *g)
         hdx_wf_rank *r = hdx_append((void **)&g->ranks, &g->n_ranks, sizeof *r);
         if (!r)
             return -ENOMEM;
-        r->rank = p->rank;
+        r->rank = r->last = p->rank;
         r->p = p;
         if (p->world_size > g->world_size)
             g->world_size = p->world_size;
@@ -1022,7 +1152,7 @@ int hdx_waitsfor_build_waits(const hdx_evidence *ev, const hdx_wf_wait *waits, s
         hdx_wf_rank *r = hdx_append((void **)&g->ranks, &g->n_ranks, sizeof *r);
         if (!r)
             return -ENOMEM;
-        r->rank = waits[i].rank;
+        r->rank = r->last = waits[i].rank;
         r->kind = HDX_WF_COLLECTIVE;
         r->op = waits[i].op;
         r->pgroup = waits[i].pgroup;

@@ -1,7 +1,8 @@
 /*
  * The waits-for graph of a job (docs/design.md "The waits-for graph"): one node
- * per rank (ranks that are missing or gone included) and one per distributed
- * call in progress (a collective on one process group, or the rendezvous).
+ * per rank read (gone ones included), one per range of ranks that no input shows
+ * (missing), and one per distributed call in progress (a collective on one
+ * process group, or the rendezvous).
  *  - A rank in a collective on group G waits, through the call's node, for
  *    every member of G that is not in the same call on G; a member in another
  *    collective on G is a mismatch. Where the input recorded each call's sequence
@@ -61,8 +62,17 @@ typedef struct hdx_wf_op {
 
 #define HDX_WF_MAX_OPS 4
 
+/* Ranks lo..hi, both in: a set of ranks is held as sorted, disjoint ranges of them, so that a
+ * world that claims millions of ranks costs one range, not a node or an entry per rank
+ * (docs/design.md "The waits-for graph"). */
+typedef struct hdx_wf_range {
+    int lo, hi;
+} hdx_wf_range;
+
 typedef struct hdx_wf_rank {
-    int rank;
+    int rank;               /* its (first) rank */
+    int last;               /* its last rank: a node of missing ranks (p NULL, no input shows any of
+                               them) holds the range rank..last; rank itself for every other node */
     const hdx_process *p;   /* borrowed; NULL when missing */
     const hdx_thread *t;    /* its key thread, or NULL */
     enum hdx_wf_kind kind;
@@ -94,9 +104,14 @@ typedef struct hdx_wf_call {
     const char *sig;        /* its sizes and dtypes (borrowed), or NULL: ranks whose tensors differ
                                are in other calls, a mismatch */
     size_t n_in;            /* ranks in it */
-    int *absent;            /* members it waits for (heap), ascending */
-    size_t n_absent;
+    hdx_wf_range *absent;   /* the members it waits for, as ranges (heap), ascending, disjoint and
+                               apart (no two adjacent) */
+    size_t n_absent;        /* ranges in absent */
+    size_t n_absent_ranks;  /* ranks in them */
     size_t n_mismatch;      /* of those, members in another collective on the same group */
+    size_t *node_upto;      /* (heap, n_absent + 1) node_upto[j]: the graph's nodes that absent[0..j)
+                               cover (each node lies wholly inside one range or outside all);
+                               read through hdx_wf_call_nodes and hdx_wf_call_node */
 } hdx_wf_call;
 
 enum hdx_wf_root_kind {
@@ -109,7 +124,9 @@ enum hdx_wf_root_kind {
 
 typedef struct hdx_wf_root {
     enum hdx_wf_root_kind kind;
-    int *ranks;            /* the ranks of the component (heap), ascending */
+    int *ranks;            /* the first rank of each node of the component (heap), ascending; a
+                              ROOT_RANK of missing ranks holds one, the node's rank (its range ends
+                              at hdx_waitsfor_rank(g, ranks[0])->last) */
     size_t n_ranks;
     long call;             /* ROOT_CALL: the call; else the call through which it is waited on, -1 */
     int p2p;               /* 1 when a p2p wait is on it (cycle) or the only waits into it are p2p */
@@ -119,13 +136,16 @@ typedef struct hdx_wf_root {
 
 typedef struct hdx_waitsfor {
     const hdx_evidence *ev;
-    hdx_wf_rank *ranks;    /* by rank, ascending (missing ones included) */
-    size_t n_ranks;
+    hdx_wf_rank *ranks;    /* the rank nodes by rank, ascending and disjoint: one per rank a process
+                              shows, one per range of missing ranks (rank..last; split where a call's
+                              absent ranges begin or end), so their count grows with the ranks read
+                              and the calls, never with a claimed world size */
+    size_t n_ranks;        /* nodes in ranks (not ranks: a node of missing ranks holds many) */
     hdx_wf_call *calls;
     size_t n_calls;
     hdx_wf_root *roots;    /* most telling first: rendezvous, cycles and mismatches, ranks, calls */
     size_t n_roots;
-    int world_size;        /* HDX_UNKNOWN */
+    int world_size;        /* HDX_UNKNOWN; at most HDX_WORLD_SIZE_TAKEN (classify_impl.h) */
     int *world_ranks;      /* with world_size unknown, the world's members known (heap, ascending), or NULL */
     size_t n_world_ranks;
     size_t n_waiting;      /* ranks in a distributed wait */
@@ -138,7 +158,8 @@ typedef struct hdx_waitsfor {
  * groups (without them every collective is taken on the world, and n_guessed says
  * so). The graph borrows from ev, which must outlive it. *g is filled (the
  * caller frees it with hdx_waitsfor_free, also on failure). O((ranks + group
- * members) · log ranks). Returns 0 or -ENOMEM.
+ * members + calls · ranks) · log ranks): the ranks of a world no process shows are ranges, one
+ * node each, whatever the world size claims. Returns 0 or -ENOMEM.
  */
 int hdx_waitsfor_build(const hdx_evidence *ev, hdx_waitsfor *g);
 
@@ -153,11 +174,12 @@ typedef struct hdx_wf_wait {
 /*
  * The same graph built from waits[0..n) instead of ev's processes: each wait's rank is in the
  * collective on its group; a rank without a wait (a member absent from a call) waits for nothing
- * known, and is a root with state HDX_WF_MISSING (no process was inspected). Each rank is given
- * at most once. world_size (HDX_UNKNOWN when not known; at most HDX_WORLD_SIZE_TAKEN,
- * classify_impl.h, are taken) gives the members of the world group, [0, world_size); when it is
- * unknown, world_ranks[0..n_world_ranks) (copied; NULL when none are known) are its members, so
- * that memory grows with the ranks read, not with a claimed size. The graph borrows from ev and
+ * known, and is a root with state HDX_WF_MISSING (no process was inspected; the members no wait
+ * names are ranges, one node and one root each). Each rank is given at most once. world_size
+ * (HDX_UNKNOWN when not known; at most HDX_WORLD_SIZE_TAKEN, classify_impl.h, are taken) gives
+ * the members of the world group, [0, world_size), as one range; when it is unknown,
+ * world_ranks[0..n_world_ranks) (copied; NULL when none are known) are its members. Memory and
+ * work grow with n and the groups' members, not with world_size. The graph borrows from ev and
  * waits' op strings, which must outlive it; *g is filled (freed with hdx_waitsfor_free, also on
  * failure). Returns 0 or -ENOMEM.
  */
@@ -167,8 +189,20 @@ int hdx_waitsfor_build_waits(const hdx_evidence *ev, const hdx_wf_wait *waits, s
 /* Release what g owns and zero it. Accepts NULL. */
 void hdx_waitsfor_free(hdx_waitsfor *g);
 
-/* The node of rank r, or NULL. O(log n). */
+/* The node that holds rank (its own, or the range of missing ranks it is in; borrowed from g),
+ * or NULL when the graph has none. O(log n). */
 const hdx_wf_rank *hdx_waitsfor_rank(const hdx_waitsfor *g, int rank);
+
+/* How many nodes call c of g waits for: the nodes its absent ranges cover (a node of missing
+ * ranks counts once, however many ranks it holds; c->n_absent_ranks counts ranks). O(1). */
+size_t hdx_wf_call_nodes(const hdx_wf_call *c);
+
+/* 1 when call c waits for rank (among its absent ranges), else 0. O(log c->n_absent). */
+int hdx_wf_call_waits_for(const hdx_wf_call *c, int rank);
+
+/* The k-th node (k < hdx_wf_call_nodes(c)) that call c of g waits for, by rank ascending;
+ * borrowed from g. O(log n). */
+const hdx_wf_rank *hdx_wf_call_node(const hdx_waitsfor *g, const hdx_wf_call *c, size_t k);
 
 /* "collective", "p2p", "rendezvous", "build_lock" or "none". */
 const char *hdx_wf_kind_name(enum hdx_wf_kind k);

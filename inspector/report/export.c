@@ -252,8 +252,8 @@ static int dot_waits_for(FILE *f, const hdx_waitsfor *g, const hdx_verdict *v)
         if (r->kind == HDX_WF_NONE && !is_culprit(culprits, nc, r->rank))
             continue;
         node[i] = 1;
-        for (size_t k = 0; r->call >= 0 && k < g->calls[r->call].n_absent; k++)
-            need(g, node, g->calls[r->call].absent[k]);
+        for (size_t k = 0; r->call >= 0 && k < hdx_wf_call_nodes(&g->calls[r->call]); k++)
+            node[hdx_wf_call_node(g, &g->calls[r->call], k) - g->ranks] = 1;
         for (size_t k = 0; k < r->n_ops; k++)
             if (!r->ops[k].matched && r->ops[k].peer != HDX_UNKNOWN)
                 need(g, node, r->ops[k].peer);
@@ -278,7 +278,10 @@ static int dot_waits_for(FILE *f, const hdx_waitsfor *g, const hdx_verdict *v)
         if (!node[i])
             continue;
         int culprit = is_culprit(culprits, nc, r->rank);
-        fprintf(f, "    r%d [label=\"rank %d\\n", r->rank, r->rank);
+        if (r->last > r->rank) /* a node of missing ranks: one for the range */
+            fprintf(f, "    r%d [label=\"ranks %d-%d\\n", r->rank, r->rank, r->last);
+        else
+            fprintf(f, "    r%d [label=\"rank %d\\n", r->rank, r->rank);
         dot_str(f, r->kind != HDX_WF_NONE ? (r->op ? r->op : hdx_wf_kind_name(r->kind))
                    : r->state != HDX_WF_WAITING ? hdx_wf_state_name(r->state)
                                                 : "in no distributed call");
@@ -295,8 +298,8 @@ static int dot_waits_for(FILE *f, const hdx_waitsfor *g, const hdx_verdict *v)
             fprintf(f, "    r%d -> r%d [label=\"build lock\"];\n", r->rank, r->lock_holder);
     }
     for (size_t c = 0; c < g->n_calls; c++)
-        for (size_t k = 0; k < g->calls[c].n_absent; k++)
-            fprintf(f, "    c%zu -> r%d [label=\"waits for\"];\n", c, g->calls[c].absent[k]);
+        for (size_t k = 0; k < hdx_wf_call_nodes(&g->calls[c]); k++)
+            fprintf(f, "    c%zu -> r%d [label=\"waits for\"];\n", c, hdx_wf_call_node(g, &g->calls[c], k)->rank);
     free(culprits);
     free(node);
     free(root_call);

@@ -47,18 +47,23 @@ static member *member_find(member *m, size_t n, int id)
     return bsearch(&key, m, n, sizeof *m, member_cmp);
 }
 
-/* The ranks: g's (missing ones included; g may be NULL), else the rank processes, else every
+/* The ranks: g's (missing ones included, at most HDX_HTML_MAX_MISSING of a node of missing ranks
+ * past its first; g may be NULL), else the rank processes, else every
  * process by pid (*by_pid 1). Sorted by id, each once. NULL with errno ENOMEM (or *n 0). */
 static member *members_of(const hdx_evidence *ev, const hdx_verdict *v, const hdx_waitsfor *g, size_t *n,
                           int *by_pid)
 {
-    size_t cap = (g ? g->n_ranks : 0) + ev->n_procs + 1, k = 0;
+    size_t cap = (g ? g->n_ranks : 0) + ev->n_procs + HDX_HTML_MAX_MISSING + 1, k = 0, missing = 0;
     member *m = calloc(cap, sizeof *m);
     if (!m)
         return NULL;
     *by_pid = 0;
-    for (size_t i = 0; g && i < g->n_ranks; i++)
-        m[k++] = (member){g->ranks[i].rank, g->ranks[i].p, g->ranks[i].t, -1, 0, {-1, -1, -1}};
+    for (size_t i = 0; g && i < g->n_ranks; i++) { /* a node of missing ranks: a cell per rank, to a bound */
+        const hdx_wf_rank *r = &g->ranks[i];
+        m[k++] = (member){r->rank, r->p, r->t, -1, 0, {-1, -1, -1}};
+        for (long long id = (long long)r->rank + 1; id <= r->last && missing < HDX_HTML_MAX_MISSING; id++, missing++)
+            m[k++] = (member){(int)id, NULL, NULL, -1, 0, {-1, -1, -1}};
+    }
     if (!k) {
         for (size_t i = 0; i < ev->n_procs; i++)
             if (ev->procs[i].is_rank_process && !ev->procs[i].set_aside)
@@ -238,9 +243,33 @@ typedef struct gnode {
     enum hdx_wf_state state;
     enum hdx_wf_kind kind;
     const char *op, *group; /* NULL when collapsed away */
-    int *ranks;
-    size_t n, cap;
+    hdx_wf_range *ranges;   /* its ranks (heap), ascending: the graph's nodes come in rank order */
+    size_t n_ranges, cap;
+    size_t n;               /* ranks in them (a node of missing ranks gives a range of many) */
 } gnode;
+
+/* ranges[0..n) as the report writes a set of ranks ("0-3,8"; "..." past RANGES_MAX). */
+static cJSON *node_ranges_text(const hdx_wf_range *ranges, size_t n)
+{
+    char buf[RANGES_MAX];
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        char part[32];
+        if (ranges[i].lo == ranges[i].hi)
+            snprintf(part, sizeof part, "%s%d", used ? "," : "", ranges[i].lo);
+        else
+            snprintf(part, sizeof part, "%s%d-%d", used ? "," : "", ranges[i].lo, ranges[i].hi);
+        size_t len = strlen(part);
+        if (used + len + 4 >= sizeof buf) {
+            strcpy(buf + used, "...");
+            break;
+        }
+        memcpy(buf + used, part, len + 1);
+        used += len;
+    }
+    return cJSON_CreateString(buf);
+}
 
 /* The group of r as node key at coarseness level: 0 its name, 1 its role (or "world"), 2 none. */
 static const char *node_group(const hdx_waitsfor *g, const hdx_wf_rank *r, int level)
@@ -256,7 +285,7 @@ static const char *node_group(const hdx_waitsfor *g, const hdx_wf_rank *r, int l
 static void nodes_free(gnode *nodes, size_t n)
 {
     for (size_t i = 0; nodes && i < n; i++)
-        free(nodes[i].ranks);
+        free(nodes[i].ranges);
     free(nodes);
 }
 
@@ -274,7 +303,7 @@ static int nodes_make(const hdx_waitsfor *g, int level, long *node_of, gnode **o
         if (r->kind == HDX_WF_NONE && !r->culprit)
             continue;
         gnode key = {r->depth < DEPTH_MAX ? r->depth : DEPTH_MAX, r->culprit, r->culprit ? r->state : HDX_WF_WAITING,
-                     r->kind, level < 2 ? r->op : NULL, node_group(g, r, level), NULL, 0, 0};
+                     r->kind, level < 2 ? r->op : NULL, node_group(g, r, level), NULL, 0, 0, 0};
         size_t k = 0;
         while (k < n && !(nodes[k].depth == key.depth && nodes[k].culprit == key.culprit &&
                           nodes[k].state == key.state && nodes[k].kind == key.kind && hdx_str_same(nodes[k].op, key.op) &&
@@ -296,15 +325,20 @@ static int nodes_make(const hdx_waitsfor *g, int level, long *node_of, gnode **o
             nodes[n++] = key;
         }
         gnode *x = &nodes[k];
-        if (x->n == x->cap) {
-            int *more = realloc(x->ranks, (x->cap = x->cap ? 2 * x->cap : 4) * sizeof *more);
-            if (!more) {
-                rc = -ENOMEM;
-                goto out;
+        x->n += (size_t)(r->last - r->rank) + 1;
+        if (x->n_ranges && x->ranges[x->n_ranges - 1].hi + 1 == r->rank) {
+            x->ranges[x->n_ranges - 1].hi = r->last;
+        } else {
+            if (x->n_ranges == x->cap) {
+                hdx_wf_range *more = realloc(x->ranges, (x->cap = x->cap ? 2 * x->cap : 4) * sizeof *more);
+                if (!more) {
+                    rc = -ENOMEM;
+                    goto out;
+                }
+                x->ranges = more;
             }
-            x->ranks = more;
+            x->ranges[x->n_ranges++] = (hdx_wf_range){r->rank, r->last};
         }
-        x->ranks[x->n++] = r->rank;
         node_of[i] = (long)k;
     }
 out:
@@ -371,8 +405,8 @@ static cJSON *graph_json(const hdx_waitsfor *g)
         for (size_t a = 0; a < nn; a++) {
             if (!in_call[c * nn + a])
                 continue;
-            for (size_t k = 0; k < g->calls[c].n_absent; k++) {
-                long b = node_of_rank(g, node_of, g->calls[c].absent[k]);
+            for (size_t k = 0; k < hdx_wf_call_nodes(&g->calls[c]); k++) {
+                long b = node_of[hdx_wf_call_node(g, &g->calls[c], k) - g->ranks];
                 if (b >= 0)
                     edge[a * nn + (size_t)b] = 1;
             }
@@ -381,7 +415,7 @@ static cJSON *graph_json(const hdx_waitsfor *g)
         const gnode *x = &nodes[a];
         cJSON *y = cJSON_CreateObject();
         cJSON_AddItemToArray(jn, y);
-        cJSON_AddItemToObject(y, "ranks", ranges_text(x->ranks, x->n));
+        cJSON_AddItemToObject(y, "ranks", node_ranges_text(x->ranges, x->n_ranges));
         cJSON_AddNumberToObject(y, "n", (double)x->n);
         cJSON_AddNumberToObject(y, "depth", x->depth);
         cJSON_AddBoolToObject(y, "culprit", x->culprit);

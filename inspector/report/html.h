@@ -26,6 +26,9 @@
 /* The waits-for graph keeps at most this many nodes before it collapses like ranks further
  * (by group role instead of group, then by depth, kind and culprit alone). */
 #define HDX_HTML_MAX_NODES 48
+/* The grid gives at most this many cells to ranks that no input shows (the waits-for graph's
+ * nodes of missing ranks, each a range); the graph's node names them all. */
+#define HDX_HTML_MAX_MISSING (1 << 16)
 
 /*
  * Write the HTML report of ev and v (classified from ev) to f. Without v->graph (a verdict

@@ -124,13 +124,15 @@ static cJSON *verdict_group_json(const hdx_evidence *ev, const hdx_verdict *v)
     return o;
 }
 
-/* One rank's node of the waits-for graph: what it waits in, and for whom. */
+/* One rank's node of the waits-for graph (a node of missing ranks: its range, rank..last): what
+ * it waits in, and for whom. */
 static cJSON *wait_json(const hdx_waitsfor *g, const hdx_wf_rank *r)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
     cJSON_AddNumberToObject(o, "rank", r->rank);
+    cJSON_AddNumberToObject(o, "last", r->last);
     cJSON_AddStringToObject(o, "kind", hdx_wf_kind_name(r->kind));
     cJSON_AddItemToObject(o, "op", hdx_json_str(r->op));
     cJSON_AddItemToObject(o, "group", hdx_json_str(r->pgroup >= 0 ? g->ev->pgroups[r->pgroup].name : NULL));
@@ -138,14 +140,14 @@ static cJSON *wait_json(const hdx_waitsfor *g, const hdx_wf_rank *r)
     size_t n = 0;
     if (r->call >= 0) {
         const hdx_wf_call *c = &g->calls[r->call];
-        for (size_t k = 0; k < c->n_absent; k++, n++) {
-            if (n >= MAX_WAITS_FOR_JSON)
-                continue;
-            cJSON_AddItemToArray(to, cJSON_CreateNumber(c->absent[k]));
-            const hdx_wf_rank *b = hdx_waitsfor_rank(g, c->absent[k]);
-            if (b && b->kind == HDX_WF_COLLECTIVE && b->pgroup == c->pgroup && c->kind == HDX_WF_COLLECTIVE)
-                cJSON_AddItemToArray(mis, cJSON_CreateNumber(c->absent[k]));
+        for (size_t k = 0; k < hdx_wf_call_nodes(c) && n < MAX_WAITS_FOR_JSON; k++) {
+            const hdx_wf_rank *b = hdx_wf_call_node(g, c, k);
+            for (long long m = b->rank; m <= b->last && n < MAX_WAITS_FOR_JSON; m++, n++)
+                cJSON_AddItemToArray(to, cJSON_CreateNumber((double)m));
+            if (b->kind == HDX_WF_COLLECTIVE && b->pgroup == c->pgroup && c->kind == HDX_WF_COLLECTIVE)
+                cJSON_AddItemToArray(mis, cJSON_CreateNumber(b->rank));
         }
+        n = c->n_absent_ranks;
     }
     for (size_t k = 0; k < r->n_ops; k++)
         if (!r->ops[k].matched && r->ops[k].peer != HDX_UNKNOWN && ++n)
@@ -180,12 +182,13 @@ static cJSON *waits_for_json(const hdx_waitsfor *g)
 }
 
 /* The /2 form of the graph (docs/formats.md "Reports"): the nodes of the waiting and culprit
- * ranks as columns, each call with the members it waits for, the point-to-point operations
- * and the build-lock waits. g NULL: the same, empty. */
+ * ranks as columns (a node of missing ranks one row, its range rank..last), each call with the
+ * members it waits for (ranges), the point-to-point operations and the build-lock waits. g
+ * NULL: the same, empty. */
 static cJSON *graph_json(const hdx_waitsfor *g)
 {
     cJSON *o = cJSON_CreateObject(), *nodes = cJSON_AddObjectToObject(o, "ranks");
-    cJSON *rank = cJSON_AddArrayToObject(nodes, "rank"), *kind = cJSON_AddArrayToObject(nodes, "kind"),
+    cJSON *rank = cJSON_AddArrayToObject(nodes, "rank"), *last = cJSON_AddArrayToObject(nodes, "last"), *kind = cJSON_AddArrayToObject(nodes, "kind"),
           *op = cJSON_AddArrayToObject(nodes, "op"), *group = cJSON_AddArrayToObject(nodes, "group"),
           *call = cJSON_AddArrayToObject(nodes, "call"), *culprit = cJSON_AddArrayToObject(nodes, "culprit"),
           *state = cJSON_AddArrayToObject(nodes, "state"), *depth = cJSON_AddArrayToObject(nodes, "depth");
@@ -200,6 +203,7 @@ static cJSON *graph_json(const hdx_waitsfor *g)
         if (r->kind == HDX_WF_NONE && !r->culprit)
             continue;
         cJSON_AddItemToArray(rank, cJSON_CreateNumber(r->rank));
+        cJSON_AddItemToArray(last, cJSON_CreateNumber(r->last));
         cJSON_AddItemToArray(kind, cJSON_CreateString(hdx_wf_kind_name(r->kind)));
         cJSON_AddItemToArray(op, hdx_json_str(r->op));
         cJSON_AddItemToArray(group, hdx_json_str(r->pgroup >= 0 ? g->ev->pgroups[r->pgroup].name : NULL));
@@ -223,25 +227,25 @@ static cJSON *graph_json(const hdx_waitsfor *g)
     }
     for (size_t i = 0; g && i < g->n_calls; i++) {
         const hdx_wf_call *c = &g->calls[i];
-        cJSON *x = cJSON_CreateObject();
-        int *absent = malloc((c->n_absent ? c->n_absent : 1) * sizeof *absent);
+        cJSON *x = cJSON_CreateObject(), *absent = cJSON_CreateArray();
         if (!x || !absent) {
-            free(absent);
+            cJSON_Delete(absent);
             cJSON_Delete(x);
             cJSON_Delete(o);
             return NULL;
         }
-        if (c->n_absent) /* c->absent may be NULL */
-            memcpy(absent, c->absent, c->n_absent * sizeof *absent);
+        for (size_t k = 0; k < c->n_absent; k++) { /* ranges already, as hdx_json_ranges writes them */
+            const int pair[2] = {c->absent[k].lo, c->absent[k].hi};
+            cJSON_AddItemToArray(absent, cJSON_CreateIntArray(pair, 2));
+        }
         cJSON_AddStringToObject(x, "kind", hdx_wf_kind_name(c->kind));
         cJSON_AddItemToObject(x, "op", hdx_json_str(c->op));
         cJSON_AddItemToObject(x, "group", hdx_json_str(c->pgroup >= 0 ? g->ev->pgroups[c->pgroup].name : NULL));
         cJSON_AddItemToObject(x, "seq", hdx_json_int(c->seq));
         cJSON_AddNumberToObject(x, "in", (double)c->n_in);
-        cJSON_AddItemToObject(x, "absent", hdx_json_ranges(absent, c->n_absent));
+        cJSON_AddItemToObject(x, "absent", absent);
         cJSON_AddNumberToObject(x, "mismatch", (double)c->n_mismatch);
         cJSON_AddItemToArray(calls, x);
-        free(absent);
     }
     return o;
 }
@@ -830,7 +834,11 @@ int hdx_report_text(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, int t
         if (tmp && v->n_culprit_ranks) {
             memcpy(tmp, v->culprit_ranks, v->n_culprit_ranks * sizeof *tmp);
             hdx_format_ranges(tmp, v->n_culprit_ranks, buf, sizeof buf);
-            fprintf(f, "  culprit ranks: %s\n", buf);
+            long long all = hdx_verdict_num(v, "culprit_count", 0); /* past HDX_RANKS_NAMED (design.md) */
+            fprintf(f, "  culprit ranks: %s", buf);
+            if (all > (long long)v->n_culprit_ranks)
+                fprintf(f, "%s (%lld in all)", strstr(buf, "...") ? "" : "...", all);
+            fputc('\n', f);
         }
         free(tmp);
         if (v->n_culprit_pids) {

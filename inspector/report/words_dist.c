@@ -60,6 +60,16 @@ static size_t tell_rank(const hdx_evidence *ev, int rank, int other_collective, 
 
 /* ---- rendezvous ------------------------------------------------------------ */
 
+/* v's missing ranks as ranges into buf, and, where the verdict names only the first
+ * HDX_RANKS_NAMED of them (classify_impl.h), how many there are: "2-65537... (16777213 in all)". */
+static void missing_text(const hdx_verdict *v, char *buf, size_t size)
+{
+    hdx_format_ranges_of(v->missing_ranks, v->n_missing_ranks, buf, size);
+    size_t used = strlen(buf);
+    if (v->missing_count > 0 && (size_t)v->missing_count > v->n_missing_ranks && used + 40 < size)
+        snprintf(buf + used, size - used, "%s (%d in all)", strstr(buf, "...") ? "" : "...", v->missing_count);
+}
+
 static int words_rendezvous(const hdx_evidence *ev, const hdx_verdict *v, hdx_words *w)
 {
     char have[256], miss[256], what[120], store[200], missing[400] = "", elsewhere[1024] = "";
@@ -82,7 +92,7 @@ static int words_rendezvous(const hdx_evidence *ev, const hdx_verdict *v, hdx_wo
         snprintf(store, sizeof store, "%s, store %s:%s", what, addr ? addr : "?", port ? port : "?");
     else
         snprintf(store, sizeof store, "%s, store address unknown: no MASTER_ADDR/MASTER_PORT", what);
-    hdx_format_ranges_of(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
+    missing_text(v, miss, sizeof miss);
     if (v->n_missing_ranks)
         snprintf(missing, sizeof missing, "; rank%s %s of world size %lld never arrived",
                  hdx_words_noun_s(v->n_missing_ranks), miss, hdx_verdict_num(v, "world_size", HDX_UNKNOWN));
@@ -193,7 +203,7 @@ static int words_collective(const hdx_evidence *ev, const hdx_verdict *v, hdx_wo
         break;
     }
     case HDX_FIND_COLLECTIVE_MISSING:
-        hdx_format_ranges_of(v->missing_ranks, v->n_missing_ranks, miss, sizeof miss);
+        missing_text(v, miss, sizeof miss);
         if (hdx_words_set(&w->summary, "rank%s %s wait%s in %s; rank%s %s of world size %lld %s not among the "
                                        "inspected processes (another host, or gone): inspect every rank's pid, "
                                        "the launcher's, or use --all, and give other hosts' snapshots",
@@ -230,10 +240,15 @@ static int words_collective(const hdx_evidence *ev, const hdx_verdict *v, hdx_wo
 
 /* ---- the waits-for graph (v->graph): process groups known ------------------ */
 
-/* "rank 5 (TP 1 of TP group 4-5, PP stage 1, DP 1)", or "rank 5 (pid 7)" without roles. */
+/* "rank 5 (TP 1 of TP group 4-5, PP stage 1, DP 1)", or "rank 5 (pid 7)" without roles; "ranks 3-99" for
+ * a node of missing ranks. */
 static void who_at(const hdx_evidence *ev, const hdx_wf_rank *r, char *buf, size_t size)
 {
     char coords[256];
+    if (r->last > r->rank) { /* a node of missing ranks: its range (waitsfor.h) */
+        snprintf(buf, size, "ranks %d-%d", r->rank, r->last);
+        return;
+    }
     hdx_rank_coords(ev, r->rank, coords, sizeof coords);
     if (coords[0])
         snprintf(buf, size, "rank %d (%s)", r->rank, coords);
@@ -291,8 +306,9 @@ static void doing(const hdx_waitsfor *g, const hdx_wf_rank *r, char *buf, size_t
     case HDX_WF_DSTATE: snprintf(buf, size, "it is in uninterruptible sleep (state D) in %s", where); break;
     case HDX_WF_GONE: snprintf(buf, size, "its process is gone (it exited or was killed)"); break;
     case HDX_WF_MISSING:
-        snprintf(buf, size, "no process of it is among those inspected: it died, or runs on another host%s",
-                 g->world_size > 0 ? "" : " (world size unknown)");
+        snprintf(buf, size, "no process of %s is among those inspected: %s, or run%s on another host%s",
+                 r->last > r->rank ? "them" : "it", r->last > r->rank ? "they died" : "it died",
+                 r->last > r->rank ? "" : "s", g->world_size > 0 ? "" : " (world size unknown)");
         break;
     case HDX_WF_UNKNOWN_PEER:
         snprintf(buf, size, "it waits itself in %s for a peer that could not be read", r->op ? r->op : "a call");
@@ -441,10 +457,9 @@ static void cycle_edge(FILE *out, const hdx_waitsfor *g, const hdx_wf_rank *a, c
     const hdx_wf_call *c = a->call >= 0 ? &g->calls[a->call] : NULL;
     int in[64];
     size_t n = 0;
-    for (size_t k = 0; c && k < c->n_absent && n < 64; k++)
-        for (size_t x = 0; x < root->n_ranks; x++)
-            if (root->ranks[x] == c->absent[k])
-                in[n++] = c->absent[k];
+    for (size_t x = 0; c && x < root->n_ranks && n < 64; x++)
+        if (hdx_wf_call_waits_for(c, root->ranks[x]))
+            in[n++] = root->ranks[x];
     hdx_format_ranges_of(in, n, list, sizeof list);
     fprintf(out, ", rank %d in %s on %s waits for %s %s", a->rank, a->op ? a->op : "a collective", gt,
             n == 1 ? "rank" : "ranks", list);
@@ -529,9 +544,14 @@ static int graph_summary(const hdx_evidence *ev, const hdx_verdict *v, FILE *out
     }
     if (chain_text(out, g, 0))
         return -ENOMEM;
-    for (size_t i = 1; i < g->n_roots && i < 4; i++)
-        fprintf(out, "; also rooted at rank%s %d%s", hdx_words_noun_s(g->roots[i].n_ranks),
-                g->roots[i].n_ranks ? g->roots[i].ranks[0] : -1, g->roots[i].n_ranks > 1 ? ",..." : "");
+    for (size_t i = 1; i < g->n_roots && i < 4; i++) {
+        const hdx_wf_rank *x = g->roots[i].n_ranks ? hdx_waitsfor_rank(g, g->roots[i].ranks[0]) : NULL;
+        if (x && g->roots[i].n_ranks == 1 && x->last > x->rank) /* a node of missing ranks */
+            fprintf(out, "; also rooted at ranks %d-%d (missing)", x->rank, x->last);
+        else
+            fprintf(out, "; also rooted at rank%s %d%s", hdx_words_noun_s(g->roots[i].n_ranks),
+                    g->roots[i].n_ranks ? g->roots[i].ranks[0] : -1, g->roots[i].n_ranks > 1 ? ",..." : "");
+    }
     if (g->n_guessed)
         fprintf(out, " (the process group of %zu wait%s could not be read: taken as the world group)", g->n_guessed,
                 hdx_words_noun_s(g->n_guessed));

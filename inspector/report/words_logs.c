@@ -334,7 +334,10 @@ static int words_monitored(const hdx_verdict *v, hdx_words *w)
     if (!hdx_verdict_fact(v, "failed")) {
         /* the time ran out between two ranks (classify_logs.c monitored_timeout) */
         size_t n = hdx_words_ranks(v, "unchecked", f, sizeof f), np = hdx_words_ranks(v, "processed", p, sizeof p);
-        long long late = hdx_verdict_num(v, "late", HDX_UNKNOWN);
+        long long late = hdx_verdict_num(v, "late", HDX_UNKNOWN), all = hdx_verdict_num(v, "unchecked_count", 0);
+        size_t used = strlen(f);
+        if (all > (long long)n && used + 40 < sizeof f) /* only the first HDX_RANKS_NAMED named */
+            snprintf(f + used, sizeof f - used, "%s (%lld in all)", strstr(f, "...") ? "" : "...", all);
         char checked[RANKS_TEXT + 120];
         if (!hdx_verdict_fact(v, "processed"))
             snprintf(checked, sizeof checked, "the line naming the ranks it had checked is not in the log");

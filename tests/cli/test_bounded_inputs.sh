@@ -168,8 +168,54 @@ for name, world, ranks in (("world-max", 16777215, (0, 1, 16777215)), ("world-65
 PY
 run_small world-max "$T/world-max.json"
 check "a snapshot of ranks 0, 1, 16777215 claiming a world size of 16777215: exit 0 within 200 MB (got $rc)" test $rc -eq 0
-check "  culprit rank 1, no missing rank named, the claim noted" verdict world-max \
-    'v["culprit_ranks"] == [1] and v["missing_ranks"] == [] and any("claims a world size of 16777215" in n for n in d["notes"])'
+check "  culprit rank 1; the world taken: ranks 2-16777214 missing, the first 65536 named" verdict world-max \
+    'v["culprit_ranks"] == [1] and v["missing_ranks"] == list(range(2, 65538)) and v["missing_count"] == 16777213 and not any("more than hangdx takes" in n for n in d["notes"])'
+# The same claim over ranks 0-2, with a process group read that is not the default one, so that
+# the waits-for graph takes the all_reduce on the world: its missing ranks are one range, one node
+# (docs/design.md "The waits-for graph"), however large the world.
+python3 - "$REG/snapshot/snapshot-world-size-max.json" "$T/world-graph.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for p, r in zip(d["processes"], (0, 1, 2)):
+    p["rank"], p["world_size"] = r, 16777215
+    p["env"].update(RANK=str(r), WORLD_SIZE="16777215")
+d["process_groups"] = [{"name": "7", "desc": None, "role": None, "ranks": [0, 2], "default": False}]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+run_small world-graph "$T/world-graph.json"
+check "a snapshot of ranks 0-2 claiming a world of 16777215, a group read: exit 0 within 200 MB (got $rc; $(head -c 300 "$T/world-graph.err"))" test $rc -eq 0
+check "  collective_wait from the graph, culprit rank 1 first, 16777212 missing" verdict world-graph \
+    'v["class"] == "collective_wait" and v["finding"] == "graph" and v["culprit_ranks"][:2] == [1, 3] and v["missing_count"] == 16777212 and v["missing_ranks"][:1] == [3]'
+check "  the graph: all_reduce on the world waits for ranks 1 and 3-16777214, one node of missing ranks" verdict world-graph \
+    'd["waits_for"]["calls"] == [{"kind": "collective", "op": "all_reduce", "group": None, "seq": None, "in": 2, "absent": [[1, 1], [3, 16777214]], "mismatch": 0}] and d["waits_for"]["ranks"]["rank"] == [0, 1, 2, 3] and d["waits_for"]["ranks"]["last"] == [0, 1, 2, 16777214] and d["waits_for"]["ranks"]["state"] == [None, "asleep", None, "missing"]'
+check "  culprit_count 16777213: rank 1 and the 16777212 missing" verdict world-graph 'v["facts"]["culprit_count"] == 16777213'
+bash -c "$small"' exec timeout 50 "$@"' text "$HANGDX" analyze "$T/world-graph.json" >"$T/world-graph.txt" 2>&1
+check "  the text's culprit line says it names the first ones" grep -qx '  culprit ranks: 1,3-65538... (16777213 in all)' "$T/world-graph.txt"
+check "  the summary names the range" grep -q 'also rooted at ranks 3-16777214 (missing)' <(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"]["summary"])' "$T/world-graph.out")
+bash -c "$small"' exec timeout 50 "$@"' dot "$HANGDX" analyze --format dot "$T/world-graph.json" >"$T/world-graph.dot" 2>&1
+check "  --format dot within 200 MB: one node for ranks 3-16777214, waited for by the call" \
+    grep -q 'r3 \[label="ranks 3-16777214\\nmissing\\nculprit"' "$T/world-graph.dot"
+check "    and its edge" grep -qx '    c0 -> r3 \[label="waits for"\];' "$T/world-graph.dot"
+# A job of 2 hosts x 8 ranks that claims a world of 131072 (the largest jobs run 100 000+ GPUs):
+# the world is taken, no note says otherwise, and its 131056 ranks no input shows are one range.
+python3 "$HDX_SOURCE_DIR/scripts/benchmarks/gen-synthetic-job" --hosts 2 --ranks-per-host 8 --culprit 5 \
+    "$REG/snapshot/snapshot-world-size-max.json" "$T/w131072" >/dev/null
+python3 - "$T/w131072" <<'PY'
+import glob, json, sys
+for f in glob.glob(sys.argv[1] + "/snap-node*.json"):
+    d = json.load(open(f))
+    for p in d["processes"]:
+        p["world_size"] = 131072
+        p["env"]["WORLD_SIZE"] = "131072"
+    json.dump(d, open(f, "w"))
+PY
+run_small w131072 "$T/w131072"
+check "16 ranks claiming a world of 131072: exit 0 within 200 MB (got $rc)" test $rc -eq 0
+check "  culprit rank 5, world_size 131072 taken, ranks 16-131071 missing (131056)" verdict w131072 \
+    'v["culprit_ranks"] == [5] and v["facts"]["world_size"] == 131072 and v["missing_count"] == 131056 and v["missing_ranks"][:2] == [16, 17] and not any("more than hangdx takes" in n for n in d["notes"])'
+"$HANGDX" analyze --format dot "$T/w131072" >"$T/w131072.dot" 2>&1
+check "  --format dot: the all_reduce waits for rank 5 and one node of ranks 16-131071" \
+    grep -q 'r16 \[label="ranks 16-131071\\nmissing' "$T/w131072.dot"
 run_small world-65536 --html "$T/world.html" "$T/world-65536.json"
 check "a snapshot of ranks 0, 1, 65535 of a world of 65536, with --html: exit 0 within 200 MB (got $rc)" test $rc -eq 0
 check "  culprit rank 1, the 65533 ranks no input shows missing" verdict world-65536 \
@@ -211,6 +257,7 @@ check "  rendezvous_wait, 1999999997 missing counted, none enumerated" verdict s
 tail -n +2 "$LOGS/monitored_barrier_timed_out.log" | sed 's/WORLD_SIZE=4/WORLD_SIZE=16777215/' >"$T/monitored-world.log"
 run_small monitored-world "$T/monitored-world.log"
 check "monitoredBarrier's timeout under a printed WORLD_SIZE=16777215: exit 0 within 200 MB (got $rc)" test $rc -eq 0
-check "  culprit rank 3, the next unchecked one" verdict monitored-world 'v["culprit_ranks"] == [3] and v["facts"]["unchecked"] == [3]'
+check "  the world taken: ranks 3-16777214 unchecked, the first 65536 named, the culprits" verdict monitored-world \
+    'v["culprit_ranks"] == list(range(3, 65539)) and v["facts"]["unchecked"] == v["culprit_ranks"] and v["facts"]["unchecked_count"] == 16777212 and "not checked: ranks 3-65538... (16777212 in all)" in v["summary"]'
 
 exit $fail

@@ -431,6 +431,53 @@ static void dead_rank(void)
     hdx_evidence_free(ev);
 }
 
+/* A world of 8: ranks 0, 4-6 in the all_reduce, 1 and 2 asleep, 3 and 7 shown by no process: the
+ * call waits for members 1-3 and 7, two ranges; 3 and 7 are nodes of missing ranks of one rank. */
+static void absent_ranges(void)
+{
+    hdx_evidence *ev = job(8);
+    for (int r = 0; r < 7; r++)
+        if (r == 1 || r == 2)
+            asleep(ev, r, 8);
+        else if (r != 3)
+            in_collective(ev, r, 8, "all_reduce", NULL);
+    hdx_waitsfor g;
+    CHECK(hdx_evidence_label(ev) == 0 && hdx_waitsfor_build(ev, &g) == 0);
+    CHECK(g.n_calls == 1);
+    const hdx_wf_call *c = &g.calls[0];
+    CHECK(c->n_absent == 2 && c->absent[0].lo == 1 && c->absent[0].hi == 3 && c->absent[1].lo == 7 &&
+          c->absent[1].hi == 7);
+    CHECK(c->n_absent_ranks == 4 && c->n_in == 4 && c->n_mismatch == 0);
+    CHECK(hdx_wf_call_nodes(c) == 4);
+    static const int want[] = {1, 2, 3, 7};
+    for (size_t k = 0; k < 4 && hdx_wf_call_nodes(c) == 4; k++)
+        CHECK(hdx_wf_call_node(&g, c, k)->rank == want[k] && hdx_wf_call_node(&g, c, k)->last == want[k]);
+    CHECK(hdx_wf_call_waits_for(c, 3) && hdx_wf_call_waits_for(c, 7) && !hdx_wf_call_waits_for(c, 4) &&
+          !hdx_wf_call_waits_for(c, 0) && !hdx_wf_call_waits_for(c, 8));
+    CHECK(g.n_ranks == 8 && !hdx_waitsfor_rank(&g, 3)->p && hdx_waitsfor_rank(&g, 3)->state == HDX_WF_MISSING);
+    hdx_waitsfor_free(&g);
+    hdx_evidence_free(ev);
+}
+
+/* Waits of ranks 0-2 in a world that claims 16777215 ranks: the ranks no wait names are one node
+ * (3-16777214) and one root, and the call's absent ranks one range. */
+static void claimed_world(void)
+{
+    hdx_evidence *ev = hdx_evidence_new();
+    const hdx_wf_wait waits[] = {{2, "ALLREDUCE", HDX_UNKNOWN}, {0, "ALLREDUCE", HDX_UNKNOWN}, {1, "ALLREDUCE", HDX_UNKNOWN}};
+    hdx_waitsfor g;
+    CHECK(hdx_waitsfor_build_waits(ev, waits, 3, 16777215, NULL, 0, &g) == 0);
+    CHECK(g.n_ranks == 4 && g.ranks[3].rank == 3 && g.ranks[3].last == 16777214 && !g.ranks[3].p);
+    CHECK(g.n_calls == 1 && g.calls[0].n_absent == 1 && g.calls[0].absent[0].lo == 3 &&
+          g.calls[0].absent[0].hi == 16777214 && g.calls[0].n_absent_ranks == 16777212);
+    CHECK(hdx_waitsfor_rank(&g, 9999999) == &g.ranks[3] && !hdx_waitsfor_rank(&g, 16777215));
+    CHECK(g.n_roots == 1 && g.roots[0].kind == HDX_WF_ROOT_RANK && g.roots[0].n_ranks == 1 &&
+          g.roots[0].ranks[0] == 3 && g.ranks[3].state == HDX_WF_MISSING && g.ranks[3].culprit);
+    CHECK(g.ranks[0].depth == 1 && g.ranks[0].root == 0);
+    hdx_waitsfor_free(&g);
+    hdx_evidence_free(ev);
+}
+
 /* Rank 0 builds (ninja and a busy compiler under it) while 1-3 wait in the barrier: not hung. */
 static void healthy_build(void)
 {
@@ -571,6 +618,8 @@ int main(void)
     dead_rank();
     healthy_build();
     batched_p2p();
+    absent_ranges();
+    claimed_world();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
