@@ -448,9 +448,10 @@ static void batch_start(struct loader *l, char *const *paths, size_t n_paths, in
         l->batch = hdx_snapshot_batch_start(l->batch_paths, l->batch_frames, n, cpus < 1 ? 1 : (int)cpus);
 }
 
-static void loader_clear(struct loader *l)
+/* l's memory freed, what the batch loaded ending into ev (which its evidences went into). */
+static void loader_clear(struct loader *l, hdx_evidence *ev)
 {
-    hdx_snapshot_batch_free(l->batch);
+    hdx_snapshot_batch_free(l->batch, ev);
     free(l->kind_of);
     free(l->batch_at);
     free(l->batch_paths);
@@ -468,7 +469,7 @@ static void loader_clear(struct loader *l)
 static int loaded_file(struct loader *l, const char *path, int frames, int at, hdx_loaded_file *out)
 {
     return l->batch && at >= 0 ? hdx_snapshot_batch_take(l->batch, (size_t)at, out)
-                               : hdx_loaded_file_load(path, frames, out) == -ENOMEM ? -ENOMEM : 0;
+                               : hdx_loaded_file_load(path, frames, NULL, out) == -ENOMEM ? -ENOMEM : 0;
 }
 
 /* paths[i], a snapshot, into ev. 0 or -errno with *err. */
@@ -1150,6 +1151,6 @@ int hdx_load_inputs(char *const *paths, size_t n, const hdx_load_options *o, hdx
         hdx_evidence_note(ev, "lock states as each host saw them when its snapshot was taken; not checked again");
 out:
     free(host);
-    loader_clear(&l);
+    loader_clear(&l, ev);
     return r;
 }

@@ -69,7 +69,8 @@
  * (but the pcs).
  *
  * Frames read by the loader are pooled (evidence.h, hdx_frame.pooled): their
- * strings and locals are interned in the evidence's pool, one copy per input.
+ * strings and locals are interned in a pool, one copy per input, or one per loader thread
+ * when the inputs are loaded with a share (hdx_snapshot_share).
  *
  * Evidence → JSON → evidence → JSON gives the same JSON. Environment variables
  * outside HDX_TRACE_ENV_NAMES are never written, and are dropped on reading.
@@ -101,6 +102,23 @@ enum hdx_snapshot_kind {
     HDX_INPUT_OTHER_SCHEMA,  /* a JSON object with another or no "schema" in its first 4 KiB */
 };
 
+/*
+ * What the documents loaded one after another in one thread share (snapshot_read.c): the
+ * pool their frames borrow from (evidence.h, hdx_frame.pooled and hdx_thread.shared_frames),
+ * with their strings, locals objects and stack classes' frames interned across documents —
+ * the hosts of a job repeat them, so 16 384 hosts' snapshots keep one copy each, not one per
+ * host (docs/design.md "Loading many files").
+ *  - hdx_snapshot_share_new: an empty share. NULL on ENOMEM.
+ *  - hdx_snapshot_share_end: hands what the share holds to keep's pool (keep->pool made from
+ *    it when keep has none), which every evidence loaded with the share must have been merged
+ *    into, and frees the share. keep NULL frees it all: only when no evidence loaded with it
+ *    is left. Accepts NULL. Never fails.
+ * Not thread-safe: one thread at a time loads with a share.
+ */
+typedef struct hdx_snapshot_share hdx_snapshot_share;
+hdx_snapshot_share *hdx_snapshot_share_new(void);
+void hdx_snapshot_share_end(hdx_snapshot_share *s, hdx_evidence *keep);
+
 /* ---- the file (snapshot_file.c) ------------------------------------------------- */
 
 /*
@@ -121,6 +139,10 @@ int hdx_snapshot_write(const hdx_evidence *ev, const char *path);
  * HDX_SNAPSHOT_MAX_BYTES) or -EBADMSG (not JSON, or cut short), with a message in *err.
  */
 int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_evidence *ev, char **err);
+/* The same with share (NULL: one of its own, ended into ev): ev's new frames borrow from
+ * share's pool, so share must end into ev or into what ev is merged into. */
+int hdx_snapshot_load_text_shared(const char *text, size_t len, const char *name, hdx_evidence *ev,
+                                  hdx_snapshot_share *share, char **err);
 
 /*
  * The same from the file at path (a regular file of at most HDX_SNAPSHOT_MAX_BYTES),
@@ -130,6 +152,8 @@ int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_e
  * on success and on -EINVAL for NULL arguments).
  */
 int hdx_snapshot_load(const char *path, hdx_evidence *ev, char **err);
+/* The same with share, as hdx_snapshot_load_text_shared. */
+int hdx_snapshot_load_shared(const char *path, hdx_evidence *ev, hdx_snapshot_share *share, char **err);
 
 /* ---- what a file is (snapshot_sniff.c) ---------------------------------------- */
 
@@ -161,6 +185,9 @@ enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path);
  * "groups" and "ranks" are ignored: analyze classifies again.
  */
 int hdx_snapshot_from_json(const struct cJSON *root, const char *name, hdx_evidence *ev, char **err);
+/* The same with share, as hdx_snapshot_load_text_shared. */
+int hdx_snapshot_from_json_shared(const struct cJSON *root, const char *name, hdx_evidence *ev,
+                                  hdx_snapshot_share *share, char **err);
 
 /* Parse an RFC 3339 time ("2026-11-29T18:40:27Z", fractions and offsets
  * allowed) into *ns, ns since the epoch. 0, or -EINVAL (s or ns NULL, not such
@@ -191,10 +218,12 @@ typedef struct hdx_loaded_file {
 /*
  * Load the file at path into out (zeroed first): a snapshot or report file (frames 0) as one
  * document, or every node's snapshot of a frames file (frames 1), each into an evidence of
- * its own. A document that fails keeps its error in its entry. Returns out->rc, or -ENOMEM
- * when the entries themselves could not be made. Free out with hdx_loaded_file_clear.
+ * its own, with share (NULL: each document one of its own; else as
+ * hdx_snapshot_load_text_shared). A document that fails keeps its error in its entry. Returns
+ * out->rc, or -ENOMEM when the entries themselves could not be made. Free out with
+ * hdx_loaded_file_clear.
  */
-int hdx_loaded_file_load(const char *path, int frames, hdx_loaded_file *out);
+int hdx_loaded_file_load(const char *path, int frames, hdx_snapshot_share *share, hdx_loaded_file *out);
 
 /* Free what f holds (evidences not taken too) and zero it. NULL is fine. */
 void hdx_loaded_file_clear(hdx_loaded_file *f);
@@ -210,12 +239,14 @@ void hdx_loaded_file_clear(hdx_loaded_file *f);
  *    caller's, freed with hdx_loaded_file_clear). 0, -EINVAL when b is NULL or i >= n or
  *    file i was taken already, or -ENOMEM. Each file is taken once.
  *  - hdx_snapshot_batch_free: stops the threads (files not started are never loaded),
- *    and frees what was not taken. Accepts NULL.
+ *    frees what was not taken, and ends the threads' shares into keep
+ *    (hdx_snapshot_share_end): the evidences taken borrow from them, so keep is what they
+ *    were merged into (NULL: none of them is left). Accepts NULL.
  */
 typedef struct hdx_snapshot_batch hdx_snapshot_batch;
 hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, const unsigned char *frames, size_t n,
                                              int threads);
 int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_loaded_file *out);
-void hdx_snapshot_batch_free(hdx_snapshot_batch *b);
+void hdx_snapshot_batch_free(hdx_snapshot_batch *b, hdx_evidence *keep);
 
 #endif

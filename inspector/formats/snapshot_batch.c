@@ -1,7 +1,8 @@
 /*
  * Many snapshot, report or frames files loaded at once (snapshot.h, hdx_snapshot_batch):
- * threads take the next file in line, each document into an evidence of its own; the caller
- * takes the files in order and merges.
+ * threads take the next file in line, each document into an evidence of its own, with the
+ * thread's share (hdx_snapshot_share); the caller takes the files in order and merges, and
+ * the shares end into what it merged them into.
  */
 #include "formats/snapshot.h"
 
@@ -14,13 +15,13 @@
 #include "formats/json_arena.h"
 #include "model/util.h"
 
-/* One document of text (len bytes; NULL: the file at d->name) into d. 0 or -ENOMEM. */
-static int load_doc(hdx_loaded_doc *d, const char *text, size_t len)
+/* One document of text (len bytes; NULL: the file at d->name) into d, with share. 0 or -ENOMEM. */
+static int load_doc(hdx_loaded_doc *d, const char *text, size_t len, hdx_snapshot_share *share)
 {
     if (!(d->ev = hdx_evidence_new()))
         return -ENOMEM;
-    d->rc = text ? hdx_snapshot_load_text(text, len, d->name, d->ev, &d->err)
-                 : hdx_snapshot_load(d->name, d->ev, &d->err);
+    d->rc = text ? hdx_snapshot_load_text_shared(text, len, d->name, d->ev, share, &d->err)
+                 : hdx_snapshot_load_shared(d->name, d->ev, share, &d->err);
     if (d->rc < 0) {
         hdx_evidence_free(d->ev);
         d->ev = NULL;
@@ -28,14 +29,14 @@ static int load_doc(hdx_loaded_doc *d, const char *text, size_t len)
     return d->rc == -ENOMEM ? -ENOMEM : 0;
 }
 
-int hdx_loaded_file_load(const char *path, int frames, hdx_loaded_file *out)
+int hdx_loaded_file_load(const char *path, int frames, hdx_snapshot_share *share, hdx_loaded_file *out)
 {
     memset(out, 0, sizeof *out);
     if (!frames) {
         if (!(out->docs = calloc(1, sizeof *out->docs)) || !(out->docs[0].name = strdup(path)))
             return -ENOMEM;
         out->n = 1;
-        return load_doc(&out->docs[0], NULL, 0);
+        return load_doc(&out->docs[0], NULL, 0, share);
     }
     hdx_frames fr = {0};
     int r = out->rc = hdx_frames_read_file(path, HDX_SNAPSHOT_MAX_BYTES, &fr, &out->err);
@@ -49,7 +50,7 @@ int hdx_loaded_file_load(const char *path, int frames, hdx_loaded_file *out)
         else if (!f->complete)
             d->incomplete = f->broken ? 2 : 1;
         else
-            r = load_doc(d, f->text, f->len);
+            r = load_doc(d, f->text, f->len, share);
         free(f->text); /* the node's text, done with: 16 384 nodes' would add up */
         f->text = NULL;
     }
@@ -83,13 +84,19 @@ struct hdx_snapshot_batch {
     pthread_cond_t cond;
     pthread_t *threads;
     size_t n_threads;
+    struct worker {
+        struct hdx_snapshot_batch *b;
+        hdx_snapshot_share *share; /* what the files this thread loads share */
+    } *workers;                    /* one per thread, and the caller's last */
+    size_t n_workers;
 };
 
-/* File i, which this thread took in line, loaded and marked done. Called without the lock. */
-static void load_one(hdx_snapshot_batch *b, size_t i)
+/* File i, which this thread took in line, loaded with its share and marked done. Called
+ * without the lock. */
+static void load_one(hdx_snapshot_batch *b, size_t i, hdx_snapshot_share *share)
 {
     hdx_loaded_file f;
-    int rc = hdx_loaded_file_load(b->paths[i], b->frames[i], &f);
+    int rc = hdx_loaded_file_load(b->paths[i], b->frames[i], share, &f);
     pthread_mutex_lock(&b->lock);
     b->files[i] = f;
     b->rcs[i] = rc;
@@ -100,7 +107,8 @@ static void load_one(hdx_snapshot_batch *b, size_t i)
 
 static void *batch_worker(void *arg)
 {
-    hdx_snapshot_batch *b = arg;
+    struct worker *w = arg;
+    hdx_snapshot_batch *b = w->b;
     for (;;) {
         pthread_mutex_lock(&b->lock);
         size_t i = b->stop ? b->n : b->next;
@@ -109,10 +117,23 @@ static void *batch_worker(void *arg)
         pthread_mutex_unlock(&b->lock);
         if (i >= b->n)
             break;
-        load_one(b, i);
+        load_one(b, i, w->share);
     }
     hdx_json_arena_release();
     return NULL;
+}
+
+/* b's arrays, shares and b itself (its threads joined, its files cleared), the shares ended into keep. */
+static void batch_free(hdx_snapshot_batch *b, hdx_evidence *keep)
+{
+    for (size_t k = 0; b->workers && k < b->n_workers; k++)
+        hdx_snapshot_share_end(b->workers[k].share, keep);
+    free(b->files);
+    free(b->rcs);
+    free(b->done);
+    free(b->threads);
+    free(b->workers);
+    free(b);
 }
 
 hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, const unsigned char *frames, size_t n,
@@ -128,20 +149,20 @@ hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, const uns
         threads = 1;
     if ((size_t)threads > n)
         threads = (int)n;
-    if (!(b->files = calloc(n ? n : 1, sizeof *b->files)) || !(b->rcs = calloc(n ? n : 1, sizeof *b->rcs)) ||
-        !(b->done = calloc(n ? n : 1, 1)) || !(b->threads = calloc((size_t)threads + 1, sizeof *b->threads)) ||
-        pthread_mutex_init(&b->lock, NULL)) {
-        free(b->files);
-        free(b->rcs);
-        free(b->done);
-        free(b->threads);
-        free(b);
+    b->n_workers = (size_t)threads + 1;
+    int ok = (b->files = calloc(n ? n : 1, sizeof *b->files)) && (b->rcs = calloc(n ? n : 1, sizeof *b->rcs)) &&
+             (b->done = calloc(n ? n : 1, 1)) && (b->threads = calloc(threads ? (size_t)threads : 1, sizeof *b->threads)) &&
+             (b->workers = calloc(b->n_workers, sizeof *b->workers));
+    for (size_t k = 0; ok && k < b->n_workers; k++)
+        ok = (b->workers[k] = (struct worker){.b = b, .share = hdx_snapshot_share_new()}).share != NULL;
+    if (!ok || pthread_mutex_init(&b->lock, NULL)) {
+        batch_free(b, NULL);
         errno = ENOMEM;
         return NULL;
     }
     pthread_cond_init(&b->cond, NULL);
     for (int k = 0; k < threads; k++)
-        if (pthread_create(&b->threads[b->n_threads], NULL, batch_worker, b) == 0)
+        if (pthread_create(&b->threads[b->n_threads], NULL, batch_worker, &b->workers[b->n_threads]) == 0)
             b->n_threads++;
     return b; /* no thread at all: take() loads in the caller's */
 }
@@ -161,7 +182,7 @@ int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_loaded_file *ou
         if (i == b->next)
             b->next++;
         pthread_mutex_unlock(&b->lock);
-        load_one(b, i);
+        load_one(b, i, b->workers[b->n_workers - 1].share);
         pthread_mutex_lock(&b->lock);
     }
     while (!b->done[i])
@@ -174,7 +195,7 @@ int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_loaded_file *ou
     return rc == -ENOMEM ? -ENOMEM : 0;
 }
 
-void hdx_snapshot_batch_free(hdx_snapshot_batch *b)
+void hdx_snapshot_batch_free(hdx_snapshot_batch *b, hdx_evidence *keep)
 {
     if (!b)
         return;
@@ -187,9 +208,5 @@ void hdx_snapshot_batch_free(hdx_snapshot_batch *b)
         hdx_loaded_file_clear(&b->files[i]);
     pthread_mutex_destroy(&b->lock);
     pthread_cond_destroy(&b->cond);
-    free(b->files);
-    free(b->rcs);
-    free(b->done);
-    free(b->threads);
-    free(b);
+    batch_free(b, keep);
 }

@@ -41,6 +41,12 @@ int hdx_snapshot_write(const hdx_evidence *ev, const char *path)
 
 int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_evidence *ev, char **err)
 {
+    return hdx_snapshot_load_text_shared(text, len, name, ev, NULL, err);
+}
+
+int hdx_snapshot_load_text_shared(const char *text, size_t len, const char *name, hdx_evidence *ev,
+                                  hdx_snapshot_share *share, char **err)
+{
     if (err)
         *err = NULL;
     if (!text || !ev)
@@ -67,7 +73,7 @@ int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_e
                                   : hdx_asprintf("%s: not valid JSON (at byte %zu)", name, at);
         return -EBADMSG;
     }
-    int rc = hdx_snapshot_from_json(root, name, ev, err); /* nothing of root stays in ev */
+    int rc = hdx_snapshot_from_json_shared(root, name, ev, share, err); /* nothing of root stays in ev */
     if (arena)
         hdx_json_arena_end(); /* root with it */
     else
@@ -76,6 +82,11 @@ int hdx_snapshot_load_text(const char *text, size_t len, const char *name, hdx_e
 }
 
 int hdx_snapshot_load(const char *path, hdx_evidence *ev, char **err)
+{
+    return hdx_snapshot_load_shared(path, ev, NULL, err);
+}
+
+int hdx_snapshot_load_shared(const char *path, hdx_evidence *ev, hdx_snapshot_share *share, char **err)
 {
     if (err)
         *err = NULL;
@@ -115,7 +126,7 @@ int hdx_snapshot_load(const char *path, hdx_evidence *ev, char **err)
     }
     close(fd);
     buf[n] = 0;
-    int rc = hdx_snapshot_load_text(buf, n, path, ev, err);
+    int rc = hdx_snapshot_load_text_shared(buf, n, path, ev, share, err);
     free(buf);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 
 #include "hangdx/report.h"
 #include "model/evidence_merge.h"
+#include "model/index.h"
 #include "model/json_read.h"
 #include "model/pool.h"
 #include "model/syscalls.h"
@@ -32,16 +34,17 @@ typedef struct rd {
     char where[256];
     char *err;
     int rc;
-    hdx_pool *pool;       /* the evidence's: frames' strings and locals go there, interned */
+    hdx_snapshot_share *share; /* frames' strings, locals and classes' frames go to its pool, interned */
+    hdx_pool *pool;       /* share->pool */
     int v2;               /* hangdx.snapshot/2: frames are indexes into `table` */
-    char **strings;       /* /2 "strings", interned in pool */
+    char **strings;       /* /2 "strings", interned in pool (the array: r's, heap) */
     size_t n_strings;
-    hdx_frame *table;     /* /2 "frames", pooled */
+    hdx_frame *table;     /* /2 "frames", pooled (the array: r's, heap) */
     size_t n_table;
     const char *host;     /* the input's one host, for waiters and holders that name none */
-    const cJSON **stacks; /* hangdx.report/2 and snapshot/3 "stacks": each class's object (borrowed from the tree) */
+    const cJSON **stacks; /* hangdx.report/2 and snapshot/3 "stacks": each class's object (borrowed from the tree; r's, heap) */
     size_t n_stacks;
-    struct class_frames {  /* each class's frames, read once into the pool at its first thread */
+    struct class_frames {  /* each class's frames, read once (shared in the pool) at its first thread; r's, heap */
         int read;          /* 1: read (the rest is set) */
         int has_frames;    /* 0: the class's "frames" is null or absent */
         hdx_frame *frames, *py;
@@ -49,7 +52,128 @@ typedef struct rd {
     } *classes;            /* n_stacks of them */
     const cJSON *process_keys, *thread_keys; /* a /3 snapshot's or /2 report's rows' keys; else NULL */
     cJSON *process_view, *thread_view; /* as_object's objects for the rows of each; r's */
+    hdx_local *scratch;    /* read_locals' room, reused (heap) */
+    size_t scratch_size;   /* its entries */
 } rd;
+
+/*
+ * The memory the documents loaded in one thread share (snapshot.h): the pool their frames
+ * borrow from, and the arrays interned in it — locals objects and the classes' frames, which
+ * the ranks of a job repeat host after host. Entries are found by hash (index.h) and
+ * compared field by field: their strings are the pool's interned ones, so equal strings are
+ * equal pointers.
+ */
+enum shared_kind { SHARED_LOCALS, SHARED_FRAMES };
+struct hdx_snapshot_share {
+    hdx_pool *pool;
+    struct shared_array {
+        const void *items;
+        size_t n;
+        enum shared_kind kind;
+    } *arrays;
+    size_t n_arrays;
+    hdx_index index; /* over arrays */
+};
+
+hdx_snapshot_share *hdx_snapshot_share_new(void)
+{
+    hdx_snapshot_share *s = calloc(1, sizeof *s);
+    if (s && !(s->pool = hdx_pool_new())) {
+        free(s);
+        s = NULL;
+    }
+    return s;
+}
+
+void hdx_snapshot_share_end(hdx_snapshot_share *s, hdx_evidence *keep)
+{
+    if (!s)
+        return;
+    if (keep && !keep->pool) {
+        keep->pool = s->pool;
+        s->pool = NULL;
+    } else if (keep) {
+        hdx_pool_absorb(keep->pool, s->pool);
+    }
+    hdx_pool_free(s->pool);
+    free(s->arrays);
+    hdx_index_free(&s->index);
+    free(s);
+}
+
+static uint64_t hash_ptr(uint64_t h, const void *p)
+{
+    return hdx_hash_mix(h ^ (uint64_t)(uintptr_t)p);
+}
+
+static uint64_t locals_hash(const hdx_local *l, size_t n)
+{
+    uint64_t h = n;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t f;
+        memcpy(&f, &l[i].f, sizeof f);
+        h = hash_ptr(hash_ptr(hash_ptr(h, l[i].name), l[i].s), l[i].pg);
+        h = hdx_hash_mix(h ^ (uint64_t)l[i].kind ^ ((uint64_t)l[i].i << 3) ^ (f << 1) ^ l[i].addr);
+    }
+    return h;
+}
+
+static int locals_same(const hdx_local *a, const hdx_local *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].name != b[i].name || a[i].kind != b[i].kind || a[i].i != b[i].i ||
+            memcmp(&a[i].f, &b[i].f, sizeof a[i].f) || a[i].s != b[i].s || a[i].addr != b[i].addr ||
+            a[i].pg != b[i].pg)
+            return 0;
+    return 1;
+}
+
+static uint64_t frames_hash(const hdx_frame *f, size_t n)
+{
+    uint64_t h = ~(uint64_t)n;
+    for (size_t i = 0; i < n; i++) {
+        h = hash_ptr(hash_ptr(hash_ptr(hash_ptr(h, f[i].function), f[i].file), f[i].module), f[i].locals);
+        h = hdx_hash_mix(h ^ (uint64_t)f[i].kind ^ ((uint64_t)f[i].pooled << 1) ^ ((uint64_t)f[i].line << 2));
+        h = hdx_hash_mix(h ^ f[i].offset ^ (f[i].pc << 1) ^ ((uint64_t)f[i].n_locals << 7));
+    }
+    return h;
+}
+
+static int frames_same(const hdx_frame *a, const hdx_frame *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].kind != b[i].kind || a[i].pooled != b[i].pooled || a[i].function != b[i].function ||
+            a[i].file != b[i].file || a[i].line != b[i].line || a[i].module != b[i].module ||
+            a[i].offset != b[i].offset || a[i].pc != b[i].pc || a[i].locals != b[i].locals ||
+            a[i].n_locals != b[i].n_locals)
+            return 0;
+    return 1;
+}
+
+/* The share's copy of the n items at a (locals or frames, by kind), equal item for item: the
+ * same array for equal contents, read-only. n 0 gives a valid pointer. NULL on ENOMEM. */
+static void *share_array(hdx_snapshot_share *s, enum shared_kind kind, const void *a, size_t n)
+{
+    uint64_t h = kind == SHARED_LOCALS ? locals_hash(a, n) : frames_hash(a, n);
+    size_t cur = 0, at;
+    while ((at = hdx_index_find(&s->index, h, &cur)) != HDX_INDEX_NONE) {
+        const struct shared_array *e = &s->arrays[at];
+        if (e->kind == kind && e->n == n &&
+            (kind == SHARED_LOCALS ? locals_same(e->items, a, n) : frames_same(e->items, a, n)))
+            return (void *)e->items;
+    }
+    size_t size = n * (kind == SHARED_LOCALS ? sizeof(hdx_local) : sizeof(hdx_frame));
+    void *copy;
+    struct shared_array *e;
+    if (hdx_index_reserve(&s->index, s->n_arrays + 1) < 0 || !(copy = hdx_pool_alloc(s->pool, size)) ||
+        !(e = hdx_append((void **)&s->arrays, &s->n_arrays, sizeof *e)))
+        return NULL;
+    if (size)
+        memcpy(copy, a, size);
+    *e = (struct shared_array){.items = copy, .n = n, .kind = kind};
+    hdx_index_insert(&s->index, h, s->n_arrays - 1); /* reserved: cannot fail */
+    return copy;
+}
 
 static int fail(rd *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(rd *r, int rc, const char *fmt, ...)
@@ -342,21 +466,30 @@ static int read_local(rd *r, const cJSON *c, hdx_local *v)
     return 0;
 }
 
-/* A frame's "locals" object (l, checked to be one) into f, in the pool. */
+/* A frame's "locals" object (l, checked to be one) into f: the share's array of them. */
 static int read_locals(rd *r, const cJSON *l, hdx_frame *f)
 {
-    size_t n = (size_t)cJSON_GetArraySize(l);
-    /* room for one at least: an empty locals object stays an object, not null */
-    if (!(f->locals = hdx_pool_alloc(r->pool, (n ? n : 1) * sizeof *f->locals)))
-        return fail(r, -ENOMEM, "out of memory");
-    memset(f->locals, 0, (n ? n : 1) * sizeof *f->locals);
+    size_t n = (size_t)cJSON_GetArraySize(l), k = 0;
+    if (n > r->scratch_size) {
+        hdx_local *grown = realloc(r->scratch, n * sizeof *grown);
+        if (!grown)
+            return fail(r, -ENOMEM, "out of memory");
+        r->scratch = grown;
+        r->scratch_size = n;
+    }
+    if (n)
+        memset(r->scratch, 0, n * sizeof *r->scratch);
     const cJSON *c;
     cJSON_ArrayForEach(c, l)
     {
-        if (read_local(r, c, &f->locals[f->n_locals++]) < 0)
-            break;
+        if (read_local(r, c, &r->scratch[k++]) < 0)
+            return r->rc;
     }
-    return r->rc;
+    /* an empty locals object stays an object (a valid pointer), not null */
+    if (!(f->locals = share_array(r->share, SHARED_LOCALS, r->scratch, k)))
+        return fail(r, -ENOMEM, "out of memory");
+    f->n_locals = k;
+    return 0;
 }
 
 /* A /1 frame object into f: its strings and locals are the pool's (f->pooled). */
@@ -440,8 +573,7 @@ static int read_tables(rd *r, const cJSON *root)
     if (r->rc)
         return r->rc;
     size_t n = strings ? (size_t)cJSON_GetArraySize(strings) : 0, m = frames ? (size_t)cJSON_GetArraySize(frames) : 0;
-    if ((n && !(r->strings = hdx_pool_alloc(r->pool, n * sizeof *r->strings))) ||
-        (m && !(r->table = hdx_pool_alloc(r->pool, m * sizeof *r->table))))
+    if ((n && !(r->strings = malloc(n * sizeof *r->strings))) || (m && !(r->table = calloc(m, sizeof *r->table))))
         return fail(r, -ENOMEM, "out of memory");
     cJSON_ArrayForEach(c, strings)
     {
@@ -450,8 +582,6 @@ static int read_tables(rd *r, const cJSON *root)
         if (!(r->strings[r->n_strings++] = intern(r, c->valuestring)))
             return r->rc;
     }
-    if (m)
-        memset(r->table, 0, m * sizeof *r->table);
     cJSON_ArrayForEach(c, frames)
     {
         size_t old = enter(r, "frames[%zu]", r->n_table);
@@ -470,11 +600,8 @@ static int read_stacks(rd *r, const cJSON *root)
     if (r->rc || !stacks)
         return r->rc;
     size_t n = (size_t)cJSON_GetArraySize(stacks);
-    if (n && (!(r->stacks = hdx_pool_alloc(r->pool, n * sizeof *r->stacks)) ||
-              !(r->classes = hdx_pool_alloc(r->pool, n * sizeof *r->classes))))
+    if (n && (!(r->stacks = malloc(n * sizeof *r->stacks)) || !(r->classes = calloc(n, sizeof *r->classes))))
         return fail(r, -ENOMEM, "out of memory");
-    if (n)
-        memset(r->classes, 0, n * sizeof *r->classes);
     cJSON_ArrayForEach(c, stacks)
     {
         if (!cJSON_IsObject(c))
@@ -485,26 +612,37 @@ static int read_stacks(rd *r, const cJSON *root)
 }
 
 /* A /2 thread's or class's frames: indexes into the table, copied (their strings and locals
- * shared) into an array from malloc, or from r->pool when pooled (a class's, which its threads
- * share). */
+ * shared) into an array from malloc, or, when shared (a class's, which its threads share), the
+ * share's array of them (share_array). */
 static int read_frame_refs(rd *r, const cJSON *a, const char *key, hdx_frame **out, size_t *n, int keep_empty,
-                           int pooled)
+                           int shared)
 {
-    size_t count = (size_t)cJSON_GetArraySize(a), i = 0, size = (count ? count : 1) * sizeof **out;
+    size_t count = (size_t)cJSON_GetArraySize(a), i = 0;
     if (!count && !keep_empty)
         return 0;
-    if (!(*out = pooled ? hdx_pool_alloc(r->pool, size) : malloc(size)))
+    hdx_frame *f = malloc((count ? count : 1) * sizeof *f);
+    if (!f)
         return fail(r, -ENOMEM, "out of memory");
     const cJSON *c;
     cJSON_ArrayForEach(c, a)
     {
         double d = cJSON_IsNumber(c) ? c->valuedouble : -1;
-        if (d != floor(d) || d < 0 || d >= (double)r->n_table)
+        if (d != floor(d) || d < 0 || d >= (double)r->n_table) {
+            free(f);
             return BAD(r, "%s[%zu] should be an index into \"frames\" (0 to %zu)", key, i,
                        r->n_table ? r->n_table - 1 : 0);
-        (*out)[i++] = r->table[(size_t)d];
-        (*n)++;
+        }
+        f[i++] = r->table[(size_t)d];
     }
+    if (shared) {
+        *out = share_array(r->share, SHARED_FRAMES, f, i);
+        free(f);
+        if (!*out)
+            return fail(r, -ENOMEM, "out of memory");
+    } else {
+        *out = f;
+    }
+    *n = i;
     return 0;
 }
 
@@ -596,8 +734,8 @@ static const cJSON *as_object(rd *r, const cJSON *keys, const cJSON *o, const ch
     return *view = v;
 }
 
-/* A class of "stacks" (its "frames" and "python_frames", indexes into "frames") into k, in
- * r->pool. */
+/* A class of "stacks" (its "frames" and "python_frames", indexes into "frames") into k, its
+ * arrays the share's. */
 static int read_class(rd *r, const cJSON *cls, struct class_frames *k)
 {
     const cJSON *fr = container(r, cls, "frames", 0), *py = container(r, cls, "python_frames", 0);
@@ -1127,9 +1265,6 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
                     "read it)",
                     schema->valuestring, HDX_SNAPSHOT_SCHEMA_REDUCED, HDX_SNAPSHOT_SCHEMA, HDX_SNAPSHOT_SCHEMA_V1,
                     HDX_REPORT_SCHEMA, HDX_REPORT_SCHEMA_V1);
-    if (!ev->pool && !(ev->pool = hdx_pool_new()))
-        return fail(r, -ENOMEM, "out of memory");
-    r->pool = ev->pool;
     const char *host = NULL;
     if (report) {
         const cJSON *hosts = container(r, root, "hosts", 0);
@@ -1208,19 +1343,29 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
     return r->rc;
 }
 
-int hdx_snapshot_from_json(const cJSON *root, const char *name, hdx_evidence *ev, char **err)
+int hdx_snapshot_from_json_shared(const cJSON *root, const char *name, hdx_evidence *ev, hdx_snapshot_share *share,
+                                  char **err)
 {
-    rd r = {.name = name ? name : "input"};
     if (err)
         *err = NULL;
     if (!ev)
         return -EINVAL;
-    hdx_evidence *src = hdx_evidence_new();
-    if (!src)
+    hdx_snapshot_share *own = share ? NULL : hdx_snapshot_share_new();
+    hdx_evidence *src = share || own ? hdx_evidence_new() : NULL;
+    if (!src) {
+        hdx_snapshot_share_end(own, NULL);
         return -ENOMEM;
+    }
+    rd r = {.name = name ? name : "input", .share = share ? share : own};
+    r.pool = r.share->pool;
     int rc = read_root(&r, root, src);
     cJSON_Delete(r.process_view);
     cJSON_Delete(r.thread_view);
+    free(r.strings);
+    free(r.table);
+    free(r.stacks);
+    free(r.classes);
+    free(r.scratch);
     char *msg = r.err;
     if (rc == 0) {
         char *merr = NULL;
@@ -1236,5 +1381,11 @@ int hdx_snapshot_from_json(const cJSON *root, const char *name, hdx_evidence *ev
     else
         free(msg);
     hdx_evidence_free(src);
+    hdx_snapshot_share_end(own, rc == 0 ? ev : NULL); /* what ev's frames now borrow */
     return rc;
+}
+
+int hdx_snapshot_from_json(const cJSON *root, const char *name, hdx_evidence *ev, char **err)
+{
+    return hdx_snapshot_from_json_shared(root, name, ev, NULL, err);
 }

@@ -1128,6 +1128,48 @@ static void test_reduced(void)
     }
 }
 
+/* Two hosts' /3 documents loaded with one share (snapshot.h, hdx_snapshot_share), as the
+ * batch's threads load 16 384 hosts: each reads back the same evidence, and what they repeat
+ * is one copy — the classes' frames arrays, their locals and strings are the same pointers in
+ * both; ended into the evidence they are merged into, it stays whole once the others are gone. */
+static void test_share(void)
+{
+    hdx_evidence *ev = full_evidence();
+    cJSON *j = hdx_snapshot_json_reduced(ev);
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL, *err = NULL;
+    cJSON_Delete(j);
+    hdx_snapshot_share *share = hdx_snapshot_share_new();
+    hdx_evidence *one = hdx_evidence_new(), *two = hdx_evidence_new(), *keep = hdx_evidence_new();
+    CHECK(text && share && one && two && keep);
+    if (!text || !share || !one || !two || !keep)
+        return;
+    CHECK(hdx_snapshot_load_text_shared(text, strlen(text), "node1", one, share, &err) == 0);
+    CHECK(hdx_snapshot_load_text_shared(text, strlen(text), "node2", two, share, &err) == 0);
+    size_t threads = 0, with_locals = 0;
+    for (size_t i = 0; i < one->n_procs && i < two->n_procs; i++)
+        for (size_t k = 0; k < one->procs[i].n_threads && k < two->procs[i].n_threads; k++) {
+            const hdx_thread *a = &one->procs[i].threads[k], *b = &two->procs[i].threads[k];
+            if (!a->n_frames)
+                continue;
+            threads++;
+            CHECK(a->shared_frames && b->shared_frames && a->frames == b->frames && a->py_frames == b->py_frames);
+            for (size_t f = 0; f < a->n_frames; f++)
+                with_locals += a->frames[f].locals != NULL;
+        }
+    CHECK(threads >= 2 && with_locals >= 1);
+    CHECK(one->n_procs == ev->n_procs && two->n_procs == ev->n_procs);
+    CHECK(hdx_evidence_merge(keep, one, NULL) == 0);
+    hdx_evidence_free(one);
+    hdx_evidence_free(two);
+    hdx_snapshot_share_end(share, keep);
+    keep->taken_ns = ev->taken_ns;
+    check_same_but(ev, keep, 0);
+    hdx_evidence_free(keep);
+    hdx_evidence_free(ev);
+    free(text);
+    free(err);
+}
+
 int main(void)
 {
     test_model_unchanged();
@@ -1136,6 +1178,7 @@ int main(void)
     test_bad_inputs();
     test_v1_to_v2();
     test_reduced();
+    test_share();
     test_same_pid_on_two_hosts();
     test_torchrun_under_srun();
     test_multi_host();
