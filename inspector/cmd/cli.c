@@ -126,6 +126,12 @@ int hdx_cli_report_check(const char *cmd, const hdx_report_options *o)
         hdx_say(stderr, "hangdx %s: --full and --schema shape the JSON report: add --json\n", cmd);
         return -1;
     }
+    if (o->tree != HDX_TREE_AUTO && o->format != HDX_REPORT_TEXT) {
+        hdx_say(stderr, "hangdx %s: --tree and --no-tree shape the text report (the JSON report holds the stack "
+                        "classes, --format dot always draws the tree): leave them out, or drop --json/--format\n",
+                cmd);
+        return -1;
+    }
     if ((o->flags & HDX_REPORT_FULL) && (o->flags & HDX_REPORT_V1)) {
         hdx_say(stderr, "hangdx %s: --full is of hangdx.report/2 (a /1 report always holds every frame)\n", cmd);
         return -1;

@@ -40,7 +40,7 @@
     "                      with the same stack), collapsed (folded stacks for flamegraph.pl),\n"   \
     "                      dot (Graphviz: the waits-for graph and the stack tree)\n"              \
     "  --tree, --no-tree   show (or not) the merged stack tree of the ranks' key threads in\n"    \
-    "                      the text report; by default it is shown for more than 8 ranks\n"    \
+    "                      the text report (text only); by default shown for more than 8 ranks\n"    \
     "  --html FILE         also write FILE, one HTML page that works offline: the verdict,\n"    \
     "                      the waits-for graph, the ranks on the TP x PP x DP grid, the stack\n"  \
     "                      tree, a rank's stack on a click\n"

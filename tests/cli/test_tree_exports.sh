@@ -225,8 +225,14 @@ for opts in "--json --format dot" "--format collapsed --format dot" "--tree --no
     check "$opts: usage error 64 (got $rc), nothing printed" bash -c "test $rc -eq 64 && test ! -s '$T/out'"
     check "  it says two options ask for different ones" grep -q "two options ask for different" "$T/err"
 done
-"$HANGDX" analyze --json --format json --tree --tree "$SKIP" >/dev/null 2>&1; rc=$?
+"$HANGDX" analyze --json --format json "$SKIP" >/dev/null 2>&1 && "$HANGDX" analyze --tree --tree "$SKIP" >/dev/null 2>&1; rc=$?
 check "the same option twice is no conflict (got $rc)" test $rc -eq 0
+for opts in "--json --tree" "--format collapsed --no-tree" "--format dot --tree"; do
+    # shellcheck disable=SC2086
+    "$HANGDX" analyze $opts "$SKIP" >"$T/out" 2>"$T/err"; rc=$?
+    check "$opts: usage error 64 (got $rc), nothing printed, the tree options named as the text report's" \
+        bash -c "test $rc -eq 64 && test ! -s '$T/out' && grep -q -- '--tree and --no-tree shape the text report' '$T/err'"
+done
 for opts in "-o $T/x1 -o $T/x2" "--html $T/a.html --html $T/b.html"; do
     # shellcheck disable=SC2086
     "$HANGDX" analyze $opts "$SKIP" >"$T/out" 2>"$T/err"; rc=$?
