@@ -52,6 +52,7 @@ typedef struct rd {
     } *classes;            /* n_stacks of them */
     const cJSON *process_keys, *thread_keys; /* a /3 snapshot's or /2 report's rows' keys; else NULL */
     cJSON *process_view, *thread_view; /* as_object's objects for the rows of each; r's */
+    const cJSON *process_last, *thread_last; /* the member of each view member() found last */
     hdx_local *scratch;    /* read_locals' room, reused (heap) */
     size_t scratch_size;   /* its entries */
 } rd;
@@ -215,12 +216,37 @@ static void leave(rd *r, size_t old)
 
 /* The getters below read members through json_read.h; its refusals become r's message. */
 
+/*
+ * o's member key, NULL when absent or JSON null: hdx_json_member, but in a row's view (as_object),
+ * whose keys are unique, the search starts after the member found last in that view and wraps
+ * around, so that a row's members, read in their order, cost a compare each, not a walk from
+ * the first (the walks were 10 % of analyze of 131 072 ranks).
+ */
+static const cJSON *member(rd *r, const cJSON *o, const char *key)
+{
+    const cJSON **last = o && o == r->process_view ? &r->process_last
+                         : o && o == r->thread_view ? &r->thread_last
+                                                    : NULL;
+    if (!last)
+        return hdx_json_member(o, key);
+    const cJSON *start = *last && (*last)->next ? (*last)->next : o->child, *c = start;
+    if (!start)
+        return NULL;
+    for (int wrapped = 0; c != start || !wrapped; c = c->next ? c->next : o->child, wrapped = 1)
+        if (c->string && !strcmp(c->string, key)) {
+            *last = c;
+            return cJSON_IsNull(c) ? NULL : c;
+        }
+    return NULL;
+}
+
 /* An array or object of at most HDX_SNAPSHOT_MAX_ITEMS entries (or NULL when absent). */
 static const cJSON *container(rd *r, const cJSON *o, const char *key, int want_object)
 {
     const cJSON *c = NULL;
     hdx_json_error why;
-    int got = want_object ? hdx_json_get_object(o, key, &c, &why) : hdx_json_get_array(o, key, &c, &why);
+    const cJSON *m = member(r, o, key);
+    int got = want_object ? hdx_json_object_value(m, key, &c, &why) : hdx_json_array_value(m, key, &c, &why);
     if (got < 0) {
         BAD(r, "%s", why.text);
         return NULL;
@@ -244,7 +270,7 @@ static long long get_int(rd *r, const cJSON *o, const char *key, long long min, 
 {
     int64_t v;
     hdx_json_error why;
-    int got = hdx_json_get_i64(o, key, min, max, &v, &why);
+    int got = hdx_json_i64_value(member(r, o, key), key, min, max, &v, &why);
     if (got < 0)
         BAD(r, "%s", why.text);
     return got == 1 ? (long long)v : unknown;
@@ -254,7 +280,7 @@ static double get_num(rd *r, const cJSON *o, const char *key, double unknown)
 {
     double v;
     hdx_json_error why;
-    int got = hdx_json_get_num(o, key, &v, &why);
+    int got = hdx_json_num_value(member(r, o, key), key, &v, &why);
     if (got < 0)
         BAD(r, "%s", why.text);
     return got == 1 ? v : unknown;
@@ -265,7 +291,7 @@ static int get_bool(rd *r, const cJSON *o, const char *key)
 {
     int v;
     hdx_json_error why;
-    int got = hdx_json_get_bool(o, key, &v, &why);
+    int got = hdx_json_bool_value(member(r, o, key), key, &v, &why);
     if (got < 0)
         BAD(r, "%s", why.text);
     return got == 1 ? v : HDX_UNKNOWN;
@@ -276,7 +302,7 @@ static const char *str_member(rd *r, const cJSON *o, const char *key)
 {
     const char *v = NULL;
     hdx_json_error why;
-    if (hdx_json_get_str(o, key, &v, &why) < 0)
+    if (hdx_json_str_value(member(r, o, key), key, &v, &why) < 0)
         BAD(r, "%s", why.text);
     return v;
 }
@@ -304,7 +330,7 @@ static char *get_pstr(rd *r, const cJSON *o, const char *key)
 /* A one-letter state ("S"), 0 when absent. */
 static char get_state(rd *r, const cJSON *o, const char *key)
 {
-    const cJSON *c = hdx_json_member(o, key);
+    const cJSON *c = member(r, o, key);
     if (!c)
         return 0;
     if (!cJSON_IsString(c) || !c->valuestring || strlen(c->valuestring) != 1) {
@@ -335,7 +361,7 @@ static uint64_t hex_value(rd *r, const cJSON *c, const char *what)
 /* A hex member; absent or null gives 0. */
 static uint64_t get_hex(rd *r, const cJSON *o, const char *key)
 {
-    const cJSON *c = hdx_json_member(o, key);
+    const cJSON *c = member(r, o, key);
     return c ? hex_value(r, c, key) : 0;
 }
 
@@ -689,10 +715,17 @@ static const cJSON *row_keys(rd *r, const cJSON *root, const char *key)
     if (!keys && !r->rc)
         BAD(r, "no \"%s\": truncated or not a snapshot", key);
     cJSON_ArrayForEach(c, keys)
+    {
         if (!cJSON_IsString(c) || !c->valuestring) {
             BAD(r, "\"%s\" should hold strings", key);
             return NULL;
         }
+        for (const cJSON *d = keys->child; d != c; d = d->next) /* member() takes them as unique */
+            if (!strcmp(d->valuestring, c->valuestring)) {
+                BAD(r, "\"%s\" names \"%.64s\" twice", key, c->valuestring);
+                return NULL;
+            }
+    }
     return r->rc ? NULL : keys;
 }
 
@@ -760,7 +793,7 @@ static int read_thread(rd *r, const cJSON *o, hdx_process *p)
     t->state = get_state(r, o, "state");
     t->wchan = get_str(r, o, "wchan");
     t->syscall = (long)get_int(r, o, "syscall_nr", 0, 100000, HDX_SYSCALL_UNKNOWN);
-    const cJSON *sc = hdx_json_member(o, "syscall");
+    const cJSON *sc = member(r, o, "syscall");
     if (sc && !cJSON_IsString(sc))
         return BAD(r, "\"syscall\" should be a string");
     if (t->syscall == HDX_SYSCALL_UNKNOWN && sc) /* a report names the call only */
@@ -791,7 +824,7 @@ static int read_thread(rd *r, const cJSON *o, hdx_process *p)
     t->unmerged = um == 1;
     /* A /2 report's or /3 snapshot's thread names its stack's class, whose frames are indexes
      * into "frames": read once, and shared by the class's threads. */
-    const cJSON *sk = hdx_json_member(o, "stack");
+    const cJSON *sk = member(r, o, "stack");
     int has_frames;
     if (sk) {
         double d = cJSON_IsNumber(sk) ? sk->valuedouble : -1;
@@ -814,7 +847,7 @@ static int read_thread(rd *r, const cJSON *o, hdx_process *p)
             read_frames(r, py, "python_frames", &t->py_frames, &t->n_py_frames, 1);
         has_frames = fr != NULL;
     }
-    if (!has_frames && !hdx_json_member(o, "stack_error") && !r->rc)
+    if (!has_frames && !member(r, o, "stack_error") && !r->rc)
         t->stack_error = -EIO; /* a report's "frames": null: the stack could not be read */
     return r->rc;
 }

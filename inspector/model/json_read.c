@@ -32,7 +32,11 @@ const cJSON *hdx_json_member(const cJSON *o, const char *key)
 
 int hdx_json_get_i64(const cJSON *o, const char *key, int64_t min, int64_t max, int64_t *out, hdx_json_error *why)
 {
-    const cJSON *c = hdx_json_member(o, key);
+    return hdx_json_i64_value(hdx_json_member(o, key), key, min, max, out, why);
+}
+
+int hdx_json_i64_value(const cJSON *c, const char *key, int64_t min, int64_t max, int64_t *out, hdx_json_error *why)
+{
     if (!c)
         return 0;
     double d = c->valuedouble;
@@ -56,7 +60,11 @@ int hdx_json_get_int(const cJSON *o, const char *key, int min, int max, int *out
 
 int hdx_json_get_num(const cJSON *o, const char *key, double *out, hdx_json_error *why)
 {
-    const cJSON *c = hdx_json_member(o, key);
+    return hdx_json_num_value(hdx_json_member(o, key), key, out, why);
+}
+
+int hdx_json_num_value(const cJSON *c, const char *key, double *out, hdx_json_error *why)
+{
     if (!c)
         return 0;
     if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble))
@@ -67,7 +75,11 @@ int hdx_json_get_num(const cJSON *o, const char *key, double *out, hdx_json_erro
 
 int hdx_json_get_bool(const cJSON *o, const char *key, int *out, hdx_json_error *why)
 {
-    const cJSON *c = hdx_json_member(o, key);
+    return hdx_json_bool_value(hdx_json_member(o, key), key, out, why);
+}
+
+int hdx_json_bool_value(const cJSON *c, const char *key, int *out, hdx_json_error *why)
+{
     if (!c)
         return 0;
     if (!cJSON_IsBool(c))
@@ -78,7 +90,11 @@ int hdx_json_get_bool(const cJSON *o, const char *key, int *out, hdx_json_error 
 
 int hdx_json_get_str(const cJSON *o, const char *key, const char **out, hdx_json_error *why)
 {
-    const cJSON *c = hdx_json_member(o, key);
+    return hdx_json_str_value(hdx_json_member(o, key), key, out, why);
+}
+
+int hdx_json_str_value(const cJSON *c, const char *key, const char **out, hdx_json_error *why)
+{
     if (!c)
         return 0;
     if (!cJSON_IsString(c) || !c->valuestring)
@@ -130,7 +146,11 @@ int hdx_json_get_strv(const cJSON *o, const char *key, char ***v, size_t *n, hdx
 
 int hdx_json_get_object(const cJSON *o, const char *key, const cJSON **out, hdx_json_error *why)
 {
-    const cJSON *c = hdx_json_member(o, key);
+    return hdx_json_object_value(hdx_json_member(o, key), key, out, why);
+}
+
+int hdx_json_object_value(const cJSON *c, const char *key, const cJSON **out, hdx_json_error *why)
+{
     if (!c)
         return 0;
     if (!cJSON_IsObject(c))
@@ -141,7 +161,11 @@ int hdx_json_get_object(const cJSON *o, const char *key, const cJSON **out, hdx_
 
 int hdx_json_get_array(const cJSON *o, const char *key, const cJSON **out, hdx_json_error *why)
 {
-    const cJSON *c = hdx_json_member(o, key);
+    return hdx_json_array_value(hdx_json_member(o, key), key, out, why);
+}
+
+int hdx_json_array_value(const cJSON *c, const char *key, const cJSON **out, hdx_json_error *why)
+{
     if (!c)
         return 0;
     if (!cJSON_IsArray(c))

@@ -79,4 +79,17 @@ int hdx_json_get_strv(const struct cJSON *o, const char *key, char ***v, size_t 
 int hdx_json_get_object(const struct cJSON *o, const char *key, const struct cJSON **out, hdx_json_error *why);
 int hdx_json_get_array(const struct cJSON *o, const char *key, const struct cJSON **out, hdx_json_error *why);
 
+/*
+ * The same checks for a member c already found (by hdx_json_member, or a reader's own look-up
+ * that gives NULL for an absent or JSON null member, as it does), key naming it in messages: each
+ * hdx_json_get_X(o, key, ...) is hdx_json_X_value(hdx_json_member(o, key), key, ...).
+ */
+int hdx_json_i64_value(const struct cJSON *c, const char *key, int64_t min, int64_t max, int64_t *out,
+                       hdx_json_error *why);
+int hdx_json_num_value(const struct cJSON *c, const char *key, double *out, hdx_json_error *why);
+int hdx_json_bool_value(const struct cJSON *c, const char *key, int *out, hdx_json_error *why);
+int hdx_json_str_value(const struct cJSON *c, const char *key, const char **out, hdx_json_error *why);
+int hdx_json_object_value(const struct cJSON *c, const char *key, const struct cJSON **out, hdx_json_error *why);
+int hdx_json_array_value(const struct cJSON *c, const char *key, const struct cJSON **out, hdx_json_error *why);
+
 #endif

@@ -507,6 +507,10 @@ static void test_bad_inputs(void)
                  "\"processes\":[]}", -EBADMSG, "\"process_keys\" should hold strings", NULL);
     expect_error("{\"schema\":\"hangdx.snapshot/3\",\"process_keys\":[\"pid\",\"threads\"],\"thread_keys\":[\"tid\"],"
                  "\"processes\":[[1]]}", -EBADMSG, "processes[0]", "should be an array of 2 values");
+    /* a key twice: which of the row's values it means is not clear */
+    expect_error("{\"schema\":\"hangdx.snapshot/3\",\"process_keys\":[\"pid\",\"threads\",\"pid\"],"
+                 "\"thread_keys\":[\"tid\"],\"processes\":[[1,[],2]]}", -EBADMSG,
+                 "\"process_keys\" names \"pid\" twice", NULL);
     expect_error("{\"schema\":\"hangdx.snapshot/3\",\"process_keys\":[\"pid\",\"threads\"],"
                  "\"thread_keys\":[\"tid\",\"stack\"],\"processes\":[[1,[[2,0]]]],\"stacks\":[]}",
                  -EBADMSG, "processes[0].threads[0]", "\"stack\" should be an index");
