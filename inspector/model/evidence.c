@@ -619,7 +619,7 @@ int hdx_process_set_env(hdx_process *p, const char *name, const char *value)
     if (!allowed || hdx_process_env(p, name))
         return 0;
     /* A URL's credentials in an allowed value (MASTER_ADDR) would leave the host with it. */
-    char *blanked = hdx_redact_url_credentials(value);
+    char *blanked = hdx_redact_credentials(value);
     if (!blanked && errno == ENOMEM)
         return -ENOMEM;
     hdx_env *e = hdx_append((void **)&p->env, &p->n_env, sizeof *e);

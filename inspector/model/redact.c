@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "hangdx/trace.h"
 #include "model/util.h"
@@ -96,11 +97,77 @@ static const char *url_userinfo(const char *s, size_t *len)
     return NULL;
 }
 
-char *hdx_redact_url_credentials(const char *s)
+/* Where the value of a query parameter at or after s whose name says it is a secret starts
+ * ("?token=VALUE", "&X-Amz-Signature=VALUE"), its length in *len; NULL when s holds none. The
+ * value ends at '&', '#', a blank or a quote. */
+static const char *query_secret(const char *s, size_t *len)
+{
+    for (const char *q = strpbrk(s, "?&"); q; q = strpbrk(q + 1, "?&")) {
+        const char *name = q + 1;
+        size_t n = strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.");
+        const char *v = name + n + 1;
+        size_t l = strcspn(v, "&#\"' \t\n");
+        if (n && name[n] == '=' && l && strncmp(v, "<redacted>", 10) && secret_identifier(name, n)) {
+            *len = l;
+            return v;
+        }
+    }
+    return NULL;
+}
+
+/* Where the credentials of an HTTP authorization at or after s start, their length in *len;
+ * NULL when s holds none. They are what follows "Authorization:" and its scheme ("Authorization:
+ * Basic BASE64", "authorization: token X", as in a curl -H argument), or "Bearer TOKEN" anywhere
+ * (a headers dict's value) when TOKEN is worth hiding by its length (MIN_SECRET); the word is
+ * matched in any case, the credentials are a token68 (RFC 7235: letters, digits, "-._~+/="). */
+static const char *auth_credentials(const char *s, size_t *len)
+{
+    static const char token68[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=";
+    for (const char *c = s; *c; c++) {
+        if (c > s && isalnum((unsigned char)c[-1]))
+            continue;
+        const char *v = NULL;
+        size_t min = 1;
+        if (!strncasecmp(c, "authorization:", 14)) {
+            v = c + 14 + strspn(c + 14, " \t");
+            size_t scheme = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz");
+            if (scheme && v[scheme] == ' ')
+                v += scheme + strspn(v + scheme, " ");
+        } else if (!strncasecmp(c, "bearer ", 7)) {
+            v = c + 7;
+            min = MIN_SECRET;
+        }
+        size_t l = v ? strspn(v, token68) : 0;
+        if (l >= min) {
+            *len = l;
+            return v;
+        }
+    }
+    return NULL;
+}
+
+/* The first credentials at or after s (the earliest of url_userinfo, query_secret and
+ * auth_credentials), their length in *len; NULL when s holds none. */
+static const char *next_credentials(const char *s, size_t *len)
+{
+    const char *(*const finders[])(const char *, size_t *) = {url_userinfo, query_secret, auth_credentials};
+    const char *first = NULL;
+    for (size_t i = 0; i < sizeof finders / sizeof *finders; i++) {
+        size_t l;
+        const char *c = finders[i](s, &l);
+        if (c && (!first || c < first)) {
+            first = c;
+            *len = l;
+        }
+    }
+    return first;
+}
+
+char *hdx_redact_credentials(const char *s)
 {
     static const char blank[] = "<redacted>";
     size_t len, n = 0, cut = 0;
-    for (const char *u = url_userinfo(s, &len); u; u = url_userinfo(u + len, &len)) {
+    for (const char *u = next_credentials(s, &len); u; u = next_credentials(u + len, &len)) {
         n++;
         cut += len;
     }
@@ -111,7 +178,7 @@ char *hdx_redact_url_credentials(const char *s)
     if (!out)
         return NULL;
     const char *from = s;
-    for (const char *u = url_userinfo(s, &len); u; from = u + len, u = url_userinfo(from, &len)) {
+    for (const char *u = next_credentials(s, &len); u; from = u + len, u = next_credentials(from, &len)) {
         memcpy(o, from, (size_t)(u - from));
         o += u - from;
         memcpy(o, blank, sizeof blank - 1);
@@ -137,12 +204,12 @@ static char *redacted(const char *s, const struct secret *sec, size_t n, int *oo
     return NULL;
 }
 
-/* Replace *s when it holds a secret, or blank the credentials of the URLs in it; counts in
+/* Replace *s when it holds a secret, or blank the credentials in it (hdx_redact_credentials); counts in
  * *count. */
 static void redact_string(char **s, const struct secret *sec, size_t n, int *count, int *oom)
 {
     char *r = redacted(*s, sec, n, oom);
-    if (!r && !*oom && *s && !(r = hdx_redact_url_credentials(*s)) && errno == ENOMEM)
+    if (!r && !*oom && *s && !(r = hdx_redact_credentials(*s)) && errno == ENOMEM)
         *oom = 1;
     if (r) {
         free(*s);

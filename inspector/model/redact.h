@@ -11,12 +11,17 @@
 #include "model/evidence.h"
 
 /*
- * s with the credentials of every URL in it blanked: "scheme://USERINFO@host..." becomes
- * "scheme://<redacted>@host..." (the user too: a token is often the user name alone, as in
- * https://TOKEN@github.com). Returns a heap copy the caller frees, or NULL: with errno 0 when s
- * holds no such URL, ENOMEM when out of memory.
+ * s with the credentials in it blanked, each replaced by "<redacted>":
+ * - a URL's userinfo: "scheme://USERINFO@host..." becomes "scheme://<redacted>@host..." (the
+ *   user too: a token is often the user name alone, as in https://TOKEN@github.com);
+ * - the value of a query parameter whose name says it is a secret (TOKEN, KEY, SIGNATURE, ...,
+ *   as for variables): "?token=<redacted>&x=1", "&X-Amz-Signature=<redacted>";
+ * - HTTP authorization credentials (RFC 7235): what follows "Authorization:" and its scheme,
+ *   and "Bearer TOKEN" anywhere when TOKEN has 6 bytes or more: "Bearer <redacted>".
+ * Returns a heap copy the caller frees, or NULL: with errno 0 when s holds none of these,
+ * ENOMEM when out of memory.
  */
-char *hdx_redact_url_credentials(const char *s);
+char *hdx_redact_credentials(const char *s);
 
 /*
  * Blank the secrets of p before they reach the evidence. Returns how many
@@ -47,7 +52,7 @@ char *hdx_redact_url_credentials(const char *s);
  *    and whose value is worth hiding: "<redacted: its name says it is a
  *    secret>".
  * 4. In the command line and string locals that no step above replaced, the
- *    credentials of URLs (hdx_redact_url_credentials). The allowed variables'
+ *    credentials of URLs and HTTP authorizations (hdx_redact_credentials). The allowed variables'
  *    values get the same when they are kept (hdx_process_set_env).
  */
 int hdx_redact_secrets(hdx_process *p);

@@ -50,9 +50,11 @@ static const char *local(const hdx_frame *f, const char *name)
 static void test_urls(void)
 {
     static const char *const none[] = {"no url here", "https://host.example/a@b", "a://@host", "://user@host",
-                                       "https://<redacted>@host/x", "user@host.example"};
+                                       "https://<redacted>@host/x", "user@host.example",
+                                       "https://h/x?q=1&page=2", "basic training loop", "Bearer token",
+                                       "Bearer <redacted>", "?token=<redacted>"};
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
-        char *r = hdx_redact_url_credentials(none[i]);
+        char *r = hdx_redact_credentials(none[i]);
         CHECK(r == NULL && errno == 0, "%s became %s", none[i], r ? r : "(null)");
         free(r);
     }
@@ -62,9 +64,16 @@ static void test_urls(void)
         {"git clone 'ssh://git:pw@h:22/r' && curl http://a:b@c?q=1@2",
          "git clone 'ssh://<redacted>@h:22/r' && curl http://<redacted>@c?q=1@2"},
         {"redis+tls://:pass@cache:6380/0", "redis+tls://<redacted>@cache:6380/0"},
+        {"https://h/d?token=abc123&x=1#f", "https://h/d?token=<redacted>&x=1#f"},
+        {"s3://b/k?X-Amz-Credential=AKIA/x&X-Amz-Signature=f00d", "s3://b/k?X-Amz-Credential=<redacted>&X-Amz-Signature=<redacted>"},
+        {"Authorization: Bearer eyJhbGciOi.x-y", "Authorization: Bearer <redacted>"},
+        {"authorization:Basic dXNlcjpwYXNz= next", "authorization:Basic <redacted> next"},
+        {"Authorization: ghp_abc", "Authorization: <redacted>"},
+        {"{'Authorization': 'Bearer hf_abcdefghijkl'}", "{'Authorization': 'Bearer <redacted>'}"},
+        {"https://u:p@h/x?api_key=k1 and Bearer tokentoken", "https://<redacted>@h/x?api_key=<redacted> and Bearer <redacted>"},
     };
     for (size_t i = 0; i < sizeof in_out / sizeof in_out[0]; i++) {
-        char *r = hdx_redact_url_credentials(in_out[i][0]);
+        char *r = hdx_redact_credentials(in_out[i][0]);
         CHECK(r && !strcmp(r, in_out[i][1]), "%s became %s, not %s", in_out[i][0], r ? r : "(null)", in_out[i][1]);
         free(r);
     }
