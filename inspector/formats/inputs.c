@@ -95,9 +95,9 @@ static int json_name(const struct dirent *de)
     return l > 5 && !strcmp(de->d_name + l - 5, ".json");
 }
 
-/* How many *.json files directly in dir are snapshots (what makes dir a snapshot directory),
- * or -errno when dir is unreadable. */
-static int snapshot_files(const char *dir)
+/* How many *.json files directly in dir are of the kind want (HDX_INPUT_SNAPSHOT or
+ * HDX_INPUT_REPORT: what makes dir a snapshot directory), or -errno when dir is unreadable. */
+static int snapshot_files(const char *dir, enum hdx_snapshot_kind want)
 {
     struct dirent **des = NULL;
     int n = scandir(dir, &des, json_name, alphasort), found = 0;
@@ -107,7 +107,7 @@ static int snapshot_files(const char *dir)
         char *p = found >= 0 ? hdx_asprintf("%s/%s", dir, des[i]->d_name) : NULL;
         if (!p)
             found = -ENOMEM;
-        else if (hdx_snapshot_sniff(p) == HDX_INPUT_SNAPSHOT)
+        else if (hdx_snapshot_sniff(p) == want)
             found++;
         free(p);
         free(des[i]);
@@ -345,8 +345,9 @@ static int recognise(struct loader *l, const char *path, enum input_kind *kind, 
             *kind = INPUT_LOG_DIR; /* per-rank logs: torchrun --log-dir, Slurm %t files (and snapshots) */
             return 0;
         }
-        if (snapshot_files(path) > 0) {
-            *kind = INPUT_SNAPSHOT_DIR; /* e.g. what 'hangdx snapshot --slurm-job -o DIR' wrote */
+        if (snapshot_files(path, HDX_INPUT_SNAPSHOT) > 0 || snapshot_files(path, HDX_INPUT_REPORT) > 0) {
+            /* e.g. what 'hangdx snapshot --slurm-job -o DIR' wrote, or saved reports alone */
+            *kind = INPUT_SNAPSHOT_DIR;
             return 0;
         }
         *err = hdx_asprintf("%s: not a hangdx trace directory (no <host>-<pid>%s files; 'hangdx run -d %s -- ...' "
@@ -532,8 +533,9 @@ static int take_loaded(hdx_evidence *ev, const char *name, hdx_evidence **one, i
 /*
  * Every *.json file directly in dir (by name order) into ev, as 'hangdx snapshot --slurm-job -o
  * DIR' writes them. A *.json file that is not a usable snapshot (empty, not JSON, cut short,
- * another schema) is left out (left_out); entries not named *.json are
- * not read, and a note counts them. *n_snapshots counts those taken. 0, or -errno with *err:
+ * another schema) is left out (left_out). A report (hangdx.report/2 or /1) beside snapshots
+ * is not read, and a note says so: made from them, it would count their processes twice (a
+ * directory of reports alone has them read). Entries not named *.json are not read, and a note counts them. *n_snapshots counts those taken. 0, or -errno with *err:
  * dir unreadable, no usable snapshot in it, or a merge that fails (the same rank on two hosts).
  */
 static int add_snapshot_dir(struct loader *l, hdx_evidence *ev, const char *dir, size_t *n_snapshots,
@@ -547,6 +549,7 @@ static int add_snapshot_dir(struct loader *l, hdx_evidence *ev, const char *dir,
         return -e;
     }
     size_t used = 0, bad = 0, ignored = 0;
+    int snapshots = snapshot_files(dir, HDX_INPUT_SNAPSHOT);
     for (int i = 0; i < n; i++) {
         const char *base = des[i]->d_name;
         if (r < 0 || !strcmp(base, ".") || !strcmp(base, "..")) {
@@ -562,8 +565,9 @@ static int add_snapshot_dir(struct loader *l, hdx_evidence *ev, const char *dir,
         free(des[i]);
         hdx_evidence *one = NULL;
         int taken = 0;
+        enum hdx_snapshot_kind kind = HDX_INPUT_NOT_JSON;
         struct stat st;
-        if (!path) {
+        if (!path || snapshots == -ENOMEM) {
             r = -ENOMEM;
         } else if (stat(path, &st) != 0) {
             why = hdx_asprintf("cannot read it: %s", strerror(errno));
@@ -571,8 +575,13 @@ static int add_snapshot_dir(struct loader *l, hdx_evidence *ev, const char *dir,
             why = hdx_asprintf("%s, not a regular file: not read", hdx_file_kind(st.st_mode));
         } else if (st.st_size == 0) {
             why = hdx_asprintf("the file is empty");
-        } else if (hdx_snapshot_sniff(path) == HDX_INPUT_NOT_JSON) {
+        } else if ((kind = hdx_snapshot_sniff(path)) == HDX_INPUT_NOT_JSON) {
             why = hdx_asprintf("not a hangdx snapshot (not a JSON object with a \"schema\")");
+        } else if (kind == HDX_INPUT_REPORT && snapshots > 0) {
+            taken = 1; /* not an unusable input: a note says why it is not read */
+            if (hdx_evidence_note(ev, "%s: a report, not read beside the snapshots of its directory (made from them, "
+                                      "it would count their processes twice); give it alone to read it", path) < 0)
+                r = -ENOMEM;
         } else if (!(one = hdx_evidence_new())) {
             r = -ENOMEM;
         } else {

@@ -60,6 +60,26 @@ check "the report's 4 processes come back" $PY -c "
 import json,sys
 d=json.loads(sys.argv[1]); assert sorted(d['ranks']['rank'])==[0,1,2,3], d['ranks']" "$out"
 
+# A directory of saved reports alone is read; beside the snapshots it was made from, the report
+# is not read (it would count their processes twice), and a note says so.
+mkdir "$T/reports" "$T/both"
+cp "$T/report.json" "$T/reports/"
+out=$("$HANGDX" analyze --json "$T/reports" 2>"$T/err"); rc=$?
+check "a directory of a report: exit 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
+check "its 4 processes come back" $PY -c "
+import json,sys
+d=json.loads(sys.argv[1]); assert sorted(d['ranks']['rank'])==[0,1,2,3], d['ranks']" "$out"
+cp "$T/snap-a.json" "$T/snap-b.json" "$T/report.json" "$T/both/"
+out=$("$HANGDX" analyze --json "$T/both" 2>"$T/err"); rc=$?
+check "snapshots and their report: exit 0 (got $rc; $(cat "$T/err"))" test $rc -eq 0
+check "each rank once, and a note names the report not read" $PY - "$out" "$T/both/report.json" <<'PYEOF'
+import json, sys
+d = json.loads(sys.argv[1])
+assert sorted(d['ranks']['rank']) == [0, 1, 2, 3], d['ranks']
+want = sys.argv[2] + ": a report, not read beside the snapshots of its directory"
+assert any(n.startswith(want) for n in d['notes']), d['notes']
+PYEOF
+
 # The same rank on two hosts: exit 2, naming both hosts and pids.
 "$HANGDX" analyze --json "$T/snap-a.json" "$T/snap-c.json" >"$T/out" 2>"$T/err"; rc=$?
 check "the same rank on two hosts fails with 2 (got $rc)" test $rc -eq 2
