@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "classify/classify.h"
+#include "classify/groups.h" /* hdx_key_thread */
 #include "gather/capture.h"
 #include "hangdx/report.h"
 #include "gather/slurm.h"
@@ -137,6 +138,23 @@ int hdx_cli_report_check(const char *cmd, const hdx_report_options *o)
         return -1;
     }
     return 0;
+}
+
+void hdx_cli_export_check(const char *cmd, const hdx_evidence *ev, const hdx_report_options *o)
+{
+    static const char *const names[] = {[HDX_REPORT_SPEEDSCOPE] = "speedscope profile",
+                                        [HDX_REPORT_COLLAPSED] = "collapsed export",
+                                        [HDX_REPORT_DOT] = "dot graph's stack tree"};
+    if (o->format < HDX_REPORT_SPEEDSCOPE || o->format > HDX_REPORT_DOT)
+        return;
+    for (size_t i = 0; i < ev->n_procs; i++) {
+        const hdx_thread *k = hdx_key_thread(&ev->procs[i]);
+        if (k && k->n_frames)
+            return;
+    }
+    hdx_say(stderr, "hangdx %s: the %s is empty: no process of the inputs has a stack (job logs and traces "
+                    "carry none); give snapshots, cores or stack dumps of the ranks for their stacks\n",
+            cmd, names[o->format]);
 }
 
 /* --slurm-job: its id from the one word left, or from SLURM_JOB_ID. 0 or -1 (printed). */

@@ -59,6 +59,14 @@ int hdx_cli_once(const char *cmd, const char *flag, const char **dst, const char
  */
 int hdx_cli_report_option(const char *cmd, int c, const char *arg, hdx_report_options *o);
 
+/*
+ * After an export (--format speedscope, collapsed or dot) of ev is written: when no process's
+ * key thread (classify/groups.h) has a stack, say on stderr that the export's stacks are
+ * empty and which inputs carry some (job logs and traces hold none). Prints nothing for the
+ * text and JSON reports, or when a stack is there.
+ */
+void hdx_cli_export_check(const char *cmd, const hdx_evidence *ev, const hdx_report_options *o);
+
 /* Once every option is taken: 0, or -1 (printed, naming cmd) when --full or --schema is given
  * without a JSON report, or --full with --schema 1. */
 int hdx_cli_report_check(const char *cmd, const hdx_report_options *o);

@@ -142,6 +142,7 @@ int hdx_cmd_analyze(int argc, char **argv)
         hdx_say(stderr, "hangdx analyze: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-r));
         goto out;
     }
+    hdx_cli_export_check("analyze", ev, &ro);
     if (ro.html && (r = hdx_report_html_write(ev, &v, ro.html)) < 0) {
         hdx_say(stderr, "hangdx analyze: cannot write the HTML report to %s: %s\n", ro.html, strerror(-r));
         goto out;

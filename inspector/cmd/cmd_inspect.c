@@ -107,6 +107,7 @@ int hdx_cmd_inspect(int argc, char **argv)
         hdx_say(stderr, "hangdx inspect: cannot write the report to %s: %s\n", out ? out : "stdout", strerror(-rc));
         goto out;
     }
+    hdx_cli_export_check("inspect", ev, &ro);
     if (ro.html && (rc = hdx_report_html_write(ev, &v, ro.html))) {
         hdx_say(stderr, "hangdx inspect: cannot write the HTML report to %s: %s\n", ro.html, strerror(-rc));
         goto out;

@@ -213,6 +213,20 @@ assert len([x for x in e if x[1] == world[0]]) == 28, e
 assert [k for k, v in n.items() if "culprit" in v and k.startswith("r")] == ["r13"], n
 PYEOF
 
+# ---- inputs without stacks: the export is valid and empty, and stderr says why ----
+LOG=$(dirname "$0")/../fixtures/logs/desync_not_joined.log
+check "a snapshot's export says nothing on stderr" test ! -s "$T/err"
+for fmt in speedscope collapsed dot; do
+    "$HANGDX" analyze --format $fmt -o "$T/log.$fmt" "$LOG" 2>"$T/err"; rc=$?
+    check "a job log alone, --format $fmt: exit 0 (got $rc)" test $rc -eq 0
+    check "  stderr says it is empty: no process has a stack, logs carry none" \
+        grep -q "is empty: no process of the inputs has a stack (job logs and traces carry none)" "$T/err"
+done
+check "the log's speedscope file is valid, with no profile" $PY -c '
+import json, sys; d = json.loads(sys.argv[1]); assert d["profiles"] == [] and d["active"] is None, d' \
+    "$($CHECK speedscope "$T/log.speedscope")"
+check "the log's collapsed export has no line" test ! -s "$T/log.collapsed"
+
 # ---- the command line ----
 "$HANGDX" analyze --format svg "$SKIP" >/dev/null 2>"$T/err"; rc=$?
 check "--format svg: usage error 64 (got $rc)" test $rc -eq 64
