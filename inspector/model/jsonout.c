@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "model/evidence.h"
-#include "model/pool.h"
 #include "model/util.h"
 
 /* Integers a JSON number (a double) holds exactly: 2^53. */
@@ -187,40 +186,58 @@ cJSON *hdx_json_ranges(int *vals, size_t n)
  * its digits (kept in r->digits) for the print, and a number again after it (ints_restore).
  */
 struct raw_ints {
-    cJSON **items; /* the numbers made raw */
+    cJSON **items; /* the integers found */
     size_t n;
-    hdx_pool *digits;
+    char *digits;  /* RAW_DIGITS bytes for each: the text of those made raw */
 };
 
-/* 0, or -ENOMEM (what was made raw is in r). */
-static int ints_as_raw(cJSON *j, struct raw_ints *r)
+#define RAW_DIGITS 24 /* "-9007199254740992" and its NUL, with room */
+
+/* The integers within ±2^53 of j, its siblings after it and their children into r->items.
+ * 0, or -ENOMEM (those found so far stay in r). */
+static int find_ints(cJSON *j, struct raw_ints *r)
 {
     for (; j; j = j->next) {
         if ((j->type & 0xff) == cJSON_Number && !j->valuestring && j->valuedouble == floor(j->valuedouble) &&
             fabs(j->valuedouble) <= EXACT_MAX) {
-            char digits[24], *d = digits + sizeof digits;
-            long long v = (long long)j->valuedouble;
-            unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-            *--d = 0;
-            do
-                *--d = (char)('0' + u % 10);
-            while (u /= 10);
-            if (v < 0)
-                *--d = '-';
-            size_t n = (size_t)(digits + sizeof digits - d);
             cJSON **slot = hdx_append((void **)&r->items, &r->n, sizeof *slot);
-            if (!slot || !(j->valuestring = hdx_pool_alloc(r->digits, n)))
+            if (!slot)
                 return -ENOMEM;
-            memcpy(j->valuestring, d, n);
-            j->type = (j->type & ~0xff) | cJSON_Raw;
             *slot = j;
         }
-        if (j->child && ints_as_raw(j->child, r) < 0)
+        if (j->child && find_ints(j->child, r) < 0)
             return -ENOMEM;
     }
     return 0;
 }
 
+/* Each integer of r->items a raw item of its digits, kept in r->digits: one allocation for
+ * all of them (a pool per print took a 64 KiB block, whose free made malloc walk its fast bins
+ * once per process). 0, or -ENOMEM (none is made raw). */
+static int ints_as_raw(struct raw_ints *r)
+{
+    if (!r->n)
+        return 0;
+    if (r->n > SIZE_MAX / RAW_DIGITS || !(r->digits = malloc(r->n * RAW_DIGITS)))
+        return -ENOMEM;
+    for (size_t i = 0; i < r->n; i++) {
+        cJSON *j = r->items[i];
+        char digits[RAW_DIGITS], *d = digits + sizeof digits;
+        long long v = (long long)j->valuedouble;
+        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        *--d = 0;
+        do
+            *--d = (char)('0' + u % 10);
+        while (u /= 10);
+        if (v < 0)
+            *--d = '-';
+        j->valuestring = memcpy(r->digits + i * RAW_DIGITS, d, (size_t)(digits + sizeof digits - d));
+        j->type = (j->type & ~0xff) | cJSON_Raw;
+    }
+    return 0;
+}
+
+/* The items made raw numbers again (those not made raw are numbers still: untouched). */
 static void ints_restore(struct raw_ints *r)
 {
     for (size_t i = 0; i < r->n; i++) {
@@ -232,13 +249,13 @@ static void ints_restore(struct raw_ints *r)
 
 char *hdx_json_print(const cJSON *j, int formatted)
 {
-    struct raw_ints r = {.digits = hdx_pool_new()};
-    if (!r.digits || ints_as_raw((cJSON *)j, &r) < 0) /* then cJSON prints them all */
+    struct raw_ints r = {0};
+    if (find_ints((cJSON *)j, &r) < 0 || ints_as_raw(&r) < 0) /* then cJSON prints them all */
         ints_restore(&r);
     char *s = formatted ? cJSON_Print(j) : cJSON_PrintUnformatted(j);
     ints_restore(&r); /* the tree is as the caller made it again */
     free(r.items);
-    hdx_pool_free(r.digits);
+    free(r.digits);
     size_t bad = 0, len = 0;
     uint32_t cp;
     for (; s && s[len]; len++)
