@@ -95,9 +95,9 @@ static int json_name(const struct dirent *de)
     return l > 5 && !strcmp(de->d_name + l - 5, ".json");
 }
 
-/* How many *.json files directly in dir are of the kind want (HDX_INPUT_SNAPSHOT or
- * HDX_INPUT_REPORT: what makes dir a snapshot directory), or -errno when dir is unreadable. */
-static int snapshot_files(const char *dir, enum hdx_snapshot_kind want)
+/* How many *.json files directly in dir are snapshots or reports (what makes dir a snapshot
+ * directory), or -errno when dir is unreadable. */
+static int snapshot_files(const char *dir)
 {
     struct dirent **des = NULL;
     int n = scandir(dir, &des, json_name, alphasort), found = 0;
@@ -105,9 +105,10 @@ static int snapshot_files(const char *dir, enum hdx_snapshot_kind want)
         return -errno;
     for (int i = 0; i < n; i++) {
         char *p = found >= 0 ? hdx_asprintf("%s/%s", dir, des[i]->d_name) : NULL;
+        enum hdx_snapshot_kind kind = p ? hdx_snapshot_sniff(p) : HDX_INPUT_NOT_JSON;
         if (!p)
             found = -ENOMEM;
-        else if (hdx_snapshot_sniff(p) == want)
+        else if (kind == HDX_INPUT_SNAPSHOT || kind == HDX_INPUT_REPORT)
             found++;
         free(p);
         free(des[i]);
@@ -345,7 +346,7 @@ static int recognise(struct loader *l, const char *path, enum input_kind *kind, 
             *kind = INPUT_LOG_DIR; /* per-rank logs: torchrun --log-dir, Slurm %t files (and snapshots) */
             return 0;
         }
-        if (snapshot_files(path, HDX_INPUT_SNAPSHOT) > 0 || snapshot_files(path, HDX_INPUT_REPORT) > 0) {
+        if (snapshot_files(path) > 0) {
             /* e.g. what 'hangdx snapshot --slurm-job -o DIR' wrote, or saved reports alone */
             *kind = INPUT_SNAPSHOT_DIR;
             return 0;
@@ -530,13 +531,36 @@ static int take_loaded(hdx_evidence *ev, const char *name, hdx_evidence **one, i
     return 0;
 }
 
+/* The loaded file path of a snapshot directory (add_snapshot_dir) merged into ev (*used
+ * counts it), or left out with why and named (*bad counts it). 0 or -errno with *err. */
+static int take_dir_file(struct loader *l, hdx_evidence *ev, const char *path, char *why, size_t *used,
+                         size_t *bad, size_t *n_snapshots, char **err)
+{
+    hdx_evidence *one = NULL;
+    int r = 0;
+    if (!why && !(one = hdx_evidence_new()))
+        r = -ENOMEM;
+    else if (!why && (r = take_loaded(ev, path, &one, hdx_snapshot_load(path, one, &why), &why, n_snapshots, err)) > 0)
+        (*used)++;
+    if (r == 0 && why) {
+        (*bad)++;
+        r = left_out(l, ev, path, why, "the other files of the directory");
+    } else if (r == 0) {
+        r = -ENOMEM; /* a message that could not be made */
+    }
+    hdx_evidence_free(one);
+    free(why);
+    return r < 0 ? r : 0;
+}
+
 /*
  * Every *.json file directly in dir (by name order) into ev, as 'hangdx snapshot --slurm-job -o
- * DIR' writes them. A *.json file that is not a usable snapshot (empty, not JSON, cut short,
- * another schema) is left out (left_out). A report (hangdx.report/2 or /1) beside snapshots
- * is not read, and a note says so: made from them, it would count their processes twice (a
- * directory of reports alone has them read). Entries not named *.json are not read, and a note counts them. *n_snapshots counts those taken. 0, or -errno with *err:
- * dir unreadable, no usable snapshot in it, or a merge that fails (the same rank on two hosts).
+ * DIR' writes them. A *.json file that is not usable (empty, not JSON, cut short, another
+ * schema) is left out (left_out). Reports (hangdx.report/2 or /1) are read only when no
+ * snapshot of dir was usable: beside snapshots a note names each, as one made from them would
+ * count their processes twice. Entries not named *.json are not read, and a note counts them.
+ * *n_snapshots counts the files taken. 0, or -errno with *err: dir unreadable, no usable file in
+ * it, or a merge that fails (the same rank on two hosts).
  */
 static int add_snapshot_dir(struct loader *l, hdx_evidence *ev, const char *dir, size_t *n_snapshots,
                             char **err)
@@ -548,8 +572,10 @@ static int add_snapshot_dir(struct loader *l, hdx_evidence *ev, const char *dir,
         *err = hdx_asprintf("%s: cannot read: %s", dir, strerror(e));
         return -e;
     }
-    size_t used = 0, bad = 0, ignored = 0;
-    int snapshots = snapshot_files(dir, HDX_INPUT_SNAPSHOT);
+    size_t used = 0, bad = 0, ignored = 0, n_reports = 0;
+    char **reports = calloc((size_t)n + 1, sizeof *reports); /* their paths, for after the snapshots */
+    if (!reports)
+        r = -ENOMEM;
     for (int i = 0; i < n; i++) {
         const char *base = des[i]->d_name;
         if (r < 0 || !strcmp(base, ".") || !strcmp(base, "..")) {
@@ -563,48 +589,42 @@ static int add_snapshot_dir(struct loader *l, hdx_evidence *ev, const char *dir,
         }
         char *path = hdx_asprintf("%s/%s", dir, base), *why = NULL;
         free(des[i]);
-        hdx_evidence *one = NULL;
-        int taken = 0;
-        enum hdx_snapshot_kind kind = HDX_INPUT_NOT_JSON;
         struct stat st;
-        if (!path || snapshots == -ENOMEM) {
+        if (!path) {
             r = -ENOMEM;
+            continue;
         } else if (stat(path, &st) != 0) {
             why = hdx_asprintf("cannot read it: %s", strerror(errno));
         } else if (!S_ISREG(st.st_mode)) {
             why = hdx_asprintf("%s, not a regular file: not read", hdx_file_kind(st.st_mode));
         } else if (st.st_size == 0) {
             why = hdx_asprintf("the file is empty");
-        } else if ((kind = hdx_snapshot_sniff(path)) == HDX_INPUT_NOT_JSON) {
-            why = hdx_asprintf("not a hangdx snapshot (not a JSON object with a \"schema\")");
-        } else if (kind == HDX_INPUT_REPORT && snapshots > 0) {
-            taken = 1; /* not an unusable input: a note says why it is not read */
-            if (hdx_evidence_note(ev, "%s: a report, not read beside the snapshots of its directory (made from them, "
-                                      "it would count their processes twice); give it alone to read it", path) < 0)
-                r = -ENOMEM;
-        } else if (!(one = hdx_evidence_new())) {
-            r = -ENOMEM;
         } else {
-            int lr = hdx_snapshot_load(path, one, &why);
-            if ((r = take_loaded(ev, path, &one, lr, &why, n_snapshots, err)) > 0) {
-                r = 0;
-                taken = 1;
-                used++;
+            enum hdx_snapshot_kind kind = hdx_snapshot_sniff(path);
+            if (kind == HDX_INPUT_REPORT) {
+                reports[n_reports++] = path;
+                continue;
             }
+            if (kind == HDX_INPUT_NOT_JSON)
+                why = hdx_asprintf("not a hangdx snapshot (not a JSON object with a \"schema\")");
         }
-        if (r == 0 && why) {
-            bad++;
-            r = left_out(l, ev, path, why, "the other snapshots of the directory");
-        } else if (r == 0 && !taken) {
-            r = -ENOMEM; /* a message that could not be made */
-        }
-        hdx_evidence_free(one);
-        free(why);
+        r = take_dir_file(l, ev, path, why, &used, &bad, n_snapshots, err);
         free(path);
     }
     free(des);
+    int beside = used > 0; /* the reports are beside usable snapshots: not read */
+    for (size_t i = 0; i < n_reports; i++) {
+        if (r == 0 && !beside)
+            r = take_dir_file(l, ev, reports[i], NULL, &used, &bad, n_snapshots, err);
+        else if (r == 0 && hdx_evidence_note(ev, "%s: a report, not read beside the snapshots of its directory (one "
+                                                 "made from them would count their processes twice); give it alone "
+                                                 "to read it", reports[i]) < 0)
+            r = -ENOMEM;
+        free(reports[i]);
+    }
+    free(reports);
     if (r == 0 && !used) {
-        *err = hdx_asprintf("%s: none of its %zu *.json file%s is a usable snapshot (see above)", dir, bad,
+        *err = hdx_asprintf("%s: none of its %zu *.json file%s is a usable snapshot or report (see above)", dir, bad,
                             bad == 1 ? "" : "s");
         r = -ENODATA;
     }

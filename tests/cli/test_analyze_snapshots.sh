@@ -80,6 +80,21 @@ want = sys.argv[2] + ": a report, not read beside the snapshots of its directory
 assert any(n.startswith(want) for n in d['notes']), d['notes']
 PYEOF
 
+# When no snapshot of the directory is usable (one cut short), its report is read: exit 1, the
+# cut snapshot named.
+mkdir "$T/cut"
+cp "$T/report.json" "$T/cut/"
+head -c 700 "$T/snap-a.json" >"$T/cut/snap-a.json"
+out=$("$HANGDX" analyze --json "$T/cut" 2>"$T/err"); rc=$?
+check "a cut snapshot beside a report: exit 1 (got $rc; $(cat "$T/err"))" test $rc -eq 1
+check "  the report's 4 processes, the cut snapshot named as left out" $PY - "$out" "$T/cut/snap-a.json" <<'PYEOF'
+import json, sys
+d = json.loads(sys.argv[1])
+assert sorted(d['ranks']['rank']) == [0, 1, 2, 3], d['ranks']
+assert any(n.startswith(sys.argv[2] + ": left out: ") for n in d['notes']), d['notes']
+assert not any("not read beside" in n for n in d['notes']), d['notes']
+PYEOF
+
 # The same rank on two hosts: exit 2, naming both hosts and pids.
 "$HANGDX" analyze --json "$T/snap-a.json" "$T/snap-c.json" >"$T/out" 2>"$T/err"; rc=$?
 check "the same rank on two hosts fails with 2 (got $rc)" test $rc -eq 2
