@@ -229,8 +229,9 @@ static void need(const hdx_waitsfor *g, char *node, int r)
         node[x - g->ranks] = 1;
 }
 
-/* The waits-for graph g, its culprits those of the verdict. 0 or -ENOMEM. */
-static int dot_waits_for(FILE *f, const hdx_waitsfor *g, const hdx_verdict *v)
+/* The waits-for graph g, its culprits those of the verdict; stacks: whether any rank has a
+ * stack (the graph is read from them). 0 or -ENOMEM. */
+static int dot_waits_for(FILE *f, const hdx_waitsfor *g, const hdx_verdict *v, int stacks)
 {
     fprintf(f, "  subgraph cluster_waits_for {\n    label=\"waits-for graph\";\n    node [shape=box];\n");
     size_t nc = v ? v->n_culprit_ranks : 0;
@@ -264,7 +265,9 @@ static int dot_waits_for(FILE *f, const hdx_waitsfor *g, const hdx_verdict *v)
         if (g->roots[k].kind == HDX_WF_ROOT_CALL && g->roots[k].call >= 0)
             root_call[g->roots[k].call] = 1;
     if (!g->n_calls && !memchr(node, 1, g->n_ranks ? g->n_ranks : 1))
-        fprintf(f, "    none [shape=plaintext, label=\"no rank waits in a distributed call\"];\n");
+        fprintf(f, "    none [shape=plaintext, label=\"%s\"];\n",
+                stacks ? "no rank waits in a distributed call"
+                       : "no waits-for graph: no rank of the inputs has a stack (job logs and traces carry none)");
     for (size_t c = 0; c < g->n_calls; c++) {
         char label[512];
         call_label(g, &g->calls[c], label, sizeof label);
@@ -339,7 +342,7 @@ int hdx_export_dot(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, const 
     int rc = g == &own ? hdx_waitsfor_build(ev, &own) : 0;
     if (!rc) {
         fprintf(f, "digraph hangdx {\n  label=\"hangdx: %s\";\n  labelloc=t;\n", v ? hdx_class_name(v->cls) : "no verdict");
-        rc = dot_waits_for(f, g, v);
+        rc = dot_waits_for(f, g, v, t->n_branches > 0);
     }
     if (!rc) {
         dot_tree(f, t);

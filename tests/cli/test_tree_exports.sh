@@ -226,6 +226,8 @@ check "the log's speedscope file is valid, with no profile" $PY -c '
 import json, sys; d = json.loads(sys.argv[1]); assert d["profiles"] == [] and d["active"] is None, d' \
     "$($CHECK speedscope "$T/log.speedscope")"
 check "the log's collapsed export has no line" test ! -s "$T/log.collapsed"
+check "the log's dot graph says it has no waits-for graph as the inputs hold no stack" \
+    grep -q 'none \[shape=plaintext, label="no waits-for graph: no rank of the inputs has a stack' "$T/log.dot"
 
 # ---- the command line ----
 "$HANGDX" analyze --format svg "$SKIP" >/dev/null 2>"$T/err"; rc=$?
