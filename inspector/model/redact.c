@@ -107,7 +107,9 @@ static const char *query_secret(const char *s, size_t *len)
         size_t n = strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.");
         const char *v = name + n + 1;
         size_t l = strcspn(v, "&#\"' \t\n");
-        if (n && name[n] == '=' && l && strncmp(v, "<redacted>", 10) && secret_identifier(name, n)) {
+        /* "sig": an Azure shared access signature's */
+        int secret = secret_identifier(name, n) || (n == 3 && !strncasecmp(name, "sig", 3));
+        if (n && name[n] == '=' && l && strncmp(v, "<redacted>", 10) && secret) {
             *len = l;
             return v;
         }
@@ -115,11 +117,16 @@ static const char *query_secret(const char *s, size_t *len)
     return NULL;
 }
 
+/* A bare "Bearer X" is taken for credentials from this length on: tokens are long (a JWT, hf_
+ * and ghp_ tokens: 37 bytes and more), prose is not ("Bearer tokens"). */
+#define BEARER_MIN 16
+
 /* Where the credentials of an HTTP authorization at or after s start, their length in *len;
  * NULL when s holds none. They are what follows "Authorization:" and its scheme ("Authorization:
  * Basic BASE64", "authorization: token X", as in a curl -H argument), or "Bearer TOKEN" anywhere
- * (a headers dict's value) when TOKEN is worth hiding by its length (MIN_SECRET); the word is
- * matched in any case, the credentials are a token68 (RFC 7235: letters, digits, "-._~+/="). */
+ * (a headers dict's value) when TOKEN has BEARER_MIN bytes or more, or the value of a "Cookie:"
+ * header (to a quote or the end); the words are matched in any case, the credentials are a
+ * token68 (RFC 7235: letters, digits, "-._~+/="). */
 static const char *auth_credentials(const char *s, size_t *len)
 {
     static const char token68[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=";
@@ -127,7 +134,7 @@ static const char *auth_credentials(const char *s, size_t *len)
         if (c > s && isalnum((unsigned char)c[-1]))
             continue;
         const char *v = NULL;
-        size_t min = 1;
+        size_t min = 1, l = 0;
         if (!strncasecmp(c, "authorization:", 14)) {
             v = c + 14 + strspn(c + 14, " \t");
             size_t scheme = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz");
@@ -135,9 +142,13 @@ static const char *auth_credentials(const char *s, size_t *len)
                 v += scheme + strspn(v + scheme, " ");
         } else if (!strncasecmp(c, "bearer ", 7)) {
             v = c + 7;
-            min = MIN_SECRET;
+            min = BEARER_MIN;
+        } else if (!strncasecmp(c, "cookie:", 7)) {
+            v = c + 7 + strspn(c + 7, " \t");
+            l = strncmp(v, "<redacted>", 10) ? strcspn(v, "\"'\n") : 0;
         }
-        size_t l = v ? strspn(v, token68) : 0;
+        if (v && !l)
+            l = strspn(v, token68);
         if (l >= min) {
             *len = l;
             return v;
@@ -288,7 +299,9 @@ static int option_secrets(hdx_process *p, struct secret **sec, size_t *n, int *c
         if (a[0] != '-' && !(eq && len && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == len &&
                              !isdigit((unsigned char)a[0])))
             continue;
-        if (!len || !(secret_identifier(name, len) || !strcmp(a, "-p")))
+        /* an option's name is an identifier: "-H 'authorization: token X'" as one word is none */
+        if (!len || (a[0] == '-' && strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != len) ||
+            !(secret_identifier(name, len) || !strcmp(a, "-p")))
             continue;
         size_t at = eq ? i : i + 1;
         const char *value = eq ? eq + 1 : at < p->n_cmdline ? p->cmdline[at] : NULL;

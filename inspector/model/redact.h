@@ -15,9 +15,11 @@
  * - a URL's userinfo: "scheme://USERINFO@host..." becomes "scheme://<redacted>@host..." (the
  *   user too: a token is often the user name alone, as in https://TOKEN@github.com);
  * - the value of a query parameter whose name says it is a secret (TOKEN, KEY, SIGNATURE, ...,
- *   as for variables): "?token=<redacted>&x=1", "&X-Amz-Signature=<redacted>";
+ *   as for variables, and "sig", an Azure shared access signature's): "?token=<redacted>&x=1",
+ *   "&X-Amz-Signature=<redacted>", "&sig=<redacted>";
  * - HTTP authorization credentials (RFC 7235): what follows "Authorization:" and its scheme,
- *   and "Bearer TOKEN" anywhere when TOKEN has 6 bytes or more: "Bearer <redacted>".
+ *   "Bearer TOKEN" anywhere when TOKEN has 16 bytes or more ("Bearer <redacted>"; prose such
+ *   as "Bearer tokens" stays), and the value of a "Cookie:" header, to a quote or the end.
  * Returns a heap copy the caller frees, or NULL: with errno 0 when s holds none of these,
  * ENOMEM when out of memory.
  */
@@ -46,7 +48,9 @@ char *hdx_redact_credentials(const char *s);
  *    (a password to mysql, sshpass): the value, when step 1 left it and it is worth hiding
  *    by the same measure (so "-p 29500" stays), becomes "<redacted: value of
  *    --hf-token>" (or "--password=<redacted>"), and the locals that hold it
- *    are redacted as in step 1. The command line is readable for every
+ *    are redacted as in step 1. An option's name is an identifier: a
+ *    "-H 'authorization: token X'" argument is one word, left to step 4.
+ *    The command line is readable for every
  *    process, so this step always runs.
  * 3. A string local whose name says it is a secret (password, api_key, token)
  *    and whose value is worth hiding: "<redacted: its name says it is a

@@ -52,7 +52,8 @@ static void test_urls(void)
     static const char *const none[] = {"no url here", "https://host.example/a@b", "a://@host", "://user@host",
                                        "https://<redacted>@host/x", "user@host.example",
                                        "https://h/x?q=1&page=2", "basic training loop", "Bearer token",
-                                       "Bearer <redacted>", "?token=<redacted>"};
+                                       "Bearer <redacted>", "?token=<redacted>", "Bearer tokenization step",
+                                       "Cookie: <redacted>", "https://h/x?design=1&sigma=2"};
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
         char *r = hdx_redact_credentials(none[i]);
         CHECK(r == NULL && errno == 0, "%s became %s", none[i], r ? r : "(null)");
@@ -69,8 +70,10 @@ static void test_urls(void)
         {"Authorization: Bearer eyJhbGciOi.x-y", "Authorization: Bearer <redacted>"},
         {"authorization:Basic dXNlcjpwYXNz= next", "authorization:Basic <redacted> next"},
         {"Authorization: ghp_abc", "Authorization: <redacted>"},
-        {"{'Authorization': 'Bearer hf_abcdefghijkl'}", "{'Authorization': 'Bearer <redacted>'}"},
-        {"https://u:p@h/x?api_key=k1 and Bearer tokentoken", "https://<redacted>@h/x?api_key=<redacted> and Bearer <redacted>"},
+        {"{'Authorization': 'Bearer hf_abcdefghijklmnop'}", "{'Authorization': 'Bearer <redacted>'}"},
+        {"https://u:p@h/x?api_key=k1 and Bearer tokentokentokentoken", "https://<redacted>@h/x?api_key=<redacted> and Bearer <redacted>"},
+        {"https://a.blob.core.windows.net/c/b?sv=2022&sp=r&sig=AbCd1234%3D", "https://a.blob.core.windows.net/c/b?sv=2022&sp=r&sig=<redacted>"},
+        {"curl -H 'Cookie: session=abc123; id=7' https://h", "curl -H 'Cookie: <redacted>' https://h"},
     };
     for (size_t i = 0; i < sizeof in_out / sizeof in_out[0]; i++) {
         char *r = hdx_redact_credentials(in_out[i][0]);
