@@ -105,11 +105,13 @@ static const char *query_secret(const char *s, size_t *len)
     for (const char *q = strpbrk(s, "?&"); q; q = strpbrk(q + 1, "?&")) {
         const char *name = q + 1;
         size_t n = strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.");
+        if (!n || name[n] != '=')
+            continue;
         const char *v = name + n + 1;
         size_t l = strcspn(v, "&#\"' \t\n");
         /* "sig": an Azure shared access signature's */
         int secret = secret_identifier(name, n) || (n == 3 && !strncasecmp(name, "sig", 3));
-        if (n && name[n] == '=' && l && strncmp(v, "<redacted>", 10) && secret) {
+        if (l && strncmp(v, "<redacted>", 10) && secret) {
             *len = l;
             return v;
         }

@@ -53,7 +53,7 @@ static void test_urls(void)
                                        "https://<redacted>@host/x", "user@host.example",
                                        "https://h/x?q=1&page=2", "basic training loop", "Bearer token",
                                        "Bearer <redacted>", "?token=<redacted>", "Bearer tokenization step",
-                                       "Cookie: <redacted>", "https://h/x?design=1&sigma=2"};
+                                       "Cookie: <redacted>", "https://h/x?design=1&sigma=2", "https://h/x?", "a&token"};
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
         char *r = hdx_redact_credentials(none[i]);
         CHECK(r == NULL && errno == 0, "%s became %s", none[i], r ? r : "(null)");
