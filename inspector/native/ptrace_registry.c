@@ -1,6 +1,7 @@
 #include "native/ptrace_registry.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,27 @@ static int stop_signal_of(int status)
     return sig;
 }
 
+/*
+ * wait_tid, and a stop's signal remembered in tid's slot, with every signal to hangdx held
+ * off in between: a handler that let go of the thread (hdx_ptrace_detach_all) after the
+ * stop was collected but before its signal was remembered detached with none, and the
+ * target lost that signal.
+ */
+static pid_t collect(int tid, int *status)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pid_t r = wait_tid(tid, status);
+    int saved = errno;
+    struct slot *s = r == tid && WIFSTOPPED(*status) ? find(tid) : NULL;
+    if (s)
+        STORE(s->sig, stop_signal_of(*status));
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+    return r;
+}
+
 int hdx_ptrace_tracer_of(int pid, int tid)
 {
     char path[64];
@@ -154,16 +176,13 @@ int hdx_ptrace_wait_stop(int tid, int timeout_ms, int *status)
     int64_t start = hdx_mono_ns(), deadline = start + (int64_t)timeout_ms * 1000000;
     for (;;) {
         int st = 0;
-        pid_t r = wait_tid(tid, &st);
+        pid_t r = collect(tid, &st);
         if (r == tid) {
             if (WIFEXITED(st) || WIFSIGNALED(st)) {
                 forget(tid);
                 return -ESRCH;
             }
             if (WIFSTOPPED(st)) {
-                struct slot *s = find(tid);
-                if (s)
-                    STORE(s->sig, stop_signal_of(st));
                 if (status)
                     *status = st;
                 return 1;
@@ -217,13 +236,11 @@ int hdx_ptrace_release(int tid, int timeout_ms)
         return 0;
     /* A stop nobody has collected yet carries its own signal. */
     int st;
-    pid_t r = wait_tid(tid, &st);
+    pid_t r = collect(tid, &st);
     if (r == tid && !WIFSTOPPED(st)) {
         forget(tid); /* exited */
         return 0;
     }
-    if (r == tid)
-        STORE(s->sig, stop_signal_of(st));
     /* Stopped: detach at once. */
     if (raw_ptrace(PTRACE_DETACH, tid, 0, LOAD(s->sig)) == 0) {
         forget(tid);
