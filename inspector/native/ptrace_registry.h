@@ -26,7 +26,9 @@ int hdx_ptrace_seize(int pid, int tid, unsigned long options, int *tracer);
  * WNOHANG polled with short sleeps). Returns 1 stopped (*status filled; a
  * signal-delivery-stop's signal is remembered and handed back by the next
  * resume or detach), 0 not stopped in time, -ESRCH when it exited (it is
- * forgotten then).
+ * forgotten then). Signals to hangdx are held off from the collection of a
+ * stop until its signal is remembered, so that hdx_ptrace_detach_all in a
+ * handler hands it back too.
  */
 int hdx_ptrace_wait_stop(int tid, int timeout_ms, int *status);
 
