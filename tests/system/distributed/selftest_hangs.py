@@ -110,7 +110,9 @@ def check_waits(c, jobs, when):
             good = [s for s in mine if s[0] == "S" and s[1] in EXPECT_SYSCALL[kind]]
             if kind == "store":
                 need, what = 1, ", and runnable in the others"
-                runnable = all(s in good or s[0] == "R" for s in mine)
+                # runnable: its state R, or its syscall file "running" (the state, read just
+                # before, may still say S)
+                runnable = all(s in good or s[0] == "R" or s[2] == "running" for s in mine)
             else:
                 need, what = len(mine) - 1 if kind == "sleep" else len(mine), ""
                 runnable = True
