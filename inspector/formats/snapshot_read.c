@@ -925,6 +925,8 @@ static int read_process(rd *r, const cJSON *o, const char *host, hdx_evidence *e
     p->python = get_str(r, o, "python");
     const cJSON *threads = container(r, o, "threads", 0);
     size_t i = 0;
+    if (threads && !r->rc && hdx_process_reserve_threads(p, (size_t)cJSON_GetArraySize(threads)) < 0)
+        return fail(r, -ENOMEM, "out of memory");
     if (threads && !r->rc) {
         cJSON_ArrayForEach(c, threads)
         {

@@ -205,7 +205,7 @@ hdx_process *hdx_evidence_add_process(hdx_evidence *ev)
 
 hdx_thread *hdx_process_add_thread(hdx_process *p)
 {
-    hdx_thread *t = hdx_append((void **)&p->threads, &p->n_threads, sizeof *t);
+    hdx_thread *t = hdx_grow((void **)&p->threads, &p->n_threads, &p->cap_threads, sizeof *t);
     if (t) {
         t->tid = HDX_UNKNOWN;
         t->syscall = HDX_SYSCALL_UNKNOWN;
@@ -214,6 +214,18 @@ hdx_thread *hdx_process_add_thread(hdx_process *p)
         t->wait_seq = HDX_UNKNOWN;
     }
     return t;
+}
+
+int hdx_process_reserve_threads(hdx_process *p, size_t n)
+{
+    if (n <= p->cap_threads)
+        return 0;
+    hdx_thread *t = n <= SIZE_MAX / sizeof *t ? realloc(p->threads, n * sizeof *t) : NULL;
+    if (!t)
+        return -ENOMEM;
+    p->threads = t;
+    p->cap_threads = n;
+    return 0;
 }
 
 hdx_frame *hdx_thread_add_frame(hdx_thread *t)

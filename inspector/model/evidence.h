@@ -140,6 +140,7 @@ typedef struct hdx_process {
                               with --all too, its job is the one judged */
     hdx_thread *threads;
     size_t n_threads;
+    size_t cap_threads;    /* threads' slots allocated (hdx_process_add_thread, hdx_process_reserve_threads) */
 } hdx_process;
 
 enum hdx_lock_kind { HDX_LOCK_BATON = 0, HDX_LOCK_FLOCK, HDX_LOCK_POSIX, HDX_LOCK_OFD };
@@ -391,6 +392,10 @@ void hdx_evidence_free(hdx_evidence *ev);
  */
 hdx_process *hdx_evidence_add_process(hdx_evidence *ev);
 hdx_thread *hdx_process_add_thread(hdx_process *p);
+/* Room for n threads in all, so that as many hdx_process_add_thread calls allocate nothing
+ * more (a loader that knows the count: 131 072 ranks' threads took 16 slots for 10, 60 % of the
+ * heap: BENCHMARKS.md "Analyze of 8192, 32 768 and 131 072 ranks"). 0, or -ENOMEM (p as it was). */
+int hdx_process_reserve_threads(hdx_process *p, size_t n);
 hdx_frame *hdx_thread_add_frame(hdx_thread *t);
 hdx_lock *hdx_evidence_add_lock(hdx_evidence *ev);
 hdx_waiter *hdx_lock_add_waiter(hdx_lock *l);

@@ -808,8 +808,9 @@ static void test_model_unchanged(void)
         /* hdx_evidence: 88 + the job-log facts and rank summaries (32), which snapshots do not
          * carry: logs are an input of analyze, read again each time (evidence.h); + the private
          * index of the groups' names (8), made again as groups are read. hdx_thread: 208 +
-         * shared_frames (8 with its padding), how the reader holds a class's frames. */
-        {"hdx_evidence", sizeof(hdx_evidence), 160}, {"hdx_process", sizeof(hdx_process), 208},
+         * shared_frames (8 with its padding), how the reader holds a class's frames.
+         * hdx_process: 208 + cap_threads (8), the threads' slots allocated. */
+        {"hdx_evidence", sizeof(hdx_evidence), 160}, {"hdx_process", sizeof(hdx_process), 216},
         {"hdx_thread", sizeof(hdx_thread), 216},     {"hdx_frame", sizeof(hdx_frame), 72},
         {"hdx_local", sizeof(hdx_local), 56},        {"hdx_lock", sizeof(hdx_lock), 264},
         {"hdx_lock_facts", sizeof(hdx_lock_facts), 112},
