@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "formats/frames.h"
-#include "formats/json_arena.h"
+#include "model/json_arena.h"
 #include "model/util.h"
 
 /* One document of text (len bytes; NULL: the file at d->name) into d, with share. 0 or -ENOMEM. */

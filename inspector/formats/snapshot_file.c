@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "formats/json_arena.h"
+#include "model/json_arena.h"
 #include "model/jsonout.h"
 #include "model/outfile.h"
 #include "model/util.h"

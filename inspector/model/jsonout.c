@@ -263,7 +263,7 @@ char *hdx_json_print(const cJSON *j, int formatted)
             bad++;
     if (!bad)
         return s;
-    char *out = malloc(len + bad * 5 + 1), *w = out;
+    char *out = cJSON_malloc(len + bad * 5 + 1), *w = out; /* as cJSON's own text: see jsonout.h */
     for (const char *q = s; out && *q;) {
         int n = hdx_utf8_next(q, &cp);
         if (n) {
@@ -276,6 +276,6 @@ char *hdx_json_print(const cJSON *j, int formatted)
     }
     if (out)
         *w = 0;
-    free(s);
+    cJSON_free(s);
     return out;
 }

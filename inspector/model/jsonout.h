@@ -46,8 +46,10 @@ struct cJSON *hdx_json_ranges(int *vals, size_t n);
  * thread name in another encoding) is written as \u00XX (the byte read as Latin-1). An
  * integral number within ±2^53 is written as its digits (jsonout.c, ints_as_raw: cJSON would
  * print it through "%1.15g" and check it with sscanf); j is changed for the print and is as it
- * was when this returns, so no other thread may read j meanwhile. Heap string (free), or NULL
- * on ENOMEM.
+ * was when this returns, so no other thread may read j meanwhile. A string allocated as
+ * cJSON allocates (cJSON_malloc), or NULL on ENOMEM: release it with cJSON_free, or with free
+ * where no arena of model/json_arena.h is active (then cJSON_malloc is malloc); text printed
+ * inside an arena goes with it.
  */
 char *hdx_json_print(const struct cJSON *j, int formatted);
 

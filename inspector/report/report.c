@@ -10,6 +10,7 @@
 #include "hangdx/fnv.h"
 #include "hangdx/report.h"
 #include "classify/groups.h"
+#include "model/json_arena.h"
 #include "model/jsonout.h"
 #include "model/outfile.h"
 #include "model/syscalls.h"
@@ -559,6 +560,17 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
     for (size_t i = 0; !rc && i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
         const hdx_thread *key = hdx_key_thread(p);
+        /* A row's tree and text in this thread's arena (model/json_arena.h): 131 072 ranks'
+         * rows are ~40 M cJSON items, a malloc and a free each. What outlives the row is made
+         * before it: the stack classes of its threads, and the rows' keys (the first row's). */
+        int arena = 0;
+        if (!full) {
+            for (size_t j = 0; j < p->n_threads; j++)
+                if (hdx_stack_table_class(st, &p->threads[j], p->rank, 0) < 0)
+                    rc = -ENOMEM;
+            arena = !rc && cJSON_GetArraySize(pkeys) && (!p->n_threads || cJSON_GetArraySize(tkeys)) &&
+                    hdx_json_arena_begin();
+        }
         cJSON *o = with_part(ev, p, full ? hdx_snapshot_process_json_printed(p, cache)
                                          : hdx_stack_table_process_json(st, p));
         /* full: the key threads' classes only, counted here; else the class its thread object
@@ -567,7 +579,6 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
         if (!full && o)
             o = hdx_process_row(o, pkeys, tkeys);
         char *ps = o ? hdx_json_print(o, full) : NULL;
-        cJSON_Delete(o);
         const hdx_wf_rank *node = p->is_rank_process && v->graph ? hdx_waitsfor_rank(v->graph, p->rank) : NULL;
         if (node && node->p != p)
             node = NULL;
@@ -576,7 +587,12 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
         else if (full ? (i && fputs(", ", f) < 0) || put_indented(f, ps) < 0
                       : fputs(i ? ",\n\t\t" : "\n\t\t", f) < 0 || fputs(ps, f) < 0)
             rc = -EIO;
-        free(ps);
+        if (arena) {
+            hdx_json_arena_end(); /* o and ps with it */
+        } else {
+            cJSON_Delete(o);
+            cJSON_free(ps);
+        }
         cJSON_AddItemToArray(pid, hdx_json_int(p->pid));
         cJSON_AddItemToArray(host, hdx_json_int(host_ix[i]));
         cJSON_AddItemToArray(rank, hdx_json_int(p->rank));
@@ -599,6 +615,7 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
     hdx_frame_text_cache_free(cache);
     hdx_stack_table_free(st);
     free(host_ix);
+    hdx_json_arena_release();
     return rc;
 }
 
