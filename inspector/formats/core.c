@@ -849,14 +849,9 @@ static int baton_locks(hdx_process *p, hdx_evidence *ev)
 
 /* ---------------------------------------------------------------- load */
 
-int hdx_core_sniff(const char *path)
+int hdx_core_sniff(const void *head, size_t n)
 {
-    unsigned char h[sizeof(Elf64_Ehdr)];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, h, sizeof h);
-    close(fd);
+    const unsigned char *h = head;
     if (n < 4 || memcmp(h, ELFMAG, SELFMAG) != 0)
         return 0;
     if (n < EI_NIDENT + 2)

@@ -21,11 +21,11 @@
 #include "model/evidence.h"
 
 /*
- * What the file at path is, from its first 64 bytes: 1 an ELF core (ELF
- * magic and e_type ET_CORE), 2 another ELF file (or one too short to tell:
- * hdx_core_load() then says what it is instead), 0 not ELF or unreadable.
+ * What a file is, from its first n bytes (head; the first 64 are enough): 1 an ELF core (ELF
+ * magic and e_type ET_CORE), 2 another ELF file (or one too short to tell: hdx_core_load()
+ * then says what it is instead), 0 not ELF.
  */
-int hdx_core_sniff(const char *path);
+int hdx_core_sniff(const void *head, size_t n);
 
 /*
  * Load the ELF core at path into ev as one hdx_process, appended:

@@ -102,10 +102,10 @@ int hdx_foreign_load_log(const char *path, int log_rank, hdx_evidence *ev, char 
  * when unreadable. */
 enum hdx_foreign_format hdx_foreign_sniff_file(const char *path);
 
-/* 1 when the regular file at path looks like a Flight Recorder dump from its first 64 KiB (a
- * pickle of protocol 2 to 5, or a JSON object with pg_config or entries of profiling names and
- * no "schema"), else 0: cheap, for telling its JSON form from a snapshot before the snapshot
- * sniffer claims every JSON object. */
-int hdx_foreign_flight_recorder_sniff_file(const char *path);
+/* 1 when a file looks like a Flight Recorder dump from its first len bytes (text; 64 KiB are
+ * enough): a pickle of protocol 2 to 5, or a JSON object with pg_config or entries of
+ * profiling names and no "schema"; else 0. Cheap, for telling its JSON form from a snapshot
+ * before the snapshot sniffer claims every JSON object. */
+int hdx_foreign_flight_recorder_sniff(const char *text, size_t len);
 
 #endif

@@ -124,18 +124,9 @@ void hdx_frames_clear(hdx_frames *fr)
     hdx_index_free(&fr->by_id);
 }
 
-int hdx_frames_sniff(const char *path)
+int hdx_frames_sniff(const char *head, size_t n)
 {
-    size_t len = 0;
-    char *head = NULL;
-    FILE *f = fopen(path, "rb");
-    if (f && (head = malloc(65536)))
-        len = fread(head, 1, 65536, f);
-    int yes = head && memmem(head, len, HDX_FRAMES_TAG " ", sizeof HDX_FRAMES_TAG " " - 1) != NULL;
-    free(head);
-    if (f)
-        fclose(f);
-    return yes;
+    return memmem(head, n < 65536 ? n : 65536, HDX_FRAMES_TAG " ", sizeof HDX_FRAMES_TAG " " - 1) != NULL;
 }
 
 int hdx_frames_read_file(const char *path, size_t max, hdx_frames *fr, char **err)

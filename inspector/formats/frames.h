@@ -59,11 +59,11 @@ int hdx_frames_feed(hdx_frames *fr, const char *line, size_t len);
 void hdx_frames_clear(hdx_frames *fr);
 
 /*
- * Does the file at path hold frames (a line with HDX_FRAMES_TAG among its
- * first 64 KiB), such as the saved output of `pdsh ... hangdx snapshot --all
- * --frames`? 1 or 0; never fails.
+ * Does a file hold frames, such as the saved output of `pdsh ... hangdx snapshot --all
+ * --frames`, from its first n bytes (head; 64 KiB are looked at): a line with HDX_FRAMES_TAG
+ * among them? 1 or 0.
  */
-int hdx_frames_sniff(const char *path);
+int hdx_frames_sniff(const char *head, size_t n);
 
 /*
  * Feed every line of the file at path (at most max bytes) to fr. 0, or a

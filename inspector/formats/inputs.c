@@ -76,7 +76,10 @@ struct loader {
         int rank;   /* the one rank of the log's lines, HDX_UNKNOWN */
     } *dumps;                    /* logs with a stack dump, read after every other input */
     size_t n_dumps, n_snapshots, n_logs;
+    char *head;                  /* HEAD_BYTES for the sniffers (recognise), once one is needed */
 };
+
+#define HEAD_BYTES 65536 /* what the sniffers of a file's head look at, at most */
 
 /* Is path a job log? 1, 0, or -errno with *err (the patterns could not be loaded). */
 static int sniff_log(struct loader *l, const char *path, char **err)
@@ -365,19 +368,27 @@ static int recognise(struct loader *l, const char *path, enum input_kind *kind, 
                             path, hdx_file_kind(st.st_mode), path);
         return -EINVAL;
     }
-    if (hdx_core_sniff(path)) {
+    /* The first 64 KiB, read once for the sniffers that look at a file's head: 16 384 nodes'
+     * files were opened and read four times each, 0.7 s before the first was loaded. */
+    if (!l->head && !(l->head = malloc(HEAD_BYTES))) {
+        *err = hdx_asprintf("%s: out of memory", path);
+        return -ENOMEM;
+    }
+    ssize_t got = hdx_read_head(path, l->head, HEAD_BYTES);
+    size_t n = got > 0 ? (size_t)got : 0;
+    if (hdx_core_sniff(l->head, n)) {
         *kind = INPUT_CORE;
         return 0;
     }
-    if (hdx_foreign_flight_recorder_sniff_file(path)) {
+    if (hdx_foreign_flight_recorder_sniff(l->head, n)) {
         *kind = INPUT_FOREIGN; /* a Flight Recorder dump, whose JSON form is no snapshot (foreign.h) */
         return 0;
     }
-    if (hdx_snapshot_sniff(path) != HDX_INPUT_NOT_JSON) {
+    if (hdx_snapshot_sniff_head(l->head, n) != HDX_INPUT_NOT_JSON) {
         *kind = INPUT_SNAPSHOT; /* the loader refuses a schema it does not know, by name */
         return 0;
     }
-    if (hdx_frames_sniff(path)) {
+    if (hdx_frames_sniff(l->head, n)) {
         *kind = INPUT_FRAMES; /* snapshot --frames output of one or many nodes (slurm.h) */
         return 0;
     }
@@ -458,6 +469,7 @@ static void loader_clear(struct loader *l, hdx_evidence *ev)
     free(l->batch_at);
     free(l->batch_paths);
     free(l->batch_frames);
+    free(l->head);
     hdx_log_patterns_free(l->patterns);
     walk_clear(&l->walk);
     for (size_t i = 0; i < l->n_dumps; i++)

@@ -163,6 +163,8 @@ int hdx_snapshot_load_shared(const char *path, hdx_evidence *ev, hdx_snapshot_sh
  * or content that does not start with '{', is HDX_INPUT_NOT_JSON.
  */
 enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path);
+/* The same from a file's first n bytes (head; of which the first 4 KiB are looked at). */
+enum hdx_snapshot_kind hdx_snapshot_sniff_head(const char *head, size_t n);
 
 /* ---- the reader (snapshot_read.c) -------------------------------------------- */
 

@@ -4,25 +4,26 @@
  */
 #include "formats/snapshot.h"
 
-#include <fcntl.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "hangdx/report.h"
+#include "model/util.h"
+
+#define SNIFF_BYTES 4095
 
 enum hdx_snapshot_kind hdx_snapshot_sniff(const char *path)
 {
-    char buf[4096];
-    /* O_NONBLOCK: a FIFO among the files (a snapshot directory's) is not waited for */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0)
-        return HDX_INPUT_NOT_JSON;
-    struct stat st;
-    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
-    close(fd);
-    if (n <= 0)
-        return HDX_INPUT_NOT_JSON;
+    char head[SNIFF_BYTES];
+    ssize_t n = hdx_read_head(path, head, sizeof head); /* a FIFO among a directory's files is not waited for */
+    return n > 0 ? hdx_snapshot_sniff_head(head, (size_t)n) : HDX_INPUT_NOT_JSON;
+}
+
+enum hdx_snapshot_kind hdx_snapshot_sniff_head(const char *head, size_t n)
+{
+    char buf[SNIFF_BYTES + 1];
+    if (n > SNIFF_BYTES)
+        n = SNIFF_BYTES;
+    memcpy(buf, head, n);
     buf[n] = 0;
     const char *p = buf;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')

@@ -55,6 +55,19 @@ char *hdx_asprintf(const char *fmt, ...)
     return r < 0 ? NULL : s;
 }
 
+ssize_t hdx_read_head(const char *path, void *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    ssize_t n = fstat(fd, &st) < 0 ? -1 : !S_ISREG(st.st_mode) ? (errno = EINVAL, -1) : read(fd, buf, size);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return n;
+}
+
 const char *hdx_file_kind(unsigned mode)
 {
     switch (mode & S_IFMT) {

@@ -538,18 +538,6 @@ int hdx_foreign_load_log(const char *path, int log_rank, hdx_evidence *ev, char 
     return load_file(path, log_rank, 1, ev, err);
 }
 
-int hdx_foreign_flight_recorder_sniff_file(const char *path)
-{
-    char head[65536];
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0)
-        return 0;
-    struct stat st;
-    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, head, sizeof head) : -1;
-    close(fd);
-    return n > 0 && hdx_foreign_flight_recorder_sniff(head, (size_t)n);
-}
-
 /* The file is read a chunk at a time (its first HDX_FOREIGN_MAX_BYTES, as hdx_foreign_sniff
  * looks at), so that sniffing a job log of gigabytes takes a chunk of memory, not the log. */
 #define SNIFF_CHUNK (1u << 20)

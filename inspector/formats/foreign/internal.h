@@ -102,10 +102,9 @@ int hdx_foreign_faulthandler_line(parser *P, stream *s, const char *line); /* fa
 /* py-spy --json: the whole text (len bytes), into P->one (pyspy_json.c). */
 int hdx_foreign_pyspy_json(parser *P, const char *text, size_t len);
 
-/* Flight Recorder (flight_recorder.c): does text (len bytes) look like a dump (1, 0); read the
- * dump into ev, one rank's process and the groups of its pg_config (hdx_foreign_load_text's
- * errors, with *err). */
-int hdx_foreign_flight_recorder_sniff(const char *text, size_t len);
+/* Flight Recorder (flight_recorder.c; its sniffer, hdx_foreign_flight_recorder_sniff, is in
+ * foreign.h): read the dump into ev, one rank's process and the groups of its pg_config
+ * (hdx_foreign_load_text's errors, with *err). */
 int hdx_foreign_flight_recorder(const char *text, size_t len, const char *name, hdx_evidence *ev, char **err);
 
 /* gdb, at the finish: t's py-bt frames merged into its native stack at the eval-loop frames,
