@@ -37,9 +37,16 @@ cJSON *hdx_json_char(char c)
 
 cJSON *hdx_json_hex(uint64_t v)
 {
-    char buf[24];
-    snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)v);
-    return cJSON_CreateString(buf);
+    /* "0x%llx" by hand: a report of 131 072 ranks holds 7.9 M of them (six syscall arguments
+     * a thread), and snprintf was a tenth of its writing. */
+    char buf[19], *d = buf + sizeof buf;
+    *--d = 0;
+    do
+        *--d = "0123456789abcdef"[v & 15];
+    while (v >>= 4);
+    *--d = 'x';
+    *--d = '0';
+    return cJSON_CreateString(d);
 }
 
 cJSON *hdx_json_time(int64_t ns, int nanos)
