@@ -75,6 +75,12 @@ static void usage(FILE *f)
             "notes say which), 2 failure (an input given by name could not be read), 64 usage error.\n");
 }
 
+/* The evidence analyzed last, kept to the exit: a job's is millions of small blocks (about
+ * 5 KB a rank), and freeing them took 0.5 s of the 5.3 s that the analysis of 131 072 ranks
+ * took (BENCHMARKS.md "Analyze of 8192, 32 768 and 131 072 ranks"), for memory that the exit
+ * gives back at once. Reachable from here, it is no leak to a leak checker. */
+static hdx_evidence *analyzed;
+
 int hdx_cmd_analyze(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -160,6 +166,7 @@ out:
     free(err);
     hdx_load_result_clear(&res);
     hdx_verdict_clear(&v);
-    hdx_evidence_free(ev);
+    hdx_evidence_free(analyzed); /* the one before, in a process that analyzes twice */
+    analyzed = ev;
     return status;
 }

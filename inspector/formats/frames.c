@@ -42,6 +42,7 @@ static hdx_frames_doc *doc_of(hdx_frames *fr, const char *id, size_t idlen)
         fr->n--;
         return NULL;
     }
+    d->cap = 1;
     hdx_index_insert(&fr->by_id, h, fr->n - 1);
     return d;
 }
@@ -99,13 +100,17 @@ int hdx_frames_feed(hdx_frames *fr, const char *line, size_t len)
         return 0;
     }
     size_t add = (size_t)(end - p);
-    char *t = realloc(d->text, d->len + add + 1);
-    if (!t)
-        return -ENOMEM;
-    memcpy(t + d->len, p, add);
-    d->text = t;
+    if (d->len + add + 1 > d->cap) {
+        size_t cap = d->cap * 2 > d->len + add + 1 ? d->cap * 2 : d->len + add + 1;
+        char *t = realloc(d->text, cap);
+        if (!t)
+            return -ENOMEM;
+        d->text = t;
+        d->cap = cap;
+    }
+    memcpy(d->text + d->len, p, add);
     d->len += add;
-    t[d->len] = 0;
+    d->text[d->len] = 0;
     d->next_seq++;
     return 0;
 }

@@ -36,6 +36,7 @@ typedef struct hdx_frames_doc {
     char *id;         /* heap */
     char *text;       /* heap, NUL-terminated, len bytes */
     size_t len;
+    size_t cap;       /* bytes allocated for text: it grows by doubling, not a chunk at a time */
     size_t next_seq;  /* chunks taken so far */
     int complete;     /* its end line came and agreed with what was taken */
     int broken;       /* a chunk came out of order, or the end line disagreed */
