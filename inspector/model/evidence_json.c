@@ -210,12 +210,11 @@ static void ftab_clear(ftab *t)
     hdx_index_free(&t->fidx);
 }
 
-static long stack_class(struct hdx_stack_table *s, const hdx_thread *t, int rank, int count);
+static long stack_class_met(const struct hdx_stack_table *s, const hdx_thread *t);
 
-/* A thread of a process of rank `rank` (HDX_UNKNOWN: none). Here and in process_json the
- * keys are literals, added without a copy (cJSON_AddItemToObjectCS): a report of 8192 ranks
- * adds about 2 M of them. */
-static cJSON *thread_json(const hdx_thread *t, int rank, ftab *tab, hdx_frame_text_cache *c)
+/* A thread. Here and in process_json the keys are literals, added without a copy
+ * (cJSON_AddItemToObjectCS): a report of 8192 ranks adds about 2 M of them. */
+static cJSON *thread_json(const hdx_thread *t, ftab *tab, hdx_frame_text_cache *c)
 {
     cJSON *e = cJSON_CreateObject();
     if (!e)
@@ -248,9 +247,11 @@ static cJSON *thread_json(const hdx_thread *t, int rank, ftab *tab, hdx_frame_te
                                                                     : cJSON_CreateNull());
     cJSON_AddItemToObjectCS(e, "wait_sig", hdx_json_str(t->wait_sig));
     if (tab && tab->stacks) {
-        long k = stack_class(tab->stacks, t, rank, 1);
-        if (k < 0)
-            tab->failed = 1;
+        long k = stack_class_met(tab->stacks, t); /* counted before (hdx_stack_table_count) */
+        if (k < 0) {
+            cJSON_Delete(e);
+            return NULL;
+        }
         cJSON_AddItemToObjectCS(e, "stack", cJSON_CreateNumber((double)k));
         cJSON_AddItemToObjectCS(e, "unmerged", cJSON_CreateBool(t->unmerged != 0));
         return e;
@@ -304,8 +305,14 @@ static cJSON *process_json(const hdx_process *p, ftab *tab, hdx_frame_text_cache
     cJSON_AddItemToObjectCS(o, "python", hdx_json_str(p->python));
     cJSON *threads = cJSON_CreateArray();
     cJSON_AddItemToObjectCS(o, "threads", threads);
-    for (size_t i = 0; threads && i < p->n_threads; i++)
-        cJSON_AddItemToArray(threads, thread_json(&p->threads[i], p->rank, tab, c));
+    for (size_t i = 0; threads && i < p->n_threads; i++) {
+        cJSON *t = thread_json(&p->threads[i], tab, c);
+        if (!t) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+        cJSON_AddItemToArray(threads, t);
+    }
     return o;
 }
 
@@ -423,17 +430,24 @@ static int met_same(const hdx_thread *a, const hdx_thread *b)
 
 static long stack_class_of(hdx_stack_table *s, const hdx_thread *t);
 
+/* The class of t's stack when a thread with its frames was met, else -1. Reads s only. */
+static long stack_class_met(const hdx_stack_table *s, const hdx_thread *t)
+{
+    uint64_t h = met_hash(t);
+    size_t cur = 0, i;
+    while ((i = hdx_index_find(&s->met_idx, h, &cur)) != HDX_INDEX_NONE)
+        if (met_same(s->met[i].t, t))
+            return s->met[i].cls;
+    return -1;
+}
+
 /* The class of t's stack, added when new; count: t is one more of its threads, and rank
  * (HDX_UNKNOWN: none) among its ranks. -1 on ENOMEM. */
 static long stack_class(hdx_stack_table *s, const hdx_thread *t, int rank, int count)
 {
-    uint64_t h = met_hash(t);
-    size_t cur = 0, i;
-    long at = -1;
-    while (at < 0 && (i = hdx_index_find(&s->met_idx, h, &cur)) != HDX_INDEX_NONE)
-        if (met_same(s->met[i].t, t))
-            at = s->met[i].cls;
+    long at = stack_class_met(s, t);
     if (at < 0) {
+        uint64_t h = met_hash(t);
         struct smet *m = hdx_index_reserve(&s->met_idx, s->n_met + 1) < 0 ? NULL
                          : (at = stack_class_of(s, t)) < 0 ? NULL
                                                            : hdx_append((void **)&s->met, &s->n_met, sizeof *m);
@@ -505,16 +519,22 @@ long hdx_stack_table_class(hdx_stack_table *s, const hdx_thread *t, int rank, in
     return s && t && !s->given ? stack_class(s, t, rank, count) : -1;
 }
 
-cJSON *hdx_stack_table_process_json(hdx_stack_table *s, const hdx_process *p)
+int hdx_stack_table_count(hdx_stack_table *s, const hdx_process *p)
+{
+    if (!s || s->given)
+        return -ENOMEM;
+    for (size_t i = 0; i < p->n_threads; i++)
+        if (stack_class(s, &p->threads[i], p->rank, 1) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+cJSON *hdx_stack_table_process_json(const hdx_stack_table *s, const hdx_process *p)
 {
     if (!s || s->given)
         return NULL;
-    cJSON *o = process_json(p, &s->tab, NULL);
-    if (s->tab.failed) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
+    ftab tab = {.stacks = (hdx_stack_table *)s}; /* the threads' classes are only read */
+    return process_json(p, &tab, NULL);
 }
 
 int hdx_stack_table_take(hdx_stack_table *s, cJSON *o)
@@ -938,8 +958,10 @@ static cJSON *snapshot_json(const hdx_evidence *ev, int reduced)
     }
     cJSON *procs = cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; procs && i < ev->n_procs; i++)
-        cJSON_AddItemToArray(procs, reduced ? hdx_process_row(hdx_stack_table_process_json(st, &ev->procs[i]), pkeys, tkeys)
-                                            : process_json(&ev->procs[i], &tab, NULL));
+        cJSON_AddItemToArray(procs, !reduced ? process_json(&ev->procs[i], &tab, NULL)
+                                    : hdx_stack_table_count(st, &ev->procs[i]) < 0
+                                        ? NULL
+                                        : hdx_process_row(hdx_stack_table_process_json(st, &ev->procs[i]), pkeys, tkeys));
     cJSON *locks = cJSON_AddArrayToObject(r, "locks");
     for (size_t i = 0; locks && i < ev->n_locks; i++)
         cJSON_AddItemToArray(locks, lock_json(&ev->locks[i], NULL, ev->host, 1));

@@ -46,10 +46,14 @@ struct cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_
  *    but for their pc), added when new; with count, t is one more
  *    thread of it, and rank (HDX_UNKNOWN: a process of no rank) one of its ranks (count 0:
  *    only the index). -1 on ENOMEM.
+ *  - hdx_stack_table_count: each thread of p one more of its class (added when new), and p's
+ *    rank one of its ranks, as hdx_stack_table_class with count. 0 or -ENOMEM.
  *  - hdx_stack_table_process_json: p as hdx_snapshot_process_json writes it, each thread's
- *    "frames" and "python_frames" replaced by "stack", its class's index (the threads are
- *    counted and ranked as by hdx_stack_table_class). Caller frees with cJSON_Delete. NULL
- *    on ENOMEM.
+ *    "frames" and "python_frames" replaced by "stack", its class's index. p's threads must
+ *    have been counted (hdx_stack_table_count); s is then only read, so that threads may make
+ *    the objects of different processes at once (each with its own cJSON arena, if any:
+ *    model/json_arena.h). Caller frees with cJSON_Delete. NULL on ENOMEM, or for a thread
+ *    not counted.
  *  - hdx_stack_table_take: add "strings", "frames" and "stacks" (each class
  *    {"frames", "python_frames", "ranks": hdx_json_ranges, "threads": count}) to the object o;
  *    the table gives them up (o owns them) and takes no more threads. 0 or -ENOMEM (then o
@@ -59,7 +63,8 @@ typedef struct hdx_stack_table hdx_stack_table;
 hdx_stack_table *hdx_stack_table_new(void);
 void hdx_stack_table_free(hdx_stack_table *s);
 long hdx_stack_table_class(hdx_stack_table *s, const hdx_thread *t, int rank, int count);
-struct cJSON *hdx_stack_table_process_json(hdx_stack_table *s, const hdx_process *p);
+int hdx_stack_table_count(hdx_stack_table *s, const hdx_process *p);
+struct cJSON *hdx_stack_table_process_json(const hdx_stack_table *s, const hdx_process *p);
 
 /*
  * A process object o as hdx_stack_table_process_json makes it (a report's with its "part"

@@ -10,7 +10,6 @@
 #include "hangdx/fnv.h"
 #include "hangdx/report.h"
 #include "classify/groups.h"
-#include "model/json_arena.h"
 #include "model/jsonout.h"
 #include "model/outfile.h"
 #include "model/syscalls.h"
@@ -20,6 +19,7 @@
 #include "classify/waitsfor.h"
 #include "classify/classify.h"
 #include "report/export.h"
+#include "report/rows.h"
 #include "report/tree.h"
 #include "report/words.h"
 
@@ -99,16 +99,6 @@ static const char *const confidence_names[] = {"low", "medium", "high"};
  * prints them one by one, so that a job of thousands of ranks is never one tree). */
 /* At most this many ranks in one rank's "waits_for" (with "waits_for_count" the whole number). */
 #define MAX_WAITS_FOR_JSON 1024
-
-/* o, p's JSON, with "part": what p is to its rank ("rank", "worker", "launcher", or null
- * when it carries no rank; model/evidence.h hdx_process_part), so that a reader of the
- * report tells a rank from a wrapper that carries its RANK. */
-static cJSON *with_part(const hdx_evidence *ev, const hdx_process *p, cJSON *o)
-{
-    if (o)
-        cJSON_AddItemToObject(o, "part", hdx_json_str(hdx_process_part(ev, p)));
-    return o;
-}
 
 /* The verdict's process group as {"name", "role", "ranks"}, or null. */
 static cJSON *verdict_group_json(const hdx_evidence *ev, const hdx_verdict *v)
@@ -430,7 +420,7 @@ static cJSON *report_json(const hdx_evidence *ev, const hdx_verdict *v, int with
         cJSON_AddArrayToObject(r, "processes");
     for (size_t i = 0; with_procs && !st && i < ev->n_procs; i++)
         cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(r, "processes"),
-                             with_part(ev, &ev->procs[i], hdx_snapshot_process_json(&ev->procs[i])));
+                             hdx_report_with_part(ev, &ev->procs[i], hdx_snapshot_process_json(&ev->procs[i])));
     cJSON *notes = cJSON_AddArrayToObject(r, "notes");
     for (size_t i = 0; i < ev->n_notes; i++)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i]));
@@ -509,7 +499,7 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     /* Frames that ranks share (loaded from snapshots) are printed once: model/evidence_json.h. */
     hdx_frame_text_cache *cache = hdx_frame_text_cache_new();
     for (size_t i = 0; !rc && i < ev->n_procs; i++) {
-        cJSON *p = with_part(ev, &ev->procs[i], hdx_snapshot_process_json_printed(&ev->procs[i], cache));
+        cJSON *p = hdx_report_with_part(ev, &ev->procs[i], hdx_snapshot_process_json_printed(&ev->procs[i], cache));
         char *ps = p ? hdx_json_print(p, 1) : NULL;
         cJSON_Delete(p);
         if (!ps)
@@ -532,9 +522,9 @@ static cJSON *column(cJSON *table, const char *name)
 }
 
 /* hangdx.report/2 (docs/formats.md "Reports"): the head (verdict ... notes), then the
- * processes one by one, each a row of values whose threads name their stack's class (full:
- * an object as in /1, its threads' frames as objects), then the "ranks" table, the rows' keys
- * and the stack tables. 0 or -errno. */
+ * processes, each a row of values whose threads name their stack's class (report/rows.h; full:
+ * an object as in /1, its threads' frames as objects, one by one), then the "ranks" table, the
+ * rows' keys and the stack tables. 0 or -errno. */
 static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, int full)
 {
     hdx_stack_table *st = hdx_stack_table_new();
@@ -554,45 +544,36 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
     char *at = s ? strstr(s, PROCS_EMPTY) : NULL;
     if (!rc && (!stack || !at)) /* at: "processes" is the head's last key */
         rc = -ENOMEM;
+    /* The rows' stack classes, made and counted in the order of the processes (full: only the
+     * key threads', below). */
+    for (size_t i = 0; !rc && !full && i < ev->n_procs; i++)
+        rc = hdx_stack_table_count(st, &ev->procs[i]);
     size_t len = at ? (size_t)(at - s) + strlen(PROCS_EMPTY) - 1 : 0; /* up to and with the '[' */
     if (!rc && fwrite(s, 1, len, f) != len)
         rc = -EIO;
+    if (!rc && !full)
+        rc = hdx_report_rows_write(f, ev, st, pkeys, tkeys, 0);
+    for (size_t i = 0; !rc && full && i < ev->n_procs; i++) {
+        cJSON *o = hdx_report_with_part(ev, &ev->procs[i], hdx_snapshot_process_json_printed(&ev->procs[i], cache));
+        char *ps = o ? hdx_json_print(o, 1) : NULL;
+        if (!ps)
+            rc = -ENOMEM;
+        else if ((i && fputs(", ", f) < 0) || put_indented(f, ps) < 0)
+            rc = -EIO;
+        cJSON_Delete(o);
+        free(ps);
+    }
     for (size_t i = 0; !rc && i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
         const hdx_thread *key = hdx_key_thread(p);
-        /* A row's tree and text in this thread's arena (model/json_arena.h): 131 072 ranks'
-         * rows are ~40 M cJSON items, a malloc and a free each. What outlives the row is made
-         * before it: the stack classes of its threads, and the rows' keys (the first row's). */
-        int arena = 0;
-        if (!full) {
-            for (size_t j = 0; j < p->n_threads; j++)
-                if (hdx_stack_table_class(st, &p->threads[j], p->rank, 0) < 0)
-                    rc = -ENOMEM;
-            arena = !rc && cJSON_GetArraySize(pkeys) && (!p->n_threads || cJSON_GetArraySize(tkeys)) &&
-                    hdx_json_arena_begin();
-        }
-        cJSON *o = with_part(ev, p, full ? hdx_snapshot_process_json_printed(p, cache)
-                                         : hdx_stack_table_process_json(st, p));
-        /* full: the key threads' classes only, counted here; else the class its thread object
-         * was given (counted by hdx_stack_table_process_json). */
+        /* full: the key threads' classes only, counted here; else the class its thread was
+         * counted in above. */
         long k = key ? hdx_stack_table_class(st, key, p->rank, full) : -1;
-        if (!full && o)
-            o = hdx_process_row(o, pkeys, tkeys);
-        char *ps = o ? hdx_json_print(o, full) : NULL;
+        if (key && k < 0)
+            rc = -ENOMEM;
         const hdx_wf_rank *node = p->is_rank_process && v->graph ? hdx_waitsfor_rank(v->graph, p->rank) : NULL;
         if (node && node->p != p)
             node = NULL;
-        if (!ps || (key && k < 0))
-            rc = -ENOMEM;
-        else if (full ? (i && fputs(", ", f) < 0) || put_indented(f, ps) < 0
-                      : fputs(i ? ",\n\t\t" : "\n\t\t", f) < 0 || fputs(ps, f) < 0)
-            rc = -EIO;
-        if (arena) {
-            hdx_json_arena_end(); /* o and ps with it */
-        } else {
-            cJSON_Delete(o);
-            cJSON_free(ps);
-        }
         cJSON_AddItemToArray(pid, hdx_json_int(p->pid));
         cJSON_AddItemToArray(host, hdx_json_int(host_ix[i]));
         cJSON_AddItemToArray(rank, hdx_json_int(p->rank));
@@ -615,7 +596,6 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
     hdx_frame_text_cache_free(cache);
     hdx_stack_table_free(st);
     free(host_ix);
-    hdx_json_arena_release();
     return rc;
 }
 
