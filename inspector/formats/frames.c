@@ -100,14 +100,8 @@ int hdx_frames_feed(hdx_frames *fr, const char *line, size_t len)
         return 0;
     }
     size_t add = (size_t)(end - p);
-    if (d->len + add + 1 > d->cap) {
-        size_t cap = d->cap * 2 > d->len + add + 1 ? d->cap * 2 : d->len + add + 1;
-        char *t = realloc(d->text, cap);
-        if (!t)
-            return -ENOMEM;
-        d->text = t;
-        d->cap = cap;
-    }
+    if (hdx_reserve(&d->text, &d->cap, d->len + add + 1) < 0)
+        return -ENOMEM;
     memcpy(d->text + d->len, p, add);
     d->len += add;
     d->text[d->len] = 0;

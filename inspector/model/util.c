@@ -28,6 +28,19 @@ void *hdx_grow(void **arr, size_t *n, size_t *cap, size_t elsize)
     return e;
 }
 
+int hdx_reserve(char **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap > SIZE_MAX / 2 ? need : *cap * 2 > need ? *cap * 2 : need;
+    char *p = realloc(*buf, ncap);
+    if (!p)
+        return -ENOMEM;
+    *buf = p;
+    *cap = ncap;
+    return 0;
+}
+
 void *hdx_append(void **arr, size_t *n, size_t elsize)
 {
     /* capacity is implied: 0, 4, 8, 16, ... */

@@ -19,6 +19,10 @@
  */
 void *hdx_grow(void **arr, size_t *n, size_t *cap, size_t elsize);
 
+/* Room for need bytes in the heap buffer *buf of *cap bytes: reallocated to twice *cap, or to
+ * need when that is more, when *cap is less than need. 0, or -ENOMEM leaving it as it was. */
+int hdx_reserve(char **buf, size_t *cap, size_t need);
+
 /* Arrays that grow one element at a time without a separate capacity: the
  * capacity is the next power of two of *n. Same contract as hdx_grow(). */
 void *hdx_append(void **arr, size_t *n, size_t elsize);

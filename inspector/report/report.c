@@ -473,6 +473,24 @@ static int put_indented(FILE *f, const char *s)
     return rc;
 }
 
+/* Every process of ev as an object (/1's, with "part"; frames printed once through cache),
+ * ", " between them, each indented as an element at depth 2. 0 or -errno. */
+static int objects_write(FILE *f, const hdx_evidence *ev, hdx_frame_text_cache *cache)
+{
+    int rc = 0;
+    for (size_t i = 0; !rc && i < ev->n_procs; i++) {
+        cJSON *p = hdx_report_with_part(ev, &ev->procs[i], hdx_snapshot_process_json_printed(&ev->procs[i], cache));
+        char *ps = p ? hdx_json_print(p, 1) : NULL;
+        cJSON_Delete(p);
+        if (!ps)
+            rc = -ENOMEM;
+        else if ((i && fputs(", ", f) < 0) || put_indented(f, ps) < 0)
+            rc = -EIO;
+        free(ps);
+    }
+    return rc;
+}
+
 /* The JSON report, byte for byte cJSON_Print(hdx_report_json(ev, v)) (through hdx_json_print), printed one
  * process at a time: the whole tree of 8192 ranks' stacks took ~5 GB. 0 or -errno. */
 static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v)
@@ -498,16 +516,8 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
         rc = -EIO;
     /* Frames that ranks share (loaded from snapshots) are printed once: model/evidence_json.h. */
     hdx_frame_text_cache *cache = hdx_frame_text_cache_new();
-    for (size_t i = 0; !rc && i < ev->n_procs; i++) {
-        cJSON *p = hdx_report_with_part(ev, &ev->procs[i], hdx_snapshot_process_json_printed(&ev->procs[i], cache));
-        char *ps = p ? hdx_json_print(p, 1) : NULL;
-        cJSON_Delete(p);
-        if (!ps)
-            rc = -ENOMEM;
-        else if ((i && fputs(", ", f) < 0) || put_indented(f, ps) < 0)
-            rc = -EIO;
-        free(ps);
-    }
+    if (!rc)
+        rc = cache ? objects_write(f, ev, cache) : -ENOMEM;
     hdx_frame_text_cache_free(cache);
     if (!rc && fprintf(f, "%s\n", s + head) < 0)
         rc = -EIO;
@@ -553,16 +563,8 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
         rc = -EIO;
     if (!rc && !full)
         rc = hdx_report_rows_write(f, ev, st, pkeys, tkeys, 0);
-    for (size_t i = 0; !rc && full && i < ev->n_procs; i++) {
-        cJSON *o = hdx_report_with_part(ev, &ev->procs[i], hdx_snapshot_process_json_printed(&ev->procs[i], cache));
-        char *ps = o ? hdx_json_print(o, 1) : NULL;
-        if (!ps)
-            rc = -ENOMEM;
-        else if ((i && fputs(", ", f) < 0) || put_indented(f, ps) < 0)
-            rc = -EIO;
-        cJSON_Delete(o);
-        free(ps);
-    }
+    if (!rc && full)
+        rc = objects_write(f, ev, cache);
     for (size_t i = 0; !rc && i < ev->n_procs; i++) {
         const hdx_process *p = &ev->procs[i];
         const hdx_thread *key = hdx_key_thread(p);

@@ -14,6 +14,7 @@
 
 #include "model/json_arena.h"
 #include "model/jsonout.h"
+#include "model/util.h"
 
 #define BLOCK_ROWS 256 /* rows a thread makes at a time: ~0.7 MB of text */
 #define AHEAD 4        /* blocks each thread may make ahead of the one being written */
@@ -34,15 +35,9 @@ struct text {
 /* a then b appended to t. 0 or -ENOMEM. */
 static int text_add(struct text *t, const char *a, const char *b)
 {
-    size_t la = strlen(a), lb = strlen(b), need = t->len + la + lb + 1;
-    if (need > t->cap) {
-        size_t cap = t->cap * 2 > need ? t->cap * 2 : need;
-        char *s = realloc(t->s, cap);
-        if (!s)
-            return -ENOMEM;
-        t->s = s;
-        t->cap = cap;
-    }
+    size_t la = strlen(a), lb = strlen(b);
+    if (hdx_reserve(&t->s, &t->cap, t->len + la + lb + 1) < 0)
+        return -ENOMEM;
     memcpy(t->s + t->len, a, la);
     memcpy(t->s + t->len + la, b, lb + 1);
     t->len += la + lb;
