@@ -12,27 +12,27 @@
 
 /* Under AddressSanitizer cJSON keeps malloc, so that its checks see each node. */
 #if defined(__SANITIZE_ADDRESS__)
-#define HDX_PARSE_ARENA 0
+#define HDX_JSON_ARENA 0
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define HDX_PARSE_ARENA 0
+#define HDX_JSON_ARENA 0
 #endif
 #endif
-#ifndef HDX_PARSE_ARENA
-#define HDX_PARSE_ARENA 1
+#ifndef HDX_JSON_ARENA
+#define HDX_JSON_ARENA 1
 #endif
 
-static _Thread_local hdx_pool *parse_arena; /* set: this thread's cJSON allocations go there */
-static _Thread_local hdx_pool *thread_arena; /* this thread's, kept for its next input */
+static _Thread_local hdx_pool *active_arena; /* set: this thread's cJSON allocations go there */
+static _Thread_local hdx_pool *thread_arena; /* this thread's, kept for its next use */
 
 static void *arena_malloc(size_t n)
 {
-    return parse_arena ? hdx_pool_alloc(parse_arena, n) : malloc(n);
+    return active_arena ? hdx_pool_alloc(active_arena, n) : malloc(n);
 }
 
 static void arena_free(void *p)
 {
-    if (!parse_arena)
+    if (!active_arena)
         free(p);
 }
 
@@ -45,18 +45,18 @@ static void install_hooks(void)
 int hdx_json_arena_begin(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    if (!HDX_PARSE_ARENA || pthread_once(&once, install_hooks) != 0)
+    if (!HDX_JSON_ARENA || pthread_once(&once, install_hooks) != 0)
         return 0;
     if (!thread_arena && !(thread_arena = hdx_pool_new()))
         return 0;
-    parse_arena = thread_arena;
+    active_arena = thread_arena;
     return 1;
 }
 
 void hdx_json_arena_end(void)
 {
-    hdx_pool *a = parse_arena;
-    parse_arena = NULL;
+    hdx_pool *a = active_arena;
+    active_arena = NULL;
     hdx_pool_reset(a); /* its largest block stays for the next input */
 }
 
