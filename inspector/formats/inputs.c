@@ -375,7 +375,13 @@ static int recognise(struct loader *l, const char *path, enum input_kind *kind, 
         return -ENOMEM;
     }
     ssize_t got = hdx_read_head(path, l->head, HEAD_BYTES);
-    size_t n = got > 0 ? (size_t)got : 0;
+    if (got < 0) {
+        int e = errno;
+        *err = hdx_asprintf("%s: cannot read it: %s%s", path, strerror(e),
+                            e == EACCES ? ": run hangdx as a user who may read it, or copy it where it can" : "");
+        return -e;
+    }
+    size_t n = (size_t)got;
     if (hdx_core_sniff(l->head, n)) {
         *kind = INPUT_CORE;
         return 0;

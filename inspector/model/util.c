@@ -74,7 +74,17 @@ ssize_t hdx_read_head(const char *path, void *buf, size_t size)
     if (fd < 0)
         return -1;
     struct stat st;
-    ssize_t n = fstat(fd, &st) < 0 ? -1 : !S_ISREG(st.st_mode) ? (errno = EINVAL, -1) : read(fd, buf, size);
+    ssize_t n = fstat(fd, &st) < 0 ? -1 : !S_ISREG(st.st_mode) ? (errno = EINVAL, -1) : 0;
+    while (n >= 0 && (size_t)n < size) { /* a file system may return less than asked (FUSE, NFS) */
+        ssize_t got = read(fd, (char *)buf + n, size - (size_t)n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            n = got < 0 ? -1 : n;
+            break;
+        }
+        n += got;
+    }
     int e = errno;
     close(fd);
     errno = e;

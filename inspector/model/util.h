@@ -40,11 +40,12 @@ char *hdx_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 char *hdx_read_file(const char *path, size_t max, size_t *len);
 
-/* The first bytes of the regular file at path, at most size of them, into buf: one open and one
- * read, the open with O_NONBLOCK and O_NOCTTY so that a FIFO or a terminal given by mistake is
- * not waited for (nor read: it is no regular file). The bytes read (0 for an empty file), or -1
- * with errno set: not openable, not a regular file (EINVAL), or the read failed. What the
- * sniffers of the input formats look at (formats/inputs.c). */
+/* The first bytes of the regular file at path, size of them or all it has, into buf: one open,
+ * with O_NONBLOCK and O_NOCTTY so that a FIFO or a terminal given by mistake is not waited for
+ * (nor read: it is no regular file), and reads until size or the end (a file system may give
+ * less than asked per read). The bytes read (0 for an empty file), or -1 with errno set: not
+ * openable, not a regular file (EINVAL), or a read failed. What the sniffers of the input
+ * formats look at (formats/inputs.c). */
 ssize_t hdx_read_head(const char *path, void *buf, size_t size);
 
 /* What a file of this st_mode is, for a person: "a FIFO (named pipe)", "a socket", "a character

@@ -89,6 +89,24 @@ run fifo "$T/job.fifo"
 check "a FIFO: exit 2, not blocked (got $rc)" test $rc -eq 2
 check "  the error names it and says what to do" grep -q "job.fifo: a FIFO (named pipe), not a regular file: .*save what it carries into a file" "$T/fifo.err"
 
+# A file given by name that the user may not read: exit 2, and the error says why, not that
+# hangdx does not know the file (as an unprivileged user, where root runs the tests).
+if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+    P=$(mktemp -d /tmp/hdx-test-unread-XXXXXX)
+    chmod 755 "$P"
+    cp "$HDX_SOURCE_DIR/tests/fixtures/evidence/gloo_collective_skip.json" "$P/snap.json"
+    chmod 000 "$P/snap.json"
+    setpriv --reuid="$(id -u nobody)" --regid="$(id -g nobody)" --clear-groups \
+        timeout 50 "$HANGDX" analyze "$P/snap.json" >"$T/unread.out" 2>"$T/unread.err"
+    rc=$?
+    rm -rf "$P"
+    check "a file it may not read: exit 2 (got $rc)" test $rc -eq 2
+    check "  the error says it cannot be read, and why" \
+        grep -q "snap.json: cannot read it: Permission denied: run hangdx as a user who may read it" "$T/unread.err"
+else
+    echo "skip: an unreadable file needs root, the user nobody and setpriv"
+fi
+
 # A rank no job can have where a line or a file's name says it, not only a launcher prefix: the
 # NCCL line's own [Rank 999999999] behind a refused [rank999999999]: prefix, and a file named
 # rank999999999.log. Neither is taken as a rank (a rank is at most 16777215, as for prefixes);
