@@ -187,18 +187,17 @@ int hdx_report_rows_write(FILE *f, const hdx_evidence *ev, const hdx_stack_table
     for (; !rc && r.from < ev->n_procs && (!cJSON_GetArraySize(pkeys) || !cJSON_GetArraySize(tkeys)); r.from++)
         rc = rows_here(f, &r, r.from, r.from + 1);
     r.n_blocks = (ev->n_procs - r.from + BLOCK_ROWS - 1) / BLOCK_ROWS;
+    int here = 1; /* the rest made here: one CPU, or no thread to be had */
     if (!rc && cpus > 1 && r.n_blocks > 1 && (r.blocks = calloc(r.n_blocks, sizeof *r.blocks))) {
         rc = blocks_write(f, &r, (size_t)cpus < r.n_blocks ? (size_t)cpus : r.n_blocks);
         for (size_t i = 0; i < r.n_blocks; i++) /* those not written, after an error */
             free(r.blocks[i].text.s);
         free(r.blocks);
-        if (rc != -EAGAIN) {
-            hdx_json_arena_release();
-            return rc;
-        }
-        rc = 0; /* no thread to be had */
+        here = rc == -EAGAIN;
+        if (here)
+            rc = 0;
     }
-    if (!rc)
+    if (!rc && here)
         rc = rows_here(f, &r, r.from, ev->n_procs);
     hdx_json_arena_release(); /* this thread's, of the rows made here */
     return rc;
