@@ -35,6 +35,20 @@ cJSON *hdx_json_char(char c)
     return c ? cJSON_CreateString(s) : cJSON_CreateNull();
 }
 
+const char *hdx_json_digits(long long v, char *buf, size_t *len)
+{
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    char *d = buf + HDX_JSON_DIGITS;
+    *--d = 0;
+    do
+        *--d = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *--d = '-';
+    *len = (size_t)(buf + HDX_JSON_DIGITS - 1 - d);
+    return d;
+}
+
 cJSON *hdx_json_hex(uint64_t v)
 {
     /* "0x%llx" by hand: a report of 131 072 ranks holds 7.9 M of them (six syscall arguments
@@ -166,23 +180,76 @@ cJSON *hdx_json_frames(const hdx_frame *frames, size_t n)
 
 cJSON *hdx_json_ranges(int *vals, size_t n)
 {
-    cJSON *a = cJSON_CreateArray();
+    hdx_json_array a = {0};
     if (n)
         qsort(vals, n, sizeof *vals, hdx_cmp_int);
-    for (size_t i = 0; a && i < n;) {
+    for (size_t i = 0; i < n;) {
         size_t j = i;
         while (j + 1 < n && vals[j + 1] - vals[j] <= 1) /* repeats and neighbours join the range */
             j++;
-        const int pair[2] = {vals[i], vals[j]};
-        cJSON *r = cJSON_CreateIntArray(pair, 2);
-        if (!r) {
-            cJSON_Delete(a);
-            return NULL;
-        }
-        cJSON_AddItemToArray(a, r);
+        char lo[HDX_JSON_DIGITS], hi[HDX_JSON_DIGITS], pair[2 * HDX_JSON_DIGITS + 4];
+        size_t nl, nh;
+        const char *l = hdx_json_digits(vals[i], lo, &nl), *h = hdx_json_digits(vals[j], hi, &nh);
+        pair[0] = '[';
+        memcpy(pair + 1, l, nl);
+        memcpy(pair + 1 + nl, ", ", 2);
+        memcpy(pair + 3 + nl, h, nh);
+        pair[3 + nl + nh] = ']';
+        hdx_json_array_add(&a, pair, nl + nh + 4);
         i = j + 1;
     }
-    return a;
+    return hdx_json_array_end(&a);
+}
+
+void hdx_json_array_add(hdx_json_array *a, const char *text, size_t n)
+{
+    if (a->failed || (a->failed = hdx_reserve(&a->text, &a->cap, a->len + n + 3) < 0))
+        return;
+    if (a->len) {
+        a->text[a->len++] = ',';
+        a->text[a->len++] = ' ';
+    } else {
+        a->text[a->len++] = '[';
+    }
+    memcpy(a->text + a->len, text, n);
+    a->len += n;
+}
+
+void hdx_json_array_int(hdx_json_array *a, long long v)
+{
+    char buf[HDX_JSON_DIGITS];
+    size_t n = 4;
+    const char *d = v == HDX_UNKNOWN ? "null" : hdx_json_digits(v, buf, &n);
+    hdx_json_array_add(a, d, n);
+}
+
+void hdx_json_array_str(hdx_json_array *a, const char *s)
+{
+    if (s && !a->failed && (!a->last || strcmp(s, a->last))) {
+        cJSON *j = cJSON_CreateString(s);
+        free(a->last);
+        cJSON_free(a->last_text);
+        a->last_text = j ? hdx_json_print(j, 0) : NULL;
+        a->last = a->last_text ? strdup(s) : NULL;
+        cJSON_Delete(j);
+        a->failed = !a->last;
+    }
+    if (!a->failed)
+        hdx_json_array_add(a, s ? a->last_text : "null", s ? strlen(a->last_text) : 4);
+}
+
+cJSON *hdx_json_array_end(hdx_json_array *a)
+{
+    cJSON *raw = NULL;
+    if (!a->failed && hdx_reserve(&a->text, &a->cap, a->len + 3) == 0) {
+        memcpy(a->text + a->len, a->len ? "]" : "[]", a->len ? 2 : 3);
+        raw = cJSON_CreateRaw(a->text);
+    }
+    free(a->text);
+    free(a->last);
+    cJSON_free(a->last_text);
+    memset(a, 0, sizeof *a);
+    return raw;
 }
 
 /*
@@ -195,10 +262,8 @@ cJSON *hdx_json_ranges(int *vals, size_t n)
 struct raw_ints {
     cJSON **items; /* the integers found */
     size_t n;
-    char *digits;  /* RAW_DIGITS bytes for each: the text of those made raw */
+    char *digits;  /* HDX_JSON_DIGITS bytes for each: the text of those made raw */
 };
-
-#define RAW_DIGITS 24 /* "-9007199254740992" and its NUL, with room */
 
 /* The integers within ±2^53 of j, its siblings after it and their children into r->items.
  * 0, or -ENOMEM (those found so far stay in r). */
@@ -225,20 +290,14 @@ static int ints_as_raw(struct raw_ints *r)
 {
     if (!r->n)
         return 0;
-    if (r->n > SIZE_MAX / RAW_DIGITS || !(r->digits = malloc(r->n * RAW_DIGITS)))
+    if (r->n > SIZE_MAX / HDX_JSON_DIGITS || !(r->digits = malloc(r->n * HDX_JSON_DIGITS)))
         return -ENOMEM;
     for (size_t i = 0; i < r->n; i++) {
         cJSON *j = r->items[i];
-        char digits[RAW_DIGITS], *d = digits + sizeof digits;
-        long long v = (long long)j->valuedouble;
-        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-        *--d = 0;
-        do
-            *--d = (char)('0' + u % 10);
-        while (u /= 10);
-        if (v < 0)
-            *--d = '-';
-        j->valuestring = memcpy(r->digits + i * RAW_DIGITS, d, (size_t)(digits + sizeof digits - d));
+        char buf[HDX_JSON_DIGITS];
+        size_t n;
+        const char *d = hdx_json_digits((long long)j->valuedouble, buf, &n);
+        j->valuestring = memcpy(r->digits + i * HDX_JSON_DIGITS, d, n + 1);
         j->type = (j->type & ~0xff) | cJSON_Raw;
     }
     return 0;

@@ -525,12 +525,6 @@ static int report_json_write(FILE *f, const hdx_evidence *ev, const hdx_verdict 
     return rc;
 }
 
-/* One column of the "ranks" table. */
-static cJSON *column(cJSON *table, const char *name)
-{
-    return cJSON_AddArrayToObject(table, name);
-}
-
 /* hangdx.report/2 (docs/formats.md "Reports"): the head (verdict ... notes), then the
  * processes, each a row of values whose threads name their stack's class (report/rows.h; full:
  * an object as in /1, its threads' frames as objects, one by one), then the "ranks" table, the
@@ -544,15 +538,15 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
     hdx_frame_text_cache *cache = full ? hdx_frame_text_cache_new() : NULL;
     int rc = s && tail && (!full || cache) ? 0 : -ENOMEM;
     cJSON *ranks = cJSON_AddObjectToObject(tail, "ranks");
-    cJSON *pid = column(ranks, "pid"), *host = column(ranks, "host"), *rank = column(ranks, "rank"),
-          *part = column(ranks, "part"), *state = column(ranks, "state"), *wait = column(ranks, "wait"),
-          *op = column(ranks, "op"), *group = column(ranks, "group"), *stack = column(ranks, "stack");
+    enum { PID, HOST, RANK, PART, STATE, WAIT, OP, GROUP, STACK, N_COLUMNS };
+    static const char *const names[N_COLUMNS] = {"pid", "host", "rank", "part", "state", "wait", "op", "group", "stack"};
+    hdx_json_array col[N_COLUMNS] = {{0}};
     cJSON *pkeys = full ? NULL : cJSON_AddArrayToObject(tail, "process_keys"),
           *tkeys = full ? NULL : cJSON_AddArrayToObject(tail, "thread_keys");
     if (!full && !tkeys)
         rc = -ENOMEM;
     char *at = s ? strstr(s, PROCS_EMPTY) : NULL;
-    if (!rc && (!stack || !at)) /* at: "processes" is the head's last key */
+    if (!rc && (!ranks || !at)) /* at: "processes" is the head's last key */
         rc = -ENOMEM;
     /* The rows' stack classes, made and counted in the order of the processes (full: only the
      * key threads', below). */
@@ -576,15 +570,23 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
         const hdx_wf_rank *node = p->is_rank_process && v->graph ? hdx_waitsfor_rank(v->graph, p->rank) : NULL;
         if (node && node->p != p)
             node = NULL;
-        cJSON_AddItemToArray(pid, hdx_json_int(p->pid));
-        cJSON_AddItemToArray(host, hdx_json_int(host_ix[i]));
-        cJSON_AddItemToArray(rank, hdx_json_int(p->rank));
-        cJSON_AddItemToArray(part, hdx_json_str(hdx_process_part(ev, p)));
-        cJSON_AddItemToArray(state, hdx_json_char(p->state));
-        cJSON_AddItemToArray(wait, hdx_json_str(key ? key->wait : NULL));
-        cJSON_AddItemToArray(op, hdx_json_str(key ? key->wait_op : NULL));
-        cJSON_AddItemToArray(group, hdx_json_str(node && node->pgroup >= 0 ? ev->pgroups[node->pgroup].name : NULL));
-        cJSON_AddItemToArray(stack, hdx_json_int(k));
+        const char state[2] = {p->state, 0};
+        hdx_json_array_int(&col[PID], p->pid);
+        hdx_json_array_int(&col[HOST], host_ix[i]);
+        hdx_json_array_int(&col[RANK], p->rank);
+        hdx_json_array_str(&col[PART], hdx_process_part(ev, p));
+        hdx_json_array_str(&col[STATE], p->state ? state : NULL);
+        hdx_json_array_str(&col[WAIT], key ? key->wait : NULL);
+        hdx_json_array_str(&col[OP], key ? key->wait_op : NULL);
+        hdx_json_array_str(&col[GROUP], node && node->pgroup >= 0 ? ev->pgroups[node->pgroup].name : NULL);
+        hdx_json_array_int(&col[STACK], k);
+    }
+    for (int c = 0; c < N_COLUMNS; c++) {
+        cJSON *values = hdx_json_array_end(&col[c]);
+        if (!values || !cJSON_AddItemToObject(ranks, names[c], values)) {
+            cJSON_Delete(values);
+            rc = rc ? rc : -ENOMEM;
+        }
     }
     if (!rc && (hdx_stack_table_take(st, tail) < 0 || !(t = hdx_json_print(tail, 1))))
         rc = -ENOMEM;

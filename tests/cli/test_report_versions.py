@@ -128,11 +128,15 @@ def check_classes(name, one, two):
     table = two["ranks"]
     if table["pid"] != [p["pid"] for p in two["processes"]]:
         bad.append("the ranks table's pids are not the processes'")
+    nodes = two["waits_for"]["ranks"]
+    node_group = dict(zip(nodes["rank"], nodes["group"]))
     for i, p in enumerate(two["processes"]):
-        # the key thread: one whose wait the table gives, with the class the table names
-        keys = {t["stack"] for t in p["threads"] if t["wait"] == table["wait"][i]}
+        # the key thread: one whose wait and op the table gives, with the class the table names
+        keys = {t["stack"] for t in p["threads"] if (t["wait"], t["wait_op"]) == (table["wait"][i], table["op"][i])}
         if (table["stack"][i] is None) != (not p["threads"]) or (p["threads"] and table["stack"][i] not in keys):
-            bad.append(f"ranks.stack[{i}] {table['stack'][i]}: no thread of pid {p['pid']} with that wait has it")
+            bad.append(f"ranks.stack[{i}] {table['stack'][i]}: no thread of pid {p['pid']} with that wait and op has it")
+        if table["group"][i] != node_group.get(p["rank"]):
+            bad.append(f"ranks.group[{i}] {table['group'][i]} is not rank {p['rank']}'s in the waits-for graph")
         hix = table["host"][i]
         if (two["hosts"][hix] if hix is not None else None) != p["host"]:
             bad.append(f"ranks.host[{i}] {hix} does not name {p['host']}")

@@ -5,12 +5,19 @@
  *   prefix hdx_launcher_prefix (model/util.h): torch's, torchrun's and Slurm's prefixes, and
  *          lines that only look like one; hdx_runtime_stamp: a container runtime's time stamps
  *          (docker logs -t, kubectl logs --timestamps) and time stamps that are not one.
+ *   json_array  hdx_json_array and hdx_json_ranges (model/jsonout.h): the same text as
+ *          cJSON_Print (through hdx_json_print) of the same values as cJSON items, for
+ *          integers, unknowns, strings in runs and changing, strings to escape or of invalid
+ *          UTF-8, an empty array, and ranges.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "model/jsonout.h"
 #include "model/procstat.h"
 #include "model/index.h"
 #include "model/util.h"
@@ -174,6 +181,60 @@ static void test_prefix(void)
     }
 }
 
+/* The text of raw (an hdx_json_array's end) in an object, against that of the same object
+ * holding want (cJSON items) instead, both printed formatted by hdx_json_print; both freed. */
+static void same_print(const char *what, cJSON *raw, cJSON *want)
+{
+    cJSON *a = cJSON_CreateObject(), *b = cJSON_CreateObject();
+    CHECK(raw && want && a && b, "%s: out of memory", what);
+    if (!raw || !want || !a || !b)
+        return;
+    cJSON_AddItemToObject(a, "v", raw);
+    cJSON_AddItemToObject(b, "v", want);
+    char *sa = hdx_json_print(a, 1), *sb = hdx_json_print(b, 1);
+    CHECK(sa && sb && !strcmp(sa, sb), "%s: %s, cJSON's %s", what, sa ? sa : "(null)", sb ? sb : "(null)");
+    cJSON_free(sa);
+    cJSON_free(sb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
+static void test_json_array(void)
+{
+    static const long long ints[] = {0, 7, -3, HDX_UNKNOWN, 2147483647, -2147483648LL, 9007199254740992LL, 42};
+    hdx_json_array a = {0};
+    cJSON *want = cJSON_CreateArray();
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        hdx_json_array_int(&a, ints[i]);
+        cJSON_AddItemToArray(want, hdx_json_int(ints[i]));
+    }
+    same_print("integers", hdx_json_array_end(&a), want);
+    CHECK(a.text == NULL && a.last == NULL && a.len == 0, "the array's memory is not released");
+
+    /* A run of equal strings in different buffers, a change back and forth, NULL between, a
+     * string to escape and one whose bytes are no UTF-8 (\u00XX, as hdx_json_print writes). */
+    char s1[] = "S", s2[] = "S", s3[] = "R";
+    const char *strs[] = {s1, s2, s3, NULL, s1, "", "tab\there \"quoted\" back\\slash\n", "caf\xe9", "caf\xe9", NULL};
+    want = cJSON_CreateArray();
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        hdx_json_array_str(&a, strs[i]);
+        cJSON_AddItemToArray(want, hdx_json_str(strs[i]));
+    }
+    s1[0] = 'D'; /* a string changed in place after it was added is written as it was */
+    same_print("strings", hdx_json_array_end(&a), want);
+
+    want = cJSON_CreateArray();
+    same_print("an empty array", hdx_json_array_end(&a), want);
+
+    int vals[] = {9, 3, 4, 3, 5, 11, 0, -2, -1};
+    static const int pairs[][2] = {{-2, 0}, {3, 5}, {9, 9}, {11, 11}};
+    want = cJSON_CreateArray();
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        cJSON_AddItemToArray(want, cJSON_CreateIntArray(pairs[i], 2));
+    same_print("ranges", hdx_json_ranges(vals, sizeof vals / sizeof vals[0]), want);
+    same_print("no ranges", hdx_json_ranges(NULL, 0), cJSON_CreateArray());
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "";
@@ -183,8 +244,10 @@ int main(int argc, char **argv)
         test_index();
     else if (!strcmp(which, "prefix"))
         test_prefix();
+    else if (!strcmp(which, "json_array"))
+        test_json_array();
     else {
-        fprintf(stderr, "usage: test_units stat|index|prefix\n");
+        fprintf(stderr, "usage: test_units stat|index|prefix|json_array\n");
         return 2;
     }
     return failures ? 1 : 0;
