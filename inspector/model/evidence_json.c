@@ -886,12 +886,15 @@ cJSON *hdx_snapshot_lock_json(const hdx_lock *l, const hdx_lock_judgement *j)
 static cJSON *row_of(cJSON *o, cJSON *keys)
 {
     cJSON *row = cJSON_CreateArray();
-    int fill = cJSON_GetArraySize(keys) == 0;
+    int fill = !keys->child;
     const cJSON *k = keys->child;
     while (row && o->child) {
         cJSON *v = cJSON_DetachItemViaPointer(o, o->child);
-        if (fill ? !cJSON_AddItemToArray(keys, cJSON_CreateString(v->string))
-                 : !k || !v->string || strcmp(k->valuestring, v->string) != 0) {
+        /* A constant key (cJSON_AddItemToObjectCS: the writer's literals) is kept by reference,
+         * so that the next rows' keys, the same literals, compare as pointers. */
+        int literal = (v->type & cJSON_StringIsConst) != 0;
+        if (fill ? !cJSON_AddItemToArray(keys, literal ? cJSON_CreateStringReference(v->string) : cJSON_CreateString(v->string))
+                 : !k || !v->string || (k->valuestring != v->string && strcmp(k->valuestring, v->string) != 0)) {
             cJSON_Delete(v);
             cJSON_Delete(row);
             return NULL;

@@ -22,7 +22,7 @@
 cJSON *hdx_report_with_part(const hdx_evidence *ev, const hdx_process *p, cJSON *o)
 {
     if (o)
-        cJSON_AddItemToObject(o, "part", hdx_json_str(hdx_process_part(ev, p)));
+        cJSON_AddItemToObjectCS(o, "part", hdx_json_str(hdx_process_part(ev, p)));
     return o;
 }
 
