@@ -625,9 +625,8 @@ const char *hdx_process_env(const hdx_process *p, const char *name)
 int hdx_process_set_env(hdx_process *p, const char *name, const char *value)
 {
     int allowed = 0;
-    for (size_t i = 0; allowed_env[i]; i++)
-        if (strcmp(allowed_env[i], name) == 0)
-            allowed = 1;
+    for (size_t i = 0; allowed_env[i] && !allowed; i++)
+        allowed = strcmp(allowed_env[i], name) == 0;
     if (!allowed || hdx_process_env(p, name))
         return 0;
     /* A URL's credentials in an allowed value (MASTER_ADDR) would leave the host with it. */

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1175,12 +1176,47 @@ static void test_share(void)
     free(err);
 }
 
+/* Hex strings as the writer makes them ("0x1f", hdx_json_hex) read back, with upper case,
+ * leading zeros and a plain integer; what is no such string is refused by name. */
+static void test_hex(void)
+{
+    static const struct {
+        const char *arg;
+        uint64_t want;
+    } good[] = {{"\"0x0\"", 0},          {"\"0xffffffffffffffff\"", UINT64_MAX}, {"\"0X7FFE0b1f\"", 0x7ffe0b1fULL},
+                {"\"0x000000000000000000001f\"", 0x1f}, {"12", 12}};
+    static const char *const bad[] = {"\"0x\"", "\"0x1g\"", "\"0x10000000000000000\"", "\" 0x1\"", "\"0x-1\"",
+                                      "\"1f\"",  "\"0x1 \"", "\"x1\""};
+    char doc[256];
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        snprintf(doc, sizeof doc,
+                 "{\"schema\":\"hangdx.snapshot/1\",\"processes\":[{\"pid\":5,\"threads\":[{\"tid\":5,"
+                 "\"syscall_args\":[%s,0,0,0,0,0]}]}]}",
+                 good[i].arg);
+        hdx_evidence *ev = hdx_evidence_new();
+        char *err = NULL;
+        int rc = hdx_snapshot_load_text(doc, strlen(doc), "hex.json", ev, &err);
+        CHECK(rc == 0 && ev->n_procs == 1 && ev->procs[0].n_threads == 1 &&
+                  ev->procs[0].threads[0].syscall_args[0] == good[i].want,
+              "%s: rc %d (%s)", good[i].arg, rc, err ? err : "no message");
+        free(err);
+        hdx_evidence_free(ev);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(doc, sizeof doc,
+                 "{\"schema\":\"hangdx.snapshot/1\",\"processes\":[{\"threads\":[{\"syscall_args\":[0,%s,0,0,0,0]}]}]}",
+                 bad[i]);
+        expect_error(doc, -EBADMSG, "processes[0].threads[0]", "\"syscall_args\" should be a hex string");
+    }
+}
+
 int main(void)
 {
     test_model_unchanged();
     test_time();
     test_round_trip();
     test_bad_inputs();
+    test_hex();
     test_v1_to_v2();
     test_reduced();
     test_share();
