@@ -56,6 +56,11 @@ typedef struct rd {
         const cJSON *last;  /* the member found last */
         const char *absent[8]; /* keys (the callers' literals) the view's keys lack */
         size_t n_absent;
+        struct asked {      /* the keys asked for in a row, in their order, and what each found */
+            const char *key;   /* the caller's literal */
+            const cJSON *item; /* the view's member (NULL: absent) */
+        } asked[64];
+        size_t step;        /* how many members this row has asked for */
     } process_hint, thread_hint;
     hdx_local *scratch;    /* read_locals' room, reused (heap) */
     size_t scratch_size;   /* its entries */
@@ -230,10 +235,12 @@ static void leave(rd *r, size_t old)
 
 /*
  * o's member key, NULL when absent or JSON null: hdx_json_member, but in a row's view (as_object),
- * whose keys are unique and the same for every row, the search starts after the member found
- * last in that view and wraps around, and a key found absent once is not looked for again, so
- * that a row's members, read in their order, cost a compare each, not a walk from the first
- * (the walks were 10 % of analyze of 131 072 ranks).
+ * whose keys are unique and the same for every row. The rows of a document are read alike, so
+ * the member the n-th key asked for in a row found is remembered, and found again at once when
+ * the next row's n-th key is the same literal (a pointer compare). Otherwise the search starts
+ * after the member found last in that view and wraps around, and a key found absent once is not
+ * looked for again, so that a row's members, read in their order, cost a compare each, not a
+ * walk from the first (the walks were 10 % of analyze of 131 072 ranks, the compares 4 %).
  */
 static const cJSON *member(rd *r, const cJSON *o, const char *key)
 {
@@ -242,18 +249,23 @@ static const cJSON *member(rd *r, const cJSON *o, const char *key)
                                                      : NULL;
     if (!h)
         return hdx_json_member(o, key);
+    struct asked *a = h->step < sizeof h->asked / sizeof h->asked[0] ? &h->asked[h->step++] : NULL;
+    if (a && a->key == key)
+        return a->item && !cJSON_IsNull(a->item) ? a->item : NULL;
+    const cJSON *found = NULL;
     for (size_t i = 0; i < h->n_absent; i++)
         if (h->absent[i] == key)
-            return NULL;
+            goto out;
     const cJSON *start = h->last && h->last->next ? h->last->next : o->child, *c = start;
-    for (int wrapped = 0; c && (c != start || !wrapped); c = c->next ? c->next : o->child, wrapped = 1)
-        if (c->string && !strcmp(c->string, key)) {
-            h->last = c;
-            return cJSON_IsNull(c) ? NULL : c;
-        }
-    if (h->n_absent < sizeof h->absent / sizeof h->absent[0])
+    for (int wrapped = 0; !found && c && (c != start || !wrapped); c = c->next ? c->next : o->child, wrapped = 1)
+        if (c->string && !strcmp(c->string, key))
+            found = h->last = c;
+    if (!found && h->n_absent < sizeof h->absent / sizeof h->absent[0])
         h->absent[h->n_absent++] = key;
-    return NULL;
+out:
+    if (a)
+        *a = (struct asked){key, found};
+    return found && !cJSON_IsNull(found) ? found : NULL;
 }
 
 /* An array or object of at most HDX_SNAPSHOT_MAX_ITEMS entries (or NULL when absent). */
@@ -766,10 +778,12 @@ static const cJSON *row_keys(rd *r, const cJSON *root, const char *key)
  * good until the next row of those keys. Other inputs: o itself (keys NULL). NULL with r->rc
  * set on a bad row or ENOMEM.
  */
-static const cJSON *as_object(rd *r, const cJSON *keys, const cJSON *o, const char *what, cJSON **view)
+static const cJSON *as_object(rd *r, const cJSON *keys, const cJSON *o, const char *what, cJSON **view,
+                              struct view_hint *h)
 {
     if (!keys)
         return o;
+    h->step = 0; /* a new row: its keys are asked for from the first */
     if (!cJSON_IsArray(o) || cJSON_GetArraySize(o) != cJSON_GetArraySize(keys)) {
         BAD(r, "a %s should be an array of %d values", what, cJSON_GetArraySize(keys));
         return NULL;
@@ -952,7 +966,7 @@ static int read_process(rd *r, const cJSON *o, const char *host, hdx_evidence *e
         cJSON_ArrayForEach(c, threads)
         {
             size_t old = enter(r, ".threads", i++);
-            const cJSON *t = as_object(r, r->thread_keys, c, "thread", &r->thread_view);
+            const cJSON *t = as_object(r, r->thread_keys, c, "thread", &r->thread_view, &r->thread_hint);
             if (t)
                 read_thread(r, t, p);
             if (r->rc)
@@ -1379,7 +1393,7 @@ static int read_root(rd *r, const cJSON *root, hdx_evidence *ev)
     cJSON_ArrayForEach(c, procs)
     {
         size_t old = enter(r, "processes", i++);
-        const cJSON *p = r->rc ? NULL : as_object(r, r->process_keys, c, "process", &r->process_view);
+        const cJSON *p = r->rc ? NULL : as_object(r, r->process_keys, c, "process", &r->process_view, &r->process_hint);
         if (!p || read_process(r, p, host, ev))
             return r->rc;
         leave(r, old);
