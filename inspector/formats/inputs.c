@@ -67,8 +67,6 @@ struct loader {
     hdx_snapshot_batch *batch;
     int *kind_of;                /* per index of paths: what recognise() found it is, or -1 not yet */
     int *batch_at;               /* per index of paths: its file's place in the batch, or -1 */
-    const char **batch_paths;
-    unsigned char *batch_frames; /* per file of the batch: 1 a frames file */
     hdx_load_result *res;        /* the caller's: what was left out */
     struct walk walk;            /* the directory of logs recognise() walked last */
     struct log_dump {
@@ -433,19 +431,18 @@ static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int
     return r;
 }
 
-/* Recognise the regular files of paths, and start loading the snapshot and frames files among
- * them ahead (none when memory is short: each is then loaded in its turn). threads: at most
- * this many; 0, one per CPU up to 8. */
+/* Recognise the regular files of paths, and load the snapshot and frames files among them
+ * ahead, each from when it is recognised (none when memory is short: each is then loaded in
+ * its turn). threads: at most this many; 0, one per CPU up to 8. */
 static void batch_start(struct loader *l, char *const *paths, size_t n_paths, int threads)
 {
-    size_t n = 0;
     long cpus = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
     if (threads <= 0 && cpus > 8)
         cpus = 8;
     if (!n_paths || !(l->kind_of = malloc(n_paths * sizeof *l->kind_of)) ||
-        !(l->batch_at = malloc(n_paths * sizeof *l->batch_at)) ||
-        !(l->batch_paths = calloc(n_paths, sizeof *l->batch_paths)) || !(l->batch_frames = calloc(n_paths, 1)))
+        !(l->batch_at = malloc(n_paths * sizeof *l->batch_at)))
         return;
+    l->batch = hdx_snapshot_batch_new(n_paths, cpus < 1 ? 1 : (int)cpus);
     for (size_t i = 0; i < n_paths; i++) {
         struct stat st;
         enum input_kind kind;
@@ -457,14 +454,12 @@ static void batch_start(struct loader *l, char *const *paths, size_t n_paths, in
             continue;
         }
         l->kind_of[i] = (int)kind;
-        if (kind != INPUT_SNAPSHOT && kind != INPUT_FRAMES)
-            continue;
-        l->batch_at[i] = (int)n;
-        l->batch_frames[n] = kind == INPUT_FRAMES;
-        l->batch_paths[n++] = paths[i];
+        long at = kind == INPUT_SNAPSHOT || kind == INPUT_FRAMES
+                      ? hdx_snapshot_batch_add(l->batch, paths[i], kind == INPUT_FRAMES)
+                      : -1;
+        l->batch_at[i] = at < 0 ? -1 : (int)at;
     }
-    if (n >= 2) /* one file gains nothing from a thread */
-        l->batch = hdx_snapshot_batch_start(l->batch_paths, l->batch_frames, n, cpus < 1 ? 1 : (int)cpus);
+    hdx_snapshot_batch_close(l->batch);
 }
 
 /* l's memory freed, what the batch loaded ending into ev (which its evidences went into). */
@@ -473,8 +468,6 @@ static void loader_clear(struct loader *l, hdx_evidence *ev)
     hdx_snapshot_batch_free(l->batch, ev);
     free(l->kind_of);
     free(l->batch_at);
-    free(l->batch_paths);
-    free(l->batch_frames);
     free(l->head);
     hdx_log_patterns_free(l->patterns);
     walk_clear(&l->walk);

@@ -231,23 +231,28 @@ int hdx_loaded_file_load(const char *path, int frames, hdx_snapshot_share *share
 void hdx_loaded_file_clear(hdx_loaded_file *f);
 
 /*
- * Load many files at once with hdx_loaded_file_load, on up to `threads` threads (the merge
- * stays the caller's, in its order):
- *  - hdx_snapshot_batch_start: starts the threads on paths[0..n), frames[i] saying whether
- *    paths[i] is a frames file (both borrowed: they must outlive the batch). NULL with errno
- *    ENOMEM. Fewer threads than asked (none at all included) only makes take() load in the
- *    caller's thread. The caller frees the batch with hdx_snapshot_batch_free.
+ * Load many files at once with hdx_loaded_file_load, on up to `threads` threads, while the
+ * caller goes on finding which files to load (the merge stays the caller's, in its order):
+ *  - hdx_snapshot_batch_new: a batch for up to cap files, to load on up to `threads` threads
+ *    (started when the second file is added). NULL with errno ENOMEM. The caller frees it
+ *    with hdx_snapshot_batch_free.
+ *  - hdx_snapshot_batch_add: path (borrowed: it must outlive the batch), a frames file when
+ *    frames, to load next; the threads start on it at once. Its index in the batch, or
+ *    -EINVAL when b is NULL, closed or full.
+ *  - hdx_snapshot_batch_close: no more files; the threads end when the last is loaded.
  *  - hdx_snapshot_batch_take: waits for file i and moves what it gave into *out (the
- *    caller's, freed with hdx_loaded_file_clear). 0, -EINVAL when b is NULL or i >= n or
- *    file i was taken already, or -ENOMEM. Each file is taken once.
+ *    caller's, freed with hdx_loaded_file_clear). 0, -EINVAL when b is NULL or i is not a
+ *    file added or file i was taken already, or -ENOMEM. Each file is taken once. Fewer
+ *    threads than asked (none at all included) only make take() load in the caller's thread.
  *  - hdx_snapshot_batch_free: stops the threads (files not started are never loaded),
  *    frees what was not taken, and ends the threads' shares into keep
  *    (hdx_snapshot_share_end): the evidences taken borrow from them, so keep is what they
  *    were merged into (NULL: none of them is left). Accepts NULL.
  */
 typedef struct hdx_snapshot_batch hdx_snapshot_batch;
-hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, const unsigned char *frames, size_t n,
-                                             int threads);
+hdx_snapshot_batch *hdx_snapshot_batch_new(size_t cap, int threads);
+long hdx_snapshot_batch_add(hdx_snapshot_batch *b, const char *path, int frames);
+void hdx_snapshot_batch_close(hdx_snapshot_batch *b);
 int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_loaded_file *out);
 void hdx_snapshot_batch_free(hdx_snapshot_batch *b, hdx_evidence *keep);
 

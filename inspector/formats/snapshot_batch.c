@@ -73,9 +73,10 @@ void hdx_loaded_file_clear(hdx_loaded_file *f)
 }
 
 struct hdx_snapshot_batch {
-    const char *const *paths;
-    const unsigned char *frames;
-    size_t n, next;          /* next: the first file no thread has taken */
+    const char **paths;      /* borrowed: the caller's */
+    unsigned char *frames;
+    size_t n, cap, next;     /* n added of cap; next: the first file no thread has taken */
+    int closed;              /* no file is added any more */
     hdx_loaded_file *files;  /* per file: what it gave, once loaded */
     int *rcs;                /* per file: hdx_loaded_file_load's result */
     unsigned char *done;     /* 1 loaded, 2 taken */
@@ -84,6 +85,7 @@ struct hdx_snapshot_batch {
     pthread_cond_t cond;
     pthread_t *threads;
     size_t n_threads;
+    int want_threads;        /* started at the second file: one gains nothing from a thread */
     struct worker {
         struct hdx_snapshot_batch *b;
         hdx_snapshot_share *share; /* what the files this thread loads share */
@@ -111,6 +113,8 @@ static void *batch_worker(void *arg)
     hdx_snapshot_batch *b = w->b;
     for (;;) {
         pthread_mutex_lock(&b->lock);
+        while (!b->stop && !b->closed && b->next >= b->n) /* the caller is still adding */
+            pthread_cond_wait(&b->cond, &b->lock);
         size_t i = b->stop ? b->n : b->next;
         if (i < b->n)
             b->next++;
@@ -128,6 +132,8 @@ static void batch_free(hdx_snapshot_batch *b, hdx_evidence *keep)
 {
     for (size_t k = 0; b->workers && k < b->n_workers; k++)
         hdx_snapshot_share_end(b->workers[k].share, keep);
+    free(b->paths);
+    free(b->frames);
     free(b->files);
     free(b->rcs);
     free(b->done);
@@ -136,22 +142,20 @@ static void batch_free(hdx_snapshot_batch *b, hdx_evidence *keep)
     free(b);
 }
 
-hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, const unsigned char *frames, size_t n,
-                                             int threads)
+hdx_snapshot_batch *hdx_snapshot_batch_new(size_t cap, int threads)
 {
     hdx_snapshot_batch *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
-    b->paths = paths;
-    b->frames = frames;
-    b->n = n;
-    if (threads < 1)
-        threads = 1;
-    if ((size_t)threads > n)
-        threads = (int)n;
-    b->n_workers = (size_t)threads + 1;
-    int ok = (b->files = calloc(n ? n : 1, sizeof *b->files)) && (b->rcs = calloc(n ? n : 1, sizeof *b->rcs)) &&
-             (b->done = calloc(n ? n : 1, 1)) && (b->threads = calloc(threads ? (size_t)threads : 1, sizeof *b->threads)) &&
+    b->cap = cap;
+    b->want_threads = threads < 1 ? 1 : threads;
+    if ((size_t)b->want_threads > cap)
+        b->want_threads = (int)(cap ? cap : 1);
+    b->n_workers = (size_t)b->want_threads + 1;
+    size_t room = cap ? cap : 1;
+    int ok = (b->paths = calloc(room, sizeof *b->paths)) && (b->frames = calloc(room, 1)) &&
+             (b->files = calloc(room, sizeof *b->files)) && (b->rcs = calloc(room, sizeof *b->rcs)) &&
+             (b->done = calloc(room, 1)) && (b->threads = calloc((size_t)b->want_threads, sizeof *b->threads)) &&
              (b->workers = calloc(b->n_workers, sizeof *b->workers));
     for (size_t k = 0; ok && k < b->n_workers; k++)
         ok = (b->workers[k] = (struct worker){.b = b, .share = hdx_snapshot_share_new()}).share != NULL;
@@ -161,10 +165,34 @@ hdx_snapshot_batch *hdx_snapshot_batch_start(const char *const *paths, const uns
         return NULL;
     }
     pthread_cond_init(&b->cond, NULL);
-    for (int k = 0; k < threads; k++)
-        if (pthread_create(&b->threads[b->n_threads], NULL, batch_worker, &b->workers[b->n_threads]) == 0)
-            b->n_threads++;
-    return b; /* no thread at all: take() loads in the caller's */
+    return b;
+}
+
+long hdx_snapshot_batch_add(hdx_snapshot_batch *b, const char *path, int frames)
+{
+    if (!b || b->closed || b->n >= b->cap)
+        return -EINVAL;
+    pthread_mutex_lock(&b->lock);
+    size_t i = b->n++;
+    b->paths[i] = path;
+    b->frames[i] = frames != 0;
+    pthread_cond_broadcast(&b->cond);
+    pthread_mutex_unlock(&b->lock);
+    /* At the second file, the threads (no thread at all only makes take() load in the caller's). */
+    while (b->n == 2 && b->n_threads < (size_t)b->want_threads &&
+           pthread_create(&b->threads[b->n_threads], NULL, batch_worker, &b->workers[b->n_threads]) == 0)
+        b->n_threads++;
+    return (long)i;
+}
+
+void hdx_snapshot_batch_close(hdx_snapshot_batch *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&b->lock);
+    b->closed = 1;
+    pthread_cond_broadcast(&b->cond);
+    pthread_mutex_unlock(&b->lock);
 }
 
 int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_loaded_file *out)
@@ -201,6 +229,7 @@ void hdx_snapshot_batch_free(hdx_snapshot_batch *b, hdx_evidence *keep)
         return;
     pthread_mutex_lock(&b->lock);
     b->stop = 1;
+    pthread_cond_broadcast(&b->cond);
     pthread_mutex_unlock(&b->lock);
     for (size_t k = 0; k < b->n_threads; k++)
         pthread_join(b->threads[k], NULL);
