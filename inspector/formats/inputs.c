@@ -436,13 +436,10 @@ static int add_loaded(hdx_evidence *ev, const char *path, hdx_evidence *one, int
  * its turn). threads: at most this many; 0, one per CPU up to 8. */
 static void batch_start(struct loader *l, char *const *paths, size_t n_paths, int threads)
 {
-    long cpus = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads <= 0 && cpus > 8)
-        cpus = 8;
     if (!n_paths || !(l->kind_of = malloc(n_paths * sizeof *l->kind_of)) ||
         !(l->batch_at = malloc(n_paths * sizeof *l->batch_at)))
         return;
-    l->batch = hdx_snapshot_batch_new(n_paths, cpus < 1 ? 1 : (int)cpus);
+    l->batch = hdx_snapshot_batch_new(n_paths, hdx_cpus(threads));
     for (size_t i = 0; i < n_paths; i++) {
         struct stat st;
         enum input_kind kind;

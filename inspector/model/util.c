@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -462,4 +464,58 @@ const char *hdx_self_dir(void)
             strcpy(dir, slash ? "/" : ".");
     }
     return dir;
+}
+
+int hdx_cpus(int threads)
+{
+    long cpus = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads <= 0 && cpus > 8)
+        cpus = 8;
+    return cpus < 1 ? 1 : (int)cpus;
+}
+
+struct parallel {
+    size_t n, block;
+    atomic_size_t next; /* the first index no thread has taken */
+    atomic_int rc;      /* the first non-zero result */
+    int (*fn)(void *, size_t);
+    void *arg;
+};
+
+static void *parallel_worker(void *arg)
+{
+    struct parallel *p = arg;
+    for (;;) {
+        size_t from = atomic_fetch_add(&p->next, p->block);
+        if (from >= p->n || atomic_load(&p->rc))
+            break;
+        size_t to = p->n - from < p->block ? p->n : from + p->block;
+        for (size_t i = from; i < to; i++) {
+            int r = p->fn(p->arg, i);
+            int none = 0;
+            if (r) {
+                atomic_compare_exchange_strong(&p->rc, &none, r);
+                return NULL;
+            }
+        }
+    }
+    return NULL;
+}
+
+int hdx_parallel_for(size_t n, size_t block, int threads, int (*fn)(void *arg, size_t i), void *arg)
+{
+    struct parallel p = {.n = n, .block = block ? block : 1, .fn = fn, .arg = arg};
+    atomic_init(&p.next, 0);
+    atomic_init(&p.rc, 0);
+    size_t want = (size_t)hdx_cpus(threads) - 1, started = 0; /* the caller's is one */
+    if (want > n / p.block)
+        want = n / p.block;
+    pthread_t tids[8];
+    while (started < want && started < sizeof tids / sizeof tids[0] &&
+           pthread_create(&tids[started], NULL, parallel_worker, &p) == 0)
+        started++;
+    parallel_worker(&p);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    return atomic_load(&p.rc);
 }

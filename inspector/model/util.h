@@ -144,4 +144,17 @@ void hdx_put_text(FILE *f, const char *s);
 void hdx_say(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hdx_vsay(FILE *f, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+/* How many threads a step that spreads over the CPUs runs: threads when it is above 0 (a
+ * caller's or a test's choice), else one per online CPU (sysconf), at most 8. At least 1. */
+int hdx_cpus(int threads);
+
+/*
+ * fn(arg, i) for every i in [0, n), on up to hdx_cpus(threads) threads, the caller's among
+ * them: each takes the next `block` indexes in turn, so the order of the calls is not known and
+ * fn must not depend on it. When fn returns non-zero no block is started any more, and that
+ * value is returned (the first to be returned, of several); 0 when every call returned 0. No
+ * thread to be had only makes the caller's do it all.
+ */
+int hdx_parallel_for(size_t n, size_t block, int threads, int (*fn)(void *arg, size_t i), void *arg);
+
 #endif

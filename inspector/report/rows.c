@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "model/json_arena.h"
 #include "model/jsonout.h"
@@ -179,9 +178,7 @@ int hdx_report_rows_write(FILE *f, const hdx_evidence *ev, const hdx_stack_table
                           int threads)
 {
     struct rows r = {.ev = ev, .st = st, .pkeys = pkeys, .tkeys = tkeys};
-    long cpus = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads <= 0 && cpus > 8)
-        cpus = 8;
+    int cpus = hdx_cpus(threads);
     int rc = 0;
     /* The first rows here: the one that fills the keys comes before any other is made. */
     for (; !rc && r.from < ev->n_procs && (!cJSON_GetArraySize(pkeys) || !cJSON_GetArraySize(tkeys)); r.from++)

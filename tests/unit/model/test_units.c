@@ -5,6 +5,8 @@
  *   prefix hdx_launcher_prefix (model/util.h): torch's, torchrun's and Slurm's prefixes, and
  *          lines that only look like one; hdx_runtime_stamp: a container runtime's time stamps
  *          (docker logs -t, kubectl logs --timestamps) and time stamps that are not one.
+ *   parallel hdx_parallel_for (model/util.h): every index once, on one thread or several, and
+ *          the first error returned with the rest of the blocks left undone.
  *   json_array  hdx_json_array and hdx_json_ranges (model/jsonout.h): the same text as
  *          cJSON_Print (through hdx_json_print) of the same values as cJSON items, for
  *          integers, unknowns, strings in runs and changing, strings to escape or of invalid
@@ -12,6 +14,8 @@
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +185,59 @@ static void test_prefix(void)
     }
 }
 
+struct counts {
+    atomic_int *calls;  /* per index: how many times fn ran for it */
+    atomic_int others;  /* calls made in another thread than the caller's */
+    pthread_t caller;
+    size_t fail_at;     /* the index whose call fails (-EIO), or (size_t)-1 */
+};
+
+static int count_call(void *arg, size_t i)
+{
+    struct counts *c = arg;
+    atomic_fetch_add(&c->calls[i], 1);
+    if (!pthread_equal(pthread_self(), c->caller))
+        atomic_fetch_add(&c->others, 1);
+    return i == c->fail_at ? -EIO : 0;
+}
+
+/* hdx_parallel_for over n indexes in blocks of block on threads; how many indexes ran once
+ * (*twice: how many more than once), and what it returned. */
+static int run_parallel(size_t n, size_t block, int threads, size_t fail_at, size_t *once, size_t *twice, int *others)
+{
+    static atomic_int calls[10000];
+    struct counts c = {.calls = calls, .caller = pthread_self(), .fail_at = fail_at};
+    for (size_t i = 0; i < n; i++)
+        atomic_init(&calls[i], 0);
+    atomic_init(&c.others, 0);
+    int rc = hdx_parallel_for(n, block, threads, count_call, &c);
+    *once = *twice = 0;
+    for (size_t i = 0; i < n; i++) {
+        *once += atomic_load(&calls[i]) == 1;
+        *twice += atomic_load(&calls[i]) > 1;
+    }
+    *others = atomic_load(&c.others);
+    return rc;
+}
+
+static void test_parallel(void)
+{
+    size_t once, twice;
+    int others;
+    CHECK(run_parallel(10000, 7, 3, (size_t)-1, &once, &twice, &others) == 0 && once == 10000 && twice == 0,
+          "3 threads: %zu indexes once, %zu more often", once, twice);
+    CHECK(run_parallel(10000, 7, 1, (size_t)-1, &once, &twice, &others) == 0 && once == 10000 && others == 0,
+          "1 thread: %zu indexes once, %d calls in another thread", once, others);
+    CHECK(run_parallel(5, 256, 4, (size_t)-1, &once, &twice, &others) == 0 && once == 5 && others == 0,
+          "fewer indexes than a block: %zu once, %d calls in another thread", once, others);
+    CHECK(run_parallel(0, 256, 4, (size_t)-1, &once, &twice, &others) == 0 && once == 0, "no index");
+    /* An error in the first block: it is returned, and the blocks after it are not started. */
+    int rc = run_parallel(10000, 10, 1, 3, &once, &twice, &others);
+    CHECK(rc == -EIO && once == 4 && twice == 0, "an error at index 3 on one thread: rc %d, %zu ran", rc, once);
+    rc = run_parallel(10000, 10, 3, 3, &once, &twice, &others);
+    CHECK(rc == -EIO && once < 10000 && twice == 0, "an error at index 3 on 3 threads: rc %d, %zu ran", rc, once);
+}
+
 /* The text of raw (an hdx_json_array's end) in an object, against that of the same object
  * holding want (cJSON items) instead, both printed formatted by hdx_json_print; both freed. */
 static void same_print(const char *what, cJSON *raw, cJSON *want)
@@ -246,8 +303,10 @@ int main(int argc, char **argv)
         test_prefix();
     else if (!strcmp(which, "json_array"))
         test_json_array();
+    else if (!strcmp(which, "parallel"))
+        test_parallel();
     else {
-        fprintf(stderr, "usage: test_units stat|index|prefix|json_array\n");
+        fprintf(stderr, "usage: test_units stat|index|prefix|json_array|parallel\n");
         return 2;
     }
     return failures ? 1 : 0;
