@@ -233,11 +233,11 @@ void hdx_loaded_file_clear(hdx_loaded_file *f);
 /*
  * Load many files at once with hdx_loaded_file_load, on up to `threads` threads, while the
  * caller goes on finding which files to load (the merge stays the caller's, in its order):
- *  - hdx_snapshot_batch_new: a batch for up to cap files, to load on up to `threads` threads
- *    (started when the second file is added). NULL with errno ENOMEM. The caller frees it
- *    with hdx_snapshot_batch_free.
+ *  - hdx_snapshot_batch_new: a batch for up to cap files, to load on up to `threads` threads,
+ *    as many as the files added once there are two (one file gains nothing from a thread).
+ *    NULL with errno ENOMEM. The caller frees it with hdx_snapshot_batch_free.
  *  - hdx_snapshot_batch_add: path (borrowed: it must outlive the batch), a frames file when
- *    frames, to load next; the threads start on it at once. Its index in the batch, or
+ *    frames, to load next: a free thread starts on it at once. Its index in the batch, or
  *    -EINVAL when b is NULL, closed or full.
  *  - hdx_snapshot_batch_close: no more files; the threads end when the last is loaded.
  *  - hdx_snapshot_batch_take: waits for file i and moves what it gave into *out (the

@@ -85,7 +85,7 @@ struct hdx_snapshot_batch {
     pthread_cond_t cond;
     pthread_t *threads;
     size_t n_threads;
-    int want_threads;        /* started at the second file: one gains nothing from a thread */
+    int want_threads;        /* at most; started as files are added, from the second on */
     struct worker {
         struct hdx_snapshot_batch *b;
         hdx_snapshot_share *share; /* what the files this thread loads share */
@@ -116,10 +116,11 @@ static void *batch_worker(void *arg)
         while (!b->stop && !b->closed && b->next >= b->n) /* the caller is still adding */
             pthread_cond_wait(&b->cond, &b->lock);
         size_t i = b->stop ? b->n : b->next;
-        if (i < b->n)
+        int have = i < b->n;
+        if (have)
             b->next++;
         pthread_mutex_unlock(&b->lock);
-        if (i >= b->n)
+        if (!have)
             break;
         load_one(b, i, w->share);
     }
@@ -178,8 +179,10 @@ long hdx_snapshot_batch_add(hdx_snapshot_batch *b, const char *path, int frames)
     b->frames[i] = frames != 0;
     pthread_cond_broadcast(&b->cond);
     pthread_mutex_unlock(&b->lock);
-    /* At the second file, the threads (no thread at all only makes take() load in the caller's). */
-    while (b->n == 2 && b->n_threads < (size_t)b->want_threads &&
+    /* As many threads as files, up to those wanted, from the second file on: one file gains
+     * nothing from a thread (and no thread at all only makes take() load in the caller's). */
+    size_t target = b->n < 2 ? 0 : b->n < (size_t)b->want_threads ? b->n : (size_t)b->want_threads;
+    while (b->n_threads < target &&
            pthread_create(&b->threads[b->n_threads], NULL, batch_worker, &b->workers[b->n_threads]) == 0)
         b->n_threads++;
     return (long)i;

@@ -537,13 +537,13 @@ cJSON *hdx_stack_table_process_json(const hdx_stack_table *s, const hdx_process 
     return process_json(p, &tab, NULL);
 }
 
-int hdx_stack_table_take(hdx_stack_table *s, cJSON *o)
+int hdx_stack_table_take(hdx_stack_table *s, cJSON *o, int formatted)
 {
     if (!s || s->given || s->tab.failed)
         return -ENOMEM;
     cJSON *c = s->stacks->child;
     for (size_t i = 0; c && i < s->n; i++, c = c->next) {
-        cJSON *r = hdx_json_ranges(s->classes[i].ranks, s->classes[i].n_ranks);
+        cJSON *r = hdx_json_ranges(s->classes[i].ranks, s->classes[i].n_ranks, formatted);
         if (!r)
             return -ENOMEM;
         cJSON_AddItemToObject(c, "ranks", r);
@@ -975,7 +975,7 @@ static cJSON *snapshot_json(const hdx_evidence *ev, int reduced)
         cJSON_AddItemToArray(notes, cJSON_CreateString(ev->notes[i] ? ev->notes[i] : ""));
     if (tab.failed || !procs || !locks || !notes || !pgroups || cJSON_GetArraySize(procs) != (int)ev->n_procs ||
         cJSON_GetArraySize(locks) != (int)ev->n_locks || cJSON_GetArraySize(notes) != (int)ev->n_notes ||
-        (reduced && hdx_stack_table_take(st, r) < 0) || cJSON_GetArraySize(r) != (reduced ? 15 : 12))
+        (reduced && hdx_stack_table_take(st, r, 0) < 0) || cJSON_GetArraySize(r) != (reduced ? 15 : 12))
         goto nomem;
     ftab_clear(&tab);
     hdx_stack_table_free(st);

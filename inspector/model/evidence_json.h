@@ -55,9 +55,10 @@ struct cJSON *hdx_snapshot_process_json_printed(const hdx_process *p, hdx_frame_
  *    model/json_arena.h). Caller frees with cJSON_Delete. NULL on ENOMEM, or for a thread
  *    not counted.
  *  - hdx_stack_table_take: add "strings", "frames" and "stacks" (each class
- *    {"frames", "python_frames", "ranks": hdx_json_ranges, "threads": count}) to the object o;
- *    the table gives them up (o owns them) and takes no more threads. 0 or -ENOMEM (then o
- *    may hold part of them).
+ *    {"frames", "python_frames", "ranks": hdx_json_ranges, "threads": count}) to the object o,
+ *    whose ranges are spaced for o's print (formatted: cJSON_Print, else unformatted); the
+ *    table gives them up (o owns them) and takes no more threads. 0 or -ENOMEM (then o may
+ *    hold part of them).
  */
 typedef struct hdx_stack_table hdx_stack_table;
 hdx_stack_table *hdx_stack_table_new(void);
@@ -74,7 +75,7 @@ struct cJSON *hdx_stack_table_process_json(const hdx_stack_table *s, const hdx_p
  * NULL on ENOMEM, or when o's keys are not those of pkeys and tkeys.
  */
 struct cJSON *hdx_process_row(struct cJSON *o, struct cJSON *pkeys, struct cJSON *tkeys);
-int hdx_stack_table_take(hdx_stack_table *s, struct cJSON *o);
+int hdx_stack_table_take(hdx_stack_table *s, struct cJSON *o, int formatted);
 
 /*
  * What the job logs told (ev->log_facts and ev->log_ranks, model/evidence.h) as

@@ -178,9 +178,22 @@ cJSON *hdx_json_frames(const hdx_frame *frames, size_t n)
     return a;
 }
 
-cJSON *hdx_json_ranges(int *vals, size_t n)
+/* text (n bytes, valid JSON: a nested array's) as a's next value. */
+static void array_add(hdx_json_array *a, const char *text, size_t n)
 {
-    hdx_json_array a = {0};
+    if (a->failed || (a->failed = hdx_reserve(&a->text, &a->cap, a->len + n + 3) < 0))
+        return;
+    if (!a->len)
+        a->text[a->len++] = '[';
+    else if ((a->text[a->len++] = ',') && !a->compact)
+        a->text[a->len++] = ' ';
+    memcpy(a->text + a->len, text, n);
+    a->len += n;
+}
+
+cJSON *hdx_json_ranges(int *vals, size_t n, int formatted)
+{
+    hdx_json_array a = {.compact = !formatted};
     if (n)
         qsort(vals, n, sizeof *vals, hdx_cmp_int);
     for (size_t i = 0; i < n;) {
@@ -190,29 +203,20 @@ cJSON *hdx_json_ranges(int *vals, size_t n)
         char lo[HDX_JSON_DIGITS], hi[HDX_JSON_DIGITS], pair[2 * HDX_JSON_DIGITS + 4];
         size_t nl, nh;
         const char *l = hdx_json_digits(vals[i], lo, &nl), *h = hdx_json_digits(vals[j], hi, &nh);
-        pair[0] = '[';
-        memcpy(pair + 1, l, nl);
-        memcpy(pair + 1 + nl, ", ", 2);
-        memcpy(pair + 3 + nl, h, nh);
-        pair[3 + nl + nh] = ']';
-        hdx_json_array_add(&a, pair, nl + nh + 4);
+        size_t k = 0;
+        pair[k++] = '[';
+        memcpy(pair + k, l, nl);
+        k += nl;
+        pair[k++] = ',';
+        if (formatted)
+            pair[k++] = ' ';
+        memcpy(pair + k, h, nh);
+        k += nh;
+        pair[k++] = ']';
+        array_add(&a, pair, k);
         i = j + 1;
     }
     return hdx_json_array_end(&a);
-}
-
-void hdx_json_array_add(hdx_json_array *a, const char *text, size_t n)
-{
-    if (a->failed || (a->failed = hdx_reserve(&a->text, &a->cap, a->len + n + 3) < 0))
-        return;
-    if (a->len) {
-        a->text[a->len++] = ',';
-        a->text[a->len++] = ' ';
-    } else {
-        a->text[a->len++] = '[';
-    }
-    memcpy(a->text + a->len, text, n);
-    a->len += n;
 }
 
 void hdx_json_array_int(hdx_json_array *a, long long v)
@@ -220,7 +224,7 @@ void hdx_json_array_int(hdx_json_array *a, long long v)
     char buf[HDX_JSON_DIGITS];
     size_t n = 4;
     const char *d = v == HDX_UNKNOWN ? "null" : hdx_json_digits(v, buf, &n);
-    hdx_json_array_add(a, d, n);
+    array_add(a, d, n);
 }
 
 void hdx_json_array_str(hdx_json_array *a, const char *s)
@@ -235,7 +239,7 @@ void hdx_json_array_str(hdx_json_array *a, const char *s)
         a->failed = !a->last;
     }
     if (!a->failed)
-        hdx_json_array_add(a, s ? a->last_text : "null", s ? strlen(a->last_text) : 4);
+        array_add(a, s ? a->last_text : "null", s ? strlen(a->last_text) : 4);
 }
 
 cJSON *hdx_json_array_end(hdx_json_array *a)
@@ -248,7 +252,7 @@ cJSON *hdx_json_array_end(hdx_json_array *a)
     free(a->text);
     free(a->last);
     cJSON_free(a->last_text);
-    memset(a, 0, sizeof *a);
+    *a = (hdx_json_array){.compact = a->compact};
     return raw;
 }
 

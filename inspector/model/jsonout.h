@@ -45,20 +45,23 @@ struct cJSON *hdx_json_frames(const hdx_frame *frames, size_t n);
 /* A set of integers (ranks) as ranges, hangdx.report/2's form (docs/formats.md "Reports"):
  * [[first, last], ...] ascending, [[5, 5]] for one; vals[0..n) may be in any order and
  * repeat (they are sorted in place: vals is the caller's, changed). A raw item of the text
- * (hdx_json_array: a job's classes of stacks can hold 10^5 ranges), to be printed formatted,
- * not read; NULL on ENOMEM. */
-struct cJSON *hdx_json_ranges(int *vals, size_t n);
+ * (hdx_json_array: a job's classes of stacks can hold 10^5 ranges), spaced as the print it
+ * goes into (formatted: cJSON_Print's, else cJSON_PrintUnformatted's), and not to be read;
+ * NULL on ENOMEM. */
+struct cJSON *hdx_json_ranges(int *vals, size_t n, int formatted);
 
 /*
  * A JSON array's text made value by value, as cJSON_Print writes an array of those values
- * ([1, null, "a"]), for a report's arrays of 10^5 values and more: its "ranks" table and the
- * ranges of its classes of stacks. Made of cJSON items, each made, printed and deleted, they
- * took 0.6 s of the 2.1 s that writing the report of 131 072 ranks took; so, 0.1 s
- * (BENCHMARKS.md "Analyze of 8192, 32 768 and 131 072 ranks"). Start from a zeroed
- * hdx_json_array; after an ENOMEM the adds do nothing and hdx_json_array_end says so.
+ * ([1, null, "a"]; with compact set, as cJSON_PrintUnformatted does: [1,null,"a"]), for a
+ * report's arrays of 10^5 values and more: its "ranks" table and the ranges of its classes of
+ * stacks. Made of cJSON items, each made, printed and deleted, they took 0.6 s of the 2.1 s
+ * that writing the report of 131 072 ranks took; so, 0.1 s (BENCHMARKS.md "Analyze of 8192,
+ * 32 768 and 131 072 ranks"). Start from a zeroed hdx_json_array (compact set or not); after
+ * an ENOMEM the adds do nothing and hdx_json_array_end says so.
  */
 typedef struct hdx_json_array {
-    char *text; /* heap: "[" and the values so far */
+    int compact; /* the caller's: no space after a comma */
+    char *text;  /* heap: "[" and the values so far */
     size_t len, cap;
     char *last, *last_text; /* heap: a copy of the string added last, and its JSON text */
     int failed;             /* out of memory */
@@ -69,10 +72,8 @@ void hdx_json_array_int(hdx_json_array *a, long long v);
 /* s, or null for NULL (as hdx_json_str): its text is hdx_json_print's, made once for each run
  * of equal strings. */
 void hdx_json_array_str(hdx_json_array *a, const char *s);
-/* text (n bytes, valid JSON of the caller's: a nested array) as the next value. */
-void hdx_json_array_add(hdx_json_array *a, const char *text, size_t n);
-/* The array ended ("]"), as a raw item (cJSON_CreateRaw) whose text a formatted print writes
- * as it is; a's memory is freed. NULL on ENOMEM, now or in an add. */
+/* The array ended ("]"), as a raw item (cJSON_CreateRaw), which a print writes as it is (so
+ * print it as a's compact says); a's memory is freed. NULL on ENOMEM, now or in an add. */
 struct cJSON *hdx_json_array_end(hdx_json_array *a);
 
 /*

@@ -507,12 +507,13 @@ int hdx_parallel_for(size_t n, size_t block, int threads, int (*fn)(void *arg, s
     struct parallel p = {.n = n, .block = block ? block : 1, .fn = fn, .arg = arg};
     atomic_init(&p.next, 0);
     atomic_init(&p.rc, 0);
-    size_t want = (size_t)hdx_cpus(threads) - 1, started = 0; /* the caller's is one */
+    pthread_t tids[7]; /* and the caller's: 8 */
+    size_t want = (size_t)hdx_cpus(threads) - 1, started = 0;
     if (want > n / p.block)
         want = n / p.block;
-    pthread_t tids[8];
-    while (started < want && started < sizeof tids / sizeof tids[0] &&
-           pthread_create(&tids[started], NULL, parallel_worker, &p) == 0)
+    if (want > sizeof tids / sizeof tids[0])
+        want = sizeof tids / sizeof tids[0];
+    while (started < want && pthread_create(&tids[started], NULL, parallel_worker, &p) == 0)
         started++;
     parallel_worker(&p);
     for (size_t i = 0; i < started; i++)

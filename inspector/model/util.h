@@ -149,8 +149,8 @@ void hdx_vsay(FILE *f, const char *fmt, va_list ap) __attribute__((format(printf
 int hdx_cpus(int threads);
 
 /*
- * fn(arg, i) for every i in [0, n), on up to hdx_cpus(threads) threads, the caller's among
- * them: each takes the next `block` indexes in turn, so the order of the calls is not known and
+ * fn(arg, i) for every i in [0, n), on up to hdx_cpus(threads) threads (at most 8), the
+ * caller's among them: each takes the next `block` indexes in turn, so the order of the calls is not known and
  * fn must not depend on it. When fn returns non-zero no block is started any more, and that
  * value is returned (the first to be returned, of several); 0 when every call returned 0. No
  * thread to be had only makes the caller's do it all.

@@ -256,7 +256,7 @@ static cJSON *groups_json(const hdx_evidence *ev, hdx_stack_table *st)
             cJSON *o = cJSON_CreateObject();
             const hdx_thread *key = g[i].key;
             if (st) {
-                cJSON_AddItemToObject(o, "ranks", hdx_json_ranges(g[i].ranks, g[i].n_ranks));
+                cJSON_AddItemToObject(o, "ranks", hdx_json_ranges(g[i].ranks, g[i].n_ranks, 1));
             } else {
                 char ranks[256];
                 hdx_format_ranges(g[i].ranks, g[i].n_ranks, ranks, sizeof ranks);
@@ -588,7 +588,7 @@ static int report2_write(FILE *f, const hdx_evidence *ev, const hdx_verdict *v, 
             rc = rc ? rc : -ENOMEM;
         }
     }
-    if (!rc && (hdx_stack_table_take(st, tail) < 0 || !(t = hdx_json_print(tail, 1))))
+    if (!rc && (hdx_stack_table_take(st, tail, 1) < 0 || !(t = hdx_json_print(tail, 1))))
         rc = -ENOMEM;
     /* t is "{\n\t\"ranks\": ...\n}": its members follow the processes' array */
     if (!rc && fprintf(f, "%s],%s\n", full ? "" : "\n\t", t + 1) < 0)

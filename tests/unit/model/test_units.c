@@ -8,7 +8,7 @@
  *   parallel hdx_parallel_for (model/util.h): every index once, on one thread or several, and
  *          the first error returned with the rest of the blocks left undone.
  *   json_array  hdx_json_array and hdx_json_ranges (model/jsonout.h): the same text as
- *          cJSON_Print (through hdx_json_print) of the same values as cJSON items, for
+ *          hdx_json_print of the same values as cJSON items, formatted and not (compact), for
  *          integers, unknowns, strings in runs and changing, strings to escape or of invalid
  *          UTF-8, an empty array, and ranges.
  */
@@ -239,8 +239,9 @@ static void test_parallel(void)
 }
 
 /* The text of raw (an hdx_json_array's end) in an object, against that of the same object
- * holding want (cJSON items) instead, both printed formatted by hdx_json_print; both freed. */
-static void same_print(const char *what, cJSON *raw, cJSON *want)
+ * holding want (cJSON items) instead, both printed by hdx_json_print (formatted or not); both
+ * freed. */
+static void same_print(const char *what, cJSON *raw, cJSON *want, int formatted)
 {
     cJSON *a = cJSON_CreateObject(), *b = cJSON_CreateObject();
     CHECK(raw && want && a && b, "%s: out of memory", what);
@@ -248,7 +249,7 @@ static void same_print(const char *what, cJSON *raw, cJSON *want)
         return;
     cJSON_AddItemToObject(a, "v", raw);
     cJSON_AddItemToObject(b, "v", want);
-    char *sa = hdx_json_print(a, 1), *sb = hdx_json_print(b, 1);
+    char *sa = hdx_json_print(a, formatted), *sb = hdx_json_print(b, formatted);
     CHECK(sa && sb && !strcmp(sa, sb), "%s: %s, cJSON's %s", what, sa ? sa : "(null)", sb ? sb : "(null)");
     cJSON_free(sa);
     cJSON_free(sb);
@@ -256,40 +257,56 @@ static void same_print(const char *what, cJSON *raw, cJSON *want)
     cJSON_Delete(b);
 }
 
-static void test_json_array(void)
+/* The same values as an hdx_json_array (compact or not) and as cJSON items: the same print. */
+static void same_values(const char *what, const long long *ints, size_t n_ints, const char *const *strs, size_t n_strs,
+                        int formatted)
 {
-    static const long long ints[] = {0, 7, -3, HDX_UNKNOWN, 2147483647, -2147483648LL, 9007199254740992LL, 42};
-    hdx_json_array a = {0};
+    hdx_json_array a = {.compact = !formatted};
     cJSON *want = cJSON_CreateArray();
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+    for (size_t i = 0; i < n_ints; i++) {
         hdx_json_array_int(&a, ints[i]);
         cJSON_AddItemToArray(want, hdx_json_int(ints[i]));
     }
-    same_print("integers", hdx_json_array_end(&a), want);
-    CHECK(a.text == NULL && a.last == NULL && a.len == 0, "the array's memory is not released");
+    for (size_t i = 0; i < n_strs; i++) {
+        hdx_json_array_str(&a, strs[i]);
+        cJSON_AddItemToArray(want, hdx_json_str(strs[i]));
+    }
+    same_print(what, hdx_json_array_end(&a), want, formatted);
+    CHECK(a.text == NULL && a.last == NULL && a.len == 0 && a.compact == !formatted,
+          "%s: the array's memory is not released", what);
+}
 
+static void test_json_array(void)
+{
+    static const long long ints[] = {0, 7, -3, HDX_UNKNOWN, 2147483647, -2147483648LL, 9007199254740992LL, 42};
     /* A run of equal strings in different buffers, a change back and forth, NULL between, a
      * string to escape and one whose bytes are no UTF-8 (\u00XX, as hdx_json_print writes). */
     char s1[] = "S", s2[] = "S", s3[] = "R";
     const char *strs[] = {s1, s2, s3, NULL, s1, "", "tab\there \"quoted\" back\\slash\n", "caf\xe9", "caf\xe9", NULL};
-    want = cJSON_CreateArray();
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
-        hdx_json_array_str(&a, strs[i]);
-        cJSON_AddItemToArray(want, hdx_json_str(strs[i]));
+    size_t ni = sizeof ints / sizeof ints[0], ns = sizeof strs / sizeof strs[0];
+    for (int formatted = 0; formatted < 2; formatted++) {
+        same_values(formatted ? "integers" : "integers, compact", ints, ni, NULL, 0, formatted);
+        same_values(formatted ? "strings" : "strings, compact", NULL, 0, strs, ns, formatted);
+        same_values(formatted ? "both" : "both, compact", ints, ni, strs, ns, formatted);
+        same_values(formatted ? "an empty array" : "an empty array, compact", NULL, 0, NULL, 0, formatted);
+        int vals[] = {9, 3, 4, 3, 5, 11, 0, -2, -1};
+        static const int pairs[][2] = {{-2, 0}, {3, 5}, {9, 9}, {11, 11}};
+        cJSON *want = cJSON_CreateArray();
+        for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+            cJSON_AddItemToArray(want, cJSON_CreateIntArray(pairs[i], 2));
+        same_print(formatted ? "ranges" : "ranges, compact", hdx_json_ranges(vals, sizeof vals / sizeof vals[0], formatted),
+                   want, formatted);
+        same_print("no ranges", hdx_json_ranges(NULL, 0, formatted), cJSON_CreateArray(), formatted);
     }
-    s1[0] = 'D'; /* a string changed in place after it was added is written as it was */
-    same_print("strings", hdx_json_array_end(&a), want);
-
-    want = cJSON_CreateArray();
-    same_print("an empty array", hdx_json_array_end(&a), want);
-
-    int vals[] = {9, 3, 4, 3, 5, 11, 0, -2, -1};
-    static const int pairs[][2] = {{-2, 0}, {3, 5}, {9, 9}, {11, 11}};
-    want = cJSON_CreateArray();
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
-        cJSON_AddItemToArray(want, cJSON_CreateIntArray(pairs[i], 2));
-    same_print("ranges", hdx_json_ranges(vals, sizeof vals / sizeof vals[0]), want);
-    same_print("no ranges", hdx_json_ranges(NULL, 0), cJSON_CreateArray());
+    /* A string changed in place after it was added is written as it was. */
+    hdx_json_array a = {0};
+    hdx_json_array_str(&a, s1);
+    s1[0] = 'D';
+    hdx_json_array_str(&a, s1);
+    cJSON *want = cJSON_CreateArray();
+    cJSON_AddItemToArray(want, cJSON_CreateString("S"));
+    cJSON_AddItemToArray(want, cJSON_CreateString("D"));
+    same_print("a string changed in place", hdx_json_array_end(&a), want, 1);
 }
 
 int main(int argc, char **argv)
