@@ -188,14 +188,19 @@ long hdx_snapshot_batch_add(hdx_snapshot_batch *b, const char *path, int frames)
     return (long)i;
 }
 
-void hdx_snapshot_batch_close(hdx_snapshot_batch *b)
+/* *flag (b's closed or stop) set under b's lock, and every waiting thread woken to see it. */
+static void raise_flag(hdx_snapshot_batch *b, int *flag)
 {
-    if (!b)
-        return;
     pthread_mutex_lock(&b->lock);
-    b->closed = 1;
+    *flag = 1;
     pthread_cond_broadcast(&b->cond);
     pthread_mutex_unlock(&b->lock);
+}
+
+void hdx_snapshot_batch_close(hdx_snapshot_batch *b)
+{
+    if (b)
+        raise_flag(b, &b->closed);
 }
 
 int hdx_snapshot_batch_take(hdx_snapshot_batch *b, size_t i, hdx_loaded_file *out)
@@ -230,10 +235,7 @@ void hdx_snapshot_batch_free(hdx_snapshot_batch *b, hdx_evidence *keep)
 {
     if (!b)
         return;
-    pthread_mutex_lock(&b->lock);
-    b->stop = 1;
-    pthread_cond_broadcast(&b->cond);
-    pthread_mutex_unlock(&b->lock);
+    raise_flag(b, &b->stop);
     for (size_t k = 0; k < b->n_threads; k++)
         pthread_join(b->threads[k], NULL);
     for (size_t i = 0; i < b->n; i++)
