@@ -682,7 +682,10 @@ def case_frozen(tmp):
         freeze(True)
         time.sleep(0.5)
         r = hangdx("inspect", "--json", procs[0].pid, procs[1].pid)
-        check(r.returncode == 0, "inspect of a frozen job: status %d; stderr:\n%s" % (r.returncode, r.stderr))
+        # A rank whose every thread the freezer caught in the refrigerator (state D) has no
+        # stack to read: a partial result (status 1), which says so; the verdict is the same.
+        check(r.returncode == 0 or (r.returncode == 1 and "could not be read" in r.stderr),
+              "inspect of a frozen job: status %d; stderr:\n%s" % (r.returncode, r.stderr))
         rep = report_frames.loads(r.stdout)
         v = rep["verdict"]
         log("frozen: %s: %s | remedy: %s" % (v["class"], v["summary"], v["remedy"]))
@@ -700,10 +703,13 @@ def case_frozen(tmp):
             # target's acknowledgement of it: the computation is checked, not the signal count.
             check_compute(p, "after thawing", signals_exact=False)
     finally:
+        try:  # thawed first: cgroup v1's freezer holds a SIGKILL until then, and kill() waits
+            freeze(False)
+        except OSError:
+            pass
         for p in procs:
             kill(p)
         try:
-            freeze(False)
             os.rmdir(path)
         except OSError:
             pass
