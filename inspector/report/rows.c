@@ -64,7 +64,7 @@ struct rows {
  * the table's already. 0 or -ENOMEM. */
 static int row_add(const struct rows *r, const hdx_process *p, const char *sep, struct text *out)
 {
-    int arena = cJSON_GetArraySize(r->pkeys) && (!p->n_threads || cJSON_GetArraySize(r->tkeys)) &&
+    int arena = r->pkeys->child && (!p->n_threads || r->tkeys->child) &&
                 hdx_json_arena_begin();
     cJSON *o = hdx_report_with_part(r->ev, p, hdx_stack_table_process_json(r->st, p));
     if (o)
@@ -181,7 +181,7 @@ int hdx_report_rows_write(FILE *f, const hdx_evidence *ev, const hdx_stack_table
     int cpus = hdx_cpus(threads);
     int rc = 0;
     /* The first rows here: the one that fills the keys comes before any other is made. */
-    for (; !rc && r.from < ev->n_procs && (!cJSON_GetArraySize(pkeys) || !cJSON_GetArraySize(tkeys)); r.from++)
+    for (; !rc && r.from < ev->n_procs && (!pkeys->child || !tkeys->child); r.from++)
         rc = rows_here(f, &r, r.from, r.from + 1);
     r.n_blocks = (ev->n_procs - r.from + BLOCK_ROWS - 1) / BLOCK_ROWS;
     int here = 1; /* the rest made here: one CPU, or no thread to be had */
